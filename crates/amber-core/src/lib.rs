@@ -1,0 +1,2 @@
+//! Core file system.
+#![forbid(unsafe_code)]

@@ -1,0 +1,2 @@
+//! On-media format.
+#![forbid(unsafe_code)]

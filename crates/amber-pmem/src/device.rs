@@ -1,0 +1,106 @@
+//! The one interface through which every byte reaches persistent memory.
+//!
+//! All file-system code is generic over [`PmDevice`]; the real mapping, the
+//! emulator and the crash simulator's recording device all implement it, so
+//! the same code runs on each (redb's `StorageBackend`, TigerBeetle's
+//! `Storage`). Offsets are byte offsets from the start of the pool.
+//!
+//! Persistence model (libpmem2's): a store becomes durable only after it has
+//! been *flushed* (written back from the CPU cache) and a *drain* (store
+//! fence) has ordered it. Non-temporal stores bypass the cache and need only
+//! the drain. Callers batch many flushes before one drain.
+
+use crate::stats::WriteStats;
+
+/// Size of a CPU cache line, the unit of flushing and of crash atomicity
+/// (stores to one line persist in program order, as a prefix).
+pub const CACHE_LINE: u64 = 64;
+
+/// A persist could not be completed; the device is poisoned and every later
+/// drain fails too (redb's `PreviousIo`): the caller must stop writing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PersistError {
+    /// What failed, in words a user can act on.
+    pub reason: String,
+}
+
+impl std::fmt::Display for PersistError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "persist failed: {}", self.reason)
+    }
+}
+
+impl std::error::Error for PersistError {}
+
+/// Byte-addressable persistent memory.
+///
+/// Contract for callers (the core upholds it with its locks): two threads
+/// never store to overlapping bytes at the same time, and a thread never
+/// reads bytes another thread is storing to, except through
+/// [`PmDevice::load_u64`] / [`PmDevice::store_u64`], which are atomic.
+/// Out-of-range offsets are bugs in the caller and panic; the core validates
+/// every offset it reads from media before using it.
+pub trait PmDevice: Send + Sync {
+    /// Length of the pool in bytes.
+    fn size(&self) -> u64;
+
+    /// Copies `buf.len()` bytes at `off` into `buf`.
+    fn read(&self, off: u64, buf: &mut [u8]);
+
+    /// Stores `data` at `off` through the CPU cache. Not durable until
+    /// flushed and drained.
+    fn write(&self, off: u64, data: &[u8]);
+
+    /// Stores `data` at `off` with non-temporal stores (bypassing the cache).
+    /// Durable after the next [`PmDevice::drain`]; no flush is needed.
+    fn write_nt(&self, off: u64, data: &[u8]);
+
+    /// Stores zeros over `len` bytes at `off` with non-temporal stores.
+    fn zero_nt(&self, off: u64, len: u64);
+
+    /// Atomic 8-byte load. `off` must be 8-byte aligned.
+    fn load_u64(&self, off: u64) -> u64;
+
+    /// Atomic 8-byte store (never torn by a crash). `off` must be 8-byte
+    /// aligned. Not durable until flushed and drained.
+    fn store_u64(&self, off: u64, value: u64);
+
+    /// Atomic 16-byte store (never torn by a crash). `off` must be 16-byte
+    /// aligned. Not durable until flushed and drained.
+    fn store_u128(&self, off: u64, value: u128);
+
+    /// Starts writing back the cache lines covering `[off, off + len)`.
+    fn flush(&self, off: u64, len: u64);
+
+    /// Waits until every flush and non-temporal store issued before it is
+    /// durable. Fails if any earlier persist failed.
+    fn drain(&self) -> Result<(), PersistError>;
+
+    /// Flush then drain: `[off, off + len)` is durable on return.
+    fn persist(&self, off: u64, len: u64) -> Result<(), PersistError> {
+        self.flush(off, len);
+        self.drain()
+    }
+
+    /// Writes `data` through the cache and makes it durable.
+    fn write_persist(&self, off: u64, data: &[u8]) -> Result<(), PersistError> {
+        self.write(off, data);
+        self.persist(off, data.len() as u64)
+    }
+
+    /// Write accounting since the device was opened.
+    fn stats(&self) -> WriteStats;
+}
+
+/// Checks that `[off, off + len)` lies inside a pool of `size` bytes.
+///
+/// # Panics
+/// On an out-of-range access: the caller broke the device contract.
+#[inline]
+pub fn check_range(size: u64, off: u64, len: u64) {
+    let end = off.checked_add(len);
+    assert!(
+        matches!(end, Some(e) if e <= size),
+        "PM access out of range: off={off} len={len} pool={size}"
+    );
+}

@@ -1,0 +1,2 @@
+//! Crash simulator (being built).
+#![forbid(unsafe_code)]
