@@ -1,0 +1,293 @@
+//! The superblock: identity, version, feature flags, geometry and the clean
+//! flag. Two copies (blocks 0 and 1) each carry a CRC-32C and a generation;
+//! an update writes and persists copy A, then copy B, so at every instant at
+//! least one copy is whole. Mount takes the valid copy with the higher
+//! generation (redb's two commit slots, TigerBeetle's superblock copies).
+//!
+//! ```text
+//! off  size  field
+//!   0     8  magic "AMBERFS\0"
+//!   8     4  version (1)
+//!  12     4  superblock size (256)
+//!  16     8  feature_compat      (unknown bits: mount anyway)
+//!  24     8  feature_incompat    (unknown bits: refuse to mount)
+//!  32     8  feature_ro_compat   (unknown bits: mount read-only -> refused in v1)
+//!  40     8  pool size in bytes
+//!  48     4  block size (4096)
+//!  52     4  journal count
+//!  56     4  blocks per journal
+//!  60     4  inode size (256)
+//!  64     8  inode count
+//!  72     8  journal start block
+//!  80     8  inode table start block
+//!  88     8  bitmap start block
+//!  96     8  bitmap blocks
+//! 104     8  data start block
+//! 112     8  total blocks
+//! 120    16  uuid
+//! 136     8  generation (bumped by every superblock update)
+//! 144     4  state: 1 clean (bitmap valid, journals empty), 0 mounted
+//! 148     4  reserved, zero
+//! 152     8  mount count
+//! 160     8  last mount time (seconds since the epoch)
+//! 168     8  last clean-unmount time
+//! 176    64  reserved region descriptors for later features, zero in v1:
+//!            [small-write zone start, blocks, reverse-map start, blocks,
+//!             attribute-log start, blocks, 2 spare]
+//! 240    12  reserved, zero
+//! 252     4  CRC-32C of bytes 0..252
+//! ```
+
+use crate::error::FormatError;
+use crate::inode::INODE_SIZE;
+use crate::layout::{FormatParams, Layout, BLOCK_SIZE};
+use crate::le::*;
+
+/// Bytes of one superblock copy.
+pub const SUPERBLOCK_SIZE: usize = 256;
+/// The pool's first bytes.
+pub const MAGIC: [u8; 8] = *b"AMBERFS\0";
+/// The format version this code writes and reads.
+pub const VERSION: u32 = 1;
+/// Incompatible features this version understands (none yet; HiNFS needs
+/// none, LAWN's zone, HUNTER's reverse map and attribute logs will each add
+/// a bit and a region descriptor).
+pub const KNOWN_INCOMPAT: u64 = 0;
+/// Read-only-compatible features this version understands.
+pub const KNOWN_RO_COMPAT: u64 = 0;
+/// Number of u64 region descriptors reserved for later features.
+pub const RESERVED_REGIONS: usize = 8;
+
+const OFF_CRC: usize = 252;
+const OFF_REGIONS: usize = 176;
+
+/// Mount state stored in the superblock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolState {
+    /// Cleanly unmounted: journals are empty and the saved bitmap is valid.
+    Clean,
+    /// Mounted, or crashed while mounted: recovery must run.
+    Dirty,
+}
+
+/// Decoded superblock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Superblock {
+    pub version: u32,
+    pub feature_compat: u64,
+    pub feature_incompat: u64,
+    pub feature_ro_compat: u64,
+    pub pool_size: u64,
+    pub layout: Layout,
+    pub uuid: [u8; 16],
+    pub generation: u64,
+    pub state: PoolState,
+    pub mount_count: u64,
+    pub last_mount_secs: u64,
+    pub last_clean_secs: u64,
+    pub regions: [u64; RESERVED_REGIONS],
+}
+
+impl Superblock {
+    /// A fresh superblock for mkfs.
+    pub fn new(params: &FormatParams, uuid: [u8; 16]) -> Result<Superblock, FormatError> {
+        let layout = Layout::compute(params)?;
+        Ok(Superblock {
+            version: VERSION,
+            feature_compat: 0,
+            feature_incompat: 0,
+            feature_ro_compat: 0,
+            pool_size: params.pool_size,
+            layout,
+            uuid,
+            generation: 1,
+            state: PoolState::Clean,
+            mount_count: 0,
+            last_mount_secs: 0,
+            last_clean_secs: 0,
+            regions: [0; RESERVED_REGIONS],
+        })
+    }
+
+    /// Encodes with its checksum.
+    pub fn encode(&self) -> [u8; SUPERBLOCK_SIZE] {
+        let mut b = [0u8; SUPERBLOCK_SIZE];
+        let l = &self.layout;
+        b[0..8].copy_from_slice(&MAGIC);
+        put_u32(&mut b, 8, self.version);
+        put_u32(&mut b, 12, SUPERBLOCK_SIZE as u32);
+        put_u64(&mut b, 16, self.feature_compat);
+        put_u64(&mut b, 24, self.feature_incompat);
+        put_u64(&mut b, 32, self.feature_ro_compat);
+        put_u64(&mut b, 40, self.pool_size);
+        put_u32(&mut b, 48, BLOCK_SIZE as u32);
+        put_u32(&mut b, 52, l.journal_count);
+        put_u32(&mut b, 56, l.journal_blocks);
+        put_u32(&mut b, 60, INODE_SIZE as u32);
+        put_u64(&mut b, 64, l.inode_count);
+        put_u64(&mut b, 72, l.journal_start);
+        put_u64(&mut b, 80, l.itable_start);
+        put_u64(&mut b, 88, l.bitmap_start);
+        put_u64(&mut b, 96, l.bitmap_blocks);
+        put_u64(&mut b, 104, l.data_start);
+        put_u64(&mut b, 112, l.total_blocks);
+        b[120..136].copy_from_slice(&self.uuid);
+        put_u64(&mut b, 136, self.generation);
+        put_u32(&mut b, 144, matches!(self.state, PoolState::Clean) as u32);
+        put_u64(&mut b, 152, self.mount_count);
+        put_u64(&mut b, 160, self.last_mount_secs);
+        put_u64(&mut b, 168, self.last_clean_secs);
+        for (i, r) in self.regions.iter().enumerate() {
+            put_u64(&mut b, OFF_REGIONS + 8 * i, *r);
+        }
+        let crc = crc32c(&b[..OFF_CRC]);
+        put_u32(&mut b, OFF_CRC, crc);
+        b
+    }
+
+    /// Decodes one copy, checking magic, checksum, version, features and
+    /// that the geometry is the one mkfs would compute (so no field read
+    /// from media can send the core out of bounds).
+    pub fn decode(b: &[u8; SUPERBLOCK_SIZE]) -> Result<Superblock, FormatError> {
+        if b[0..8] != MAGIC {
+            return Err(FormatError::BadMagic);
+        }
+        if get_u32(b, OFF_CRC) != crc32c(&b[..OFF_CRC]) {
+            return Err(FormatError::BadChecksum);
+        }
+        let version = get_u32(b, 8);
+        if version != VERSION {
+            return Err(FormatError::UnsupportedVersion { found: version, supported: VERSION });
+        }
+        let feature_incompat = get_u64(b, 24);
+        if feature_incompat & !KNOWN_INCOMPAT != 0 {
+            return Err(FormatError::UnknownIncompatFeatures(feature_incompat & !KNOWN_INCOMPAT));
+        }
+        let feature_ro_compat = get_u64(b, 32);
+        if feature_ro_compat & !KNOWN_RO_COMPAT != 0 {
+            return Err(FormatError::UnknownIncompatFeatures(feature_ro_compat));
+        }
+        expect("superblock size", get_u32(b, 12) as u64, SUPERBLOCK_SIZE as u64)?;
+        expect("block size", get_u32(b, 48) as u64, BLOCK_SIZE)?;
+        expect("inode size", get_u32(b, 60) as u64, INODE_SIZE as u64)?;
+        let pool_size = get_u64(b, 40);
+        let params = FormatParams {
+            pool_size,
+            inode_count: get_u64(b, 64),
+            journal_count: get_u32(b, 52),
+            journal_blocks: get_u32(b, 56),
+        };
+        let layout = Layout::compute(&params)?;
+        expect("journal start", get_u64(b, 72), layout.journal_start)?;
+        expect("inode table start", get_u64(b, 80), layout.itable_start)?;
+        expect("bitmap start", get_u64(b, 88), layout.bitmap_start)?;
+        expect("bitmap blocks", get_u64(b, 96), layout.bitmap_blocks)?;
+        expect("data start", get_u64(b, 104), layout.data_start)?;
+        expect("total blocks", get_u64(b, 112), layout.total_blocks)?;
+        let state = match get_u32(b, 144) {
+            1 => PoolState::Clean,
+            0 => PoolState::Dirty,
+            v => return Err(FormatError::InvalidField { what: "state", value: v as u64 }),
+        };
+        let mut regions = [0u64; RESERVED_REGIONS];
+        for (i, r) in regions.iter_mut().enumerate() {
+            *r = get_u64(b, OFF_REGIONS + 8 * i);
+            // Reserved for later features: a v1 pool must leave them zero.
+            expect("reserved region descriptor", *r, 0)?;
+        }
+        let mut uuid = [0u8; 16];
+        uuid.copy_from_slice(&b[120..136]);
+        Ok(Superblock {
+            version,
+            feature_compat: get_u64(b, 16),
+            feature_incompat,
+            feature_ro_compat,
+            pool_size,
+            layout,
+            uuid,
+            generation: get_u64(b, 136),
+            state,
+            mount_count: get_u64(b, 152),
+            last_mount_secs: get_u64(b, 160),
+            last_clean_secs: get_u64(b, 168),
+            regions,
+        })
+    }
+
+    /// Picks the copy to trust from the two read from blocks 0 and 1:
+    /// the valid one with the higher generation. If neither is valid, the
+    /// error of copy A is returned (it says the most about what the pool is).
+    pub fn choose(
+        a: &[u8; SUPERBLOCK_SIZE],
+        b: &[u8; SUPERBLOCK_SIZE],
+    ) -> Result<Superblock, FormatError> {
+        match (Superblock::decode(a), Superblock::decode(b)) {
+            (Ok(x), Ok(y)) => Ok(if y.generation > x.generation { y } else { x }),
+            (Ok(x), Err(_)) | (Err(_), Ok(x)) => Ok(x),
+            (Err(e), Err(_)) => Err(e),
+        }
+    }
+
+    /// Byte offsets of the two copies.
+    pub fn copy_offsets() -> [u64; 2] {
+        [0, BLOCK_SIZE]
+    }
+}
+
+fn expect(what: &'static str, found: u64, want: u64) -> Result<(), FormatError> {
+    if found == want {
+        Ok(())
+    } else {
+        Err(FormatError::InvalidField { what, value: found })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Superblock {
+        Superblock::new(&FormatParams::for_size(8 << 20), [7; 16]).unwrap()
+    }
+
+    #[test]
+    fn round_trips() {
+        let s = sample();
+        assert_eq!(Superblock::decode(&s.encode()).unwrap(), s);
+    }
+
+    #[test]
+    fn detects_corruption_and_versions() {
+        let s = sample();
+        let mut b = s.encode();
+        b[70] ^= 1;
+        assert_eq!(Superblock::decode(&b), Err(FormatError::BadChecksum));
+        let mut b = s.encode();
+        b[0] = b'X';
+        assert_eq!(Superblock::decode(&b), Err(FormatError::BadMagic));
+        let mut newer = s.clone();
+        newer.version = 2;
+        assert!(matches!(
+            Superblock::decode(&newer.encode()),
+            Err(FormatError::UnsupportedVersion { found: 2, .. })
+        ));
+        let mut feat = s.clone();
+        feat.feature_incompat = 1 << 5;
+        assert!(matches!(
+            Superblock::decode(&feat.encode()),
+            Err(FormatError::UnknownIncompatFeatures(_))
+        ));
+    }
+
+    #[test]
+    fn chooses_newest_valid_copy() {
+        let a = sample();
+        let mut b = a.clone();
+        b.generation = 9;
+        b.state = PoolState::Dirty;
+        assert_eq!(Superblock::choose(&a.encode(), &b.encode()).unwrap(), b);
+        let mut torn = b.encode();
+        torn[200] ^= 0xff;
+        assert_eq!(Superblock::choose(&a.encode(), &torn).unwrap(), a);
+    }
+}
