@@ -133,6 +133,10 @@ pub struct RecordingDevice {
 
 impl RecordingDevice {
     /// A zeroed pool of `size` bytes, all of it durable.
+    ///
+    /// # Panics
+    /// If `size` is not a multiple of the cache line, as for
+    /// [`RecordingDevice::from_image`].
     pub fn new(size: u64) -> Self {
         Self::from_image(vec![
             0u8;
