@@ -6,8 +6,25 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+mod atomic;
+mod cpu;
 mod device;
+mod emulator;
+mod error;
+mod flush;
+mod info;
+mod lock;
+mod mapping;
+mod mmap;
+mod ntcopy;
+mod region;
 mod stats;
 
 pub use device::{check_range, PersistError, PmDevice, CACHE_LINE};
+pub use emulator::{Emulated, EmulatorSpec, Per, SpecError};
+pub use error::MapError;
+pub use flush::{FlushKind, FLUSH_ENV};
+pub use info::{MapInfo, MapKind};
+pub use mmap::{Durability, MapOptions, MmapDevice, MIN_POOL_SIZE};
+pub use ntcopy::NtWidth;
 pub use stats::{lines_covered, StatsCounter, WriteStats};

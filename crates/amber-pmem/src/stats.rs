@@ -70,7 +70,9 @@ impl StatsCounter {
 
     /// Counts bytes stored through the cache.
     pub fn stored(&self, bytes: u64) {
-        self.shard().bytes_stored.fetch_add(bytes, Ordering::Relaxed);
+        self.shard()
+            .bytes_stored
+            .fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// Counts bytes stored with non-temporal stores.
@@ -80,7 +82,9 @@ impl StatsCounter {
 
     /// Counts flushed cache lines.
     pub fn flushed(&self, lines: u64) {
-        self.shard().lines_flushed.fetch_add(lines, Ordering::Relaxed);
+        self.shard()
+            .lines_flushed
+            .fetch_add(lines, Ordering::Relaxed);
     }
 
     /// Counts one fence.

@@ -1,0 +1,48 @@
+//! The exclusive pool lock.
+//!
+//! Two processes mapping one pool would corrupt it (each has its own
+//! allocator and journal state), so the device holds `flock(LOCK_EX)` on its
+//! descriptor for its whole life. `flock` locks belong to the open file
+//! description, so a second open in the same process is refused too, and the
+//! kernel drops the lock if the process dies.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+use crate::MapError;
+
+/// An open pool file or device, exclusively locked until dropped.
+pub(crate) struct PoolLock {
+    file: File,
+}
+
+impl PoolLock {
+    /// Locks `file` without waiting: an in-use pool is an error to report,
+    /// not something to queue for.
+    pub(crate) fn acquire(file: File, path: &Path) -> Result<PoolLock, MapError> {
+        loop {
+            // SAFETY: the descriptor is owned by `file` and open.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if rc == 0 {
+                return Ok(PoolLock { file });
+            }
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EWOULDBLOCK) => {
+                    return Err(MapError::InUse {
+                        path: path.to_path_buf(),
+                    })
+                }
+                _ => return Err(MapError::io(path, "lock", err)),
+            }
+        }
+    }
+
+    /// The locked file, for mapping and sizing it.
+    pub(crate) fn file(&self) -> &File {
+        &self.file
+    }
+}
