@@ -87,19 +87,25 @@ pub(crate) unsafe fn store_u128(wide: Wide, p: *mut u8, value: u128) {
 mod x86 {
     use std::arch::asm;
     use std::arch::x86_64::*;
-    use std::sync::atomic::{compiler_fence, AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     /// # Safety
     /// `p` 16-byte aligned and writable; the CPU has AVX.
     #[target_feature(enable = "avx")]
     pub(super) unsafe fn store_avx(p: *mut u8, value: u128) {
-        // Release: earlier stores must not sink below the commit word.
-        compiler_fence(Ordering::Release);
-        // SAFETY: aligned and writable (caller); with AVX enabled this is a
-        // single VEX `vmovdqa`, which AVX CPUs perform atomically.
+        let v = _mm_set_epi64x((value >> 64) as i64, value as i64);
+        // SAFETY: `p` is 16-aligned and writable (caller). The store is
+        // written as asm because LLVM splits a `_mm_store_si128` of a
+        // constructed value into two 8-byte stores, which could tear; a VEX
+        // `vmovdqa` is one access, atomic on AVX CPUs. No `nomem`: earlier
+        // stores stay before it, as a release store needs.
         unsafe {
-            let v = _mm_set_epi64x((value >> 64) as i64, value as i64);
-            _mm_store_si128(p.cast(), v);
+            asm!(
+                "vmovdqa xmmword ptr [{p}], {v}",
+                p = in(reg) p,
+                v = in(xmm_reg) v,
+                options(nostack, preserves_flags),
+            );
         }
     }
 
@@ -117,19 +123,21 @@ mod x86 {
         };
         loop {
             let ok: u8;
-            // SAFETY: `p` is 16-aligned and writable (caller). RBX is
-            // reserved by LLVM, so the new low half is swapped into it and
-            // the original restored before the block ends. No `nomem`: the
-            // block is a full compiler barrier, and `lock` a CPU one.
+            // SAFETY: `p` is 16-aligned and writable (caller). CMPXCHG16B
+            // takes the new low half in RBX, which cannot be named as an
+            // operand, so it is swapped in and the old RBX restored (flags
+            // survive the `mov`). `p` is pinned to RDI because LLVM may
+            // otherwise pick RBX for it. No `nomem`: the block is a full
+            // compiler barrier, and `lock` a CPU one.
             unsafe {
                 asm!(
                     "xchg {tmp}, rbx",
-                    "lock cmpxchg16b xmmword ptr [{p}]",
-                    "sete {ok}",
+                    "lock cmpxchg16b xmmword ptr [rdi]",
                     "mov rbx, {tmp}",
+                    "sete {ok}",
                     tmp = inout(reg) new_lo => _,
-                    p = in(reg) p,
                     ok = out(reg_byte) ok,
+                    in("rdi") p,
                     inout("rax") lo,
                     inout("rdx") hi,
                     in("rcx") new_hi,
@@ -168,6 +176,57 @@ mod arm {
                 s = out(reg) _,
                 options(nostack),
             );
+        }
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+
+    #[repr(align(16))]
+    struct Slot([u8; 16]);
+
+    /// Two writers storing values whose halves always match; a torn store
+    /// would leave halves from different values.
+    fn hammer(wide: Wide) {
+        let mut slot = Slot([0; 16]);
+        let p = slot.0.as_mut_ptr() as usize;
+        std::thread::scope(|s| {
+            for t in 1..=2u64 {
+                s.spawn(move || {
+                    for i in 0..20_000u64 {
+                        let half = t << 32 | i;
+                        // SAFETY: the slot is 16-aligned, outlives the scope,
+                        // and is only accessed atomically while it runs.
+                        unsafe {
+                            store_u128(
+                                wide,
+                                p as *mut u8,
+                                u128::from(half) << 64 | u128::from(half),
+                            )
+                        };
+                    }
+                });
+            }
+        });
+        let lo = u64::from_le_bytes(slot.0[..8].try_into().unwrap());
+        let hi = u64::from_le_bytes(slot.0[8..].try_into().unwrap());
+        assert_eq!(lo, hi);
+        assert_eq!(lo & 0xffff_ffff, 19_999);
+    }
+
+    #[test]
+    fn cmpxchg16b_store_is_whole() {
+        if crate::cpu::features().cmpxchg16b {
+            hammer(Wide::Cmpxchg16b);
+        }
+    }
+
+    #[test]
+    fn avx_store_is_whole() {
+        if crate::cpu::features().avx {
+            hammer(Wide::Avx);
         }
     }
 }

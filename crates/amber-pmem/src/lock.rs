@@ -4,7 +4,9 @@
 //! allocator and journal state), so the device holds `flock(LOCK_EX)` on its
 //! descriptor for its whole life. `flock` locks belong to the open file
 //! description, so a second open in the same process is refused too, and the
-//! kernel drops the lock if the process dies.
+//! kernel drops the lock if the process dies. A forked child shares the
+//! descriptor (and so the lock) until it execs or exits: descriptors are
+//! close-on-exec, but a fork without exec keeps the pool locked.
 
 use std::fs::File;
 use std::io;

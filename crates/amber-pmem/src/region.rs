@@ -220,3 +220,23 @@ impl PmDevice for Region {
         self.stats.snapshot()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mapping::HUGE_PAGE;
+
+    #[test]
+    fn a_failed_msync_fails_every_later_drain() {
+        let map = Mapping::map(None, 1 << 16, HUGE_PAGE, libc::MAP_PRIVATE).unwrap();
+        let region = Region::new(map, 1 << 16, FlushKind::Msync).unwrap();
+        region.write_persist(0, &[1; 64]).unwrap();
+        // A real msync failure (EIO from the disk) cannot be provoked here,
+        // so latch the poison the way `write_back` does.
+        region.poison.set("msync failed: EIO".to_string()).unwrap();
+        for _ in 0..3 {
+            let err = region.drain().unwrap_err();
+            assert!(err.reason.contains("EIO"), "{err}");
+        }
+    }
+}

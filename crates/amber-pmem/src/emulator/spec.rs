@@ -232,6 +232,11 @@ const LATENCY_UNITS: [(&str, u64); 4] =
 
 fn parse_latency(value: &str) -> Result<u64, String> {
     let (number, unit) = split_number(value);
+    if number.is_empty() {
+        return Err(format!(
+            "lat={value:?} must start with a non-negative number"
+        ));
+    }
     let scale = LATENCY_UNITS
         .iter()
         .find(|(u, _)| u.eq_ignore_ascii_case(unit))
@@ -251,6 +256,11 @@ fn parse_bandwidth(value: &str) -> Result<Option<u64>, String> {
         return Ok(None);
     }
     let (number, unit) = split_number(value);
+    if number.is_empty() {
+        return Err(format!(
+            "bw={value:?} must start with a positive number (or be `none`)"
+        ));
+    }
     let scale = BANDWIDTH_UNITS
         .iter()
         .find(|(u, _)| u.eq_ignore_ascii_case(unit))
