@@ -263,8 +263,10 @@ fn dev_dax_geometry(path: &Path, rdev: u64) -> Result<(u64, usize), MapError> {
     };
     let size = read_num("size")?;
     // Device-DAX refuses mappings not aligned to its page size (2 MiB or
-    // 1 GiB); older kernels do not export it, and use 2 MiB.
-    let align = read_num("device/align")
+    // 1 GiB). Kernels export it in one of two places, or (old ones) not at
+    // all, meaning 2 MiB.
+    let align = read_num("align")
+        .or_else(|_| read_num("device/align"))
         .ok()
         .and_then(|a| usize::try_from(a).ok())
         .filter(|a| a.is_power_of_two() && *a >= HUGE_PAGE)
