@@ -1,2 +1,19 @@
-//! Core file system.
+//! Amber's core file system: allocation, metadata journals, inodes,
+//! directories, data policies, the std::fs-like API, recovery and fsck.
+//! Generic over [`amber_pmem::PmDevice`], so the same code runs on a real
+//! mapping, the PM emulator and the crash simulator.
 #![forbid(unsafe_code)]
+
+pub mod alloc;
+pub mod data;
+pub mod dir;
+pub mod error;
+pub mod fs;
+pub mod inode;
+pub mod journal;
+pub mod time;
+pub mod types;
+
+pub use error::{FsError, Result};
+pub use fs::{Core, MountOptions, RecoveryReport};
+pub use types::{Attr, DirEntry, Owner, RenameMode, SetAttr, StatFs, TimeSet};

@@ -1,0 +1,238 @@
+//! The data-block allocator: the data area is split into groups, each with
+//! its own lock and free-extent map, and a thread allocates from "its"
+//! group first (the legacy-file-system study's parallel allocation), so two
+//! threads writing two files do not contend. A hint (the block after the
+//! file's previous one) keeps sequential files contiguous.
+
+use super::BitSet;
+use amber_format::Layout;
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+/// Most groups; a group is at least 64 blocks.
+const MAX_GROUPS: u64 = 64;
+
+struct Group {
+    /// start -> length of each free extent.
+    extents: BTreeMap<u64, u64>,
+}
+
+impl Group {
+    fn take(&mut self, hint: Option<u64>) -> Option<u64> {
+        if let Some(h) = hint {
+            if let Some((&start, &len)) = self.extents.range(..=h).next_back() {
+                if h < start + len {
+                    self.extents.remove(&start);
+                    if h > start {
+                        self.extents.insert(start, h - start);
+                    }
+                    if h + 1 < start + len {
+                        self.extents.insert(h + 1, start + len - h - 1);
+                    }
+                    return Some(h);
+                }
+            }
+        }
+        let (&start, &len) = self.extents.iter().next()?;
+        self.extents.remove(&start);
+        if len > 1 {
+            self.extents.insert(start + 1, len - 1);
+        }
+        Some(start)
+    }
+
+    fn give(&mut self, b: u64) {
+        let mut start = b;
+        let mut len = 1;
+        if let Some((&s, &l)) = self.extents.range(..b).next_back() {
+            assert!(s + l <= b, "block {b} freed twice");
+            if s + l == b {
+                start = s;
+                len += l;
+                self.extents.remove(&s);
+            }
+        }
+        if let Some(&l) = self.extents.get(&(b + 1)) {
+            self.extents.remove(&(b + 1));
+            len += l;
+        }
+        assert!(!self.extents.contains_key(&b), "block {b} freed twice");
+        self.extents.insert(start, len);
+    }
+}
+
+/// Per-CPU-group block allocator.
+pub struct BlockAllocator {
+    groups: Vec<Mutex<Group>>,
+    group_blocks: u64,
+    data_start: u64,
+    total_blocks: u64,
+    free: AtomicU64,
+}
+
+fn home_group(count: usize) -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    INDEX.with(|i| *i) % count
+}
+
+impl BlockAllocator {
+    /// An allocator whose free blocks are the data blocks not set in `used`.
+    pub fn new(layout: &Layout, used: &BitSet) -> BlockAllocator {
+        assert_eq!(used.len(), layout.total_blocks);
+        let data = layout.data_blocks();
+        let ngroups = (data / 64).clamp(1, MAX_GROUPS);
+        let group_blocks = data.div_ceil(ngroups);
+        let mut groups: Vec<Group> =
+            (0..ngroups).map(|_| Group { extents: BTreeMap::new() }).collect();
+        let mut free = 0;
+        let mut b = layout.data_start;
+        while b < layout.total_blocks {
+            if used.get(b) {
+                b += 1;
+                continue;
+            }
+            let g = ((b - layout.data_start) / group_blocks) as usize;
+            let group_end = layout.data_start + (g as u64 + 1) * group_blocks;
+            let start = b;
+            while b < layout.total_blocks && b < group_end && !used.get(b) {
+                b += 1;
+            }
+            groups[g].extents.insert(start, b - start);
+            free += b - start;
+        }
+        BlockAllocator {
+            groups: groups.into_iter().map(Mutex::new).collect(),
+            group_blocks,
+            data_start: layout.data_start,
+            total_blocks: layout.total_blocks,
+            free: AtomicU64::new(free),
+        }
+    }
+
+    fn group_of(&self, b: u64) -> usize {
+        ((b - self.data_start) / self.group_blocks) as usize
+    }
+
+    /// One block, near `hint` if it is free; None when the pool is full.
+    pub fn alloc(&self, hint: Option<u64>) -> Option<u64> {
+        let hint = hint.filter(|&h| h >= self.data_start && h < self.total_blocks);
+        let n = self.groups.len();
+        let first = hint.map(|h| self.group_of(h)).unwrap_or_else(|| home_group(n));
+        for k in 0..n {
+            let g = (first + k) % n;
+            let h = if k == 0 { hint } else { None };
+            if let Some(b) = self.groups[g].lock().take(h) {
+                self.free.fetch_sub(1, Ordering::Relaxed);
+                return Some(b);
+            }
+        }
+        None
+    }
+
+    /// `n` blocks, all or none, the first near `hint` and the rest
+    /// following it where possible.
+    pub fn alloc_many(&self, n: usize, hint: Option<u64>) -> Option<Vec<u64>> {
+        let mut out = Vec::with_capacity(n);
+        let mut h = hint;
+        for _ in 0..n {
+            match self.alloc(h) {
+                Some(b) => {
+                    out.push(b);
+                    h = Some(b + 1);
+                }
+                None => {
+                    self.free_all(&out);
+                    return None;
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// Returns a block to its group.
+    pub fn free(&self, b: u64) {
+        assert!(b >= self.data_start && b < self.total_blocks, "freeing non-data block {b}");
+        self.groups[self.group_of(b)].lock().give(b);
+        self.free.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn free_all(&self, blocks: &[u64]) {
+        for &b in blocks {
+            self.free(b);
+        }
+    }
+
+    pub fn free_count(&self) -> u64 {
+        self.free.load(Ordering::Relaxed)
+    }
+
+    /// Which blocks are in use (metadata blocks included), for saving at
+    /// clean unmount.
+    pub fn used_bitmap(&self) -> BitSet {
+        let mut s = BitSet::new(self.total_blocks);
+        for b in 0..self.total_blocks {
+            s.set(b);
+        }
+        for g in &self.groups {
+            for (&start, &len) in g.lock().extents.iter() {
+                for b in start..start + len {
+                    s.clear(b);
+                }
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use amber_format::FormatParams;
+
+    fn layout() -> Layout {
+        Layout::compute(&FormatParams::for_size(4 << 20)).unwrap()
+    }
+
+    fn metadata_used(l: &Layout) -> BitSet {
+        let mut u = BitSet::new(l.total_blocks);
+        for b in 0..l.data_start {
+            u.set(b);
+        }
+        u
+    }
+
+    #[test]
+    fn allocates_every_block_once_then_reports_full() {
+        let l = layout();
+        let a = BlockAllocator::new(&l, &metadata_used(&l));
+        let n = l.data_blocks();
+        assert_eq!(a.free_count(), n);
+        let mut seen = BitSet::new(l.total_blocks);
+        for _ in 0..n {
+            let b = a.alloc(None).unwrap();
+            assert!(l.is_data_block(b));
+            assert!(!seen.set(b));
+        }
+        assert_eq!(a.alloc(None), None);
+        assert_eq!(a.alloc_many(1, None), None);
+        a.free(l.data_start + 3);
+        assert_eq!(a.alloc(None), Some(l.data_start + 3));
+    }
+
+    #[test]
+    fn hint_gives_contiguous_blocks_and_bitmap_round_trips() {
+        let l = layout();
+        let a = BlockAllocator::new(&l, &metadata_used(&l));
+        let v = a.alloc_many(10, Some(l.data_start + 100)).unwrap();
+        assert_eq!(v, (l.data_start + 100..l.data_start + 110).collect::<Vec<_>>());
+        let used = a.used_bitmap();
+        let b = BlockAllocator::new(&l, &used);
+        assert_eq!(b.free_count(), a.free_count());
+        a.free_all(&v);
+        assert_eq!(a.free_count(), l.data_blocks());
+    }
+}

@@ -1,0 +1,272 @@
+//! The direct-access policy (PMFS / ext2-XIP): reads copy straight from PM
+//! into the caller's buffer; writes go in place, each durable on return.
+//!
+//! Crash argument (docs/design.md, "Data path"):
+//! * Bytes past a file's size are never shown, so they need no care until
+//!   the size grows over them: every size increase first zeroes whatever
+//!   mapped bytes the new range exposes.
+//! * A new block inside the old size (a hole being filled) must hold its
+//!   data before the pointer to it is durable; new map nodes must be whole
+//!   before anything links to them. Both get their own fence, only when
+//!   they occur.
+//! * Pointers into existing nodes are 8-byte stores, a new root is one
+//!   16-byte store of (root, height); they are durable before the inode's
+//!   first line (size, block count, times), which is the commit point of a
+//!   size-growing write.
+//! * A pure overwrite costs one fence: data and the new mtime together.
+//!   An overwrite is not atomic: after a crash each byte is old or new.
+
+use super::DataPolicy;
+use crate::error::{FsError, Result};
+use crate::fs::Core;
+use crate::inode::{plan_insert, plan_truncate, InodeState, MapPlan};
+use crate::journal::Tx;
+use crate::time;
+use amber_format::blockmap::MAX_FILE_SIZE;
+use amber_format::inode::{encode_first_line, mode, OFF_MAP_ROOT, OFF_SIZE};
+use amber_format::BLOCK_SIZE;
+use amber_pmem::PmDevice;
+
+/// Writes at least this long use non-temporal stores (measured ~2x faster
+/// than store + clwb for 4 KiB on this machine; short writes would pay for
+/// partial-line handling).
+const NT_MIN: usize = 256;
+
+/// The direct-access policy.
+pub struct Direct;
+
+fn block_range(off: u64, end: u64) -> std::ops::RangeInclusive<u64> {
+    off / BLOCK_SIZE..=(end - 1) / BLOCK_SIZE
+}
+
+/// Zeroes the mapped bytes of `[from, to)` so a size increase over them
+/// exposes zeros (they may hold an interrupted write's data or a freed
+/// file's). Non-temporal stores; the caller drains.
+fn zero_exposed<D: PmDevice>(fs: &Core<D>, st: &InodeState, from: u64, to: u64) {
+    if from >= to {
+        return;
+    }
+    let dev = &**fs.device();
+    let limit = to.div_ceil(BLOCK_SIZE);
+    let mut fb = from / BLOCK_SIZE;
+    while let Some(f) = st.map.next_mapped(fb, limit) {
+        let b = st.map.get(f).expect("mapped");
+        let bstart = f * BLOCK_SIZE;
+        let s = from.max(bstart);
+        let e = to.min(bstart + BLOCK_SIZE);
+        dev.zero_nt(fs.layout().block_offset(b) + (s - bstart), e - s);
+        fb = f + 1;
+    }
+}
+
+/// Stores the inode's first line (size, blocks, times) and, if it
+/// changed, its mode; then flush and fence: the commit point of a write.
+fn store_first_line<D: PmDevice>(fs: &Core<D>, st: &InodeState, mode_changed: bool) -> Result<()> {
+    let dev = &**fs.device();
+    let base = fs.layout().inode_offset(st.ino);
+    let d = &st.disk;
+    if mode_changed {
+        dev.write(base, &d.mode.to_le_bytes());
+    }
+    let line = encode_first_line(d.size, d.blocks, d.mtime, d.ctime);
+    dev.write(base + OFF_SIZE as u64, &line);
+    dev.flush(base, 64);
+    fs.drain()
+}
+
+impl<D: PmDevice> DataPolicy<D> for Direct {
+    fn name(&self) -> &'static str {
+        "direct"
+    }
+
+    fn read(&self, fs: &Core<D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
+        let size = st.disk.size;
+        if off >= size || buf.is_empty() {
+            return Ok(0);
+        }
+        let n = (buf.len() as u64).min(size - off) as usize;
+        let end = off + n as u64;
+        let dev = &**fs.device();
+        for fb in block_range(off, end) {
+            let bstart = fb * BLOCK_SIZE;
+            let s = off.max(bstart);
+            let e = end.min(bstart + BLOCK_SIZE);
+            let dst = &mut buf[(s - off) as usize..(e - off) as usize];
+            match st.map.get(fb) {
+                Some(b) => dev.read(fs.layout().block_offset(b) + (s - bstart), dst),
+                None => dst.fill(0),
+            }
+        }
+        Ok(n)
+    }
+
+    fn write(
+        &self,
+        fs: &Core<D>,
+        st: &mut InodeState,
+        off: u64,
+        data: &[u8],
+        _sync: bool,
+    ) -> Result<usize> {
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let end = off
+            .checked_add(data.len() as u64)
+            .filter(|&e| e <= MAX_FILE_SIZE)
+            .ok_or(FsError::FileTooLarge)?;
+        let dev = &**fs.device();
+        let l = fs.layout();
+        let old_size = st.disk.size;
+
+        // 1. Allocate every block the write needs, or nothing.
+        let mut plan = MapPlan::new(st.disk.map_root, st.disk.map_height);
+        let mut new_blocks: Vec<(u64, u64)> = Vec::new();
+        let mut nodes: Vec<u64> = Vec::new();
+        let first = off / BLOCK_SIZE;
+        let mut hint = first.checked_sub(1).and_then(|f| st.map.get(f)).map(|b| b + 1);
+        let mut failed = None;
+        for fb in block_range(off, end) {
+            if let Some(b) = st.map.get(fb) {
+                hint = Some(b + 1);
+                continue;
+            }
+            let Some(b) = fs.blocks.alloc(hint) else {
+                failed = Some(FsError::NoSpace);
+                break;
+            };
+            new_blocks.push((fb, b));
+            hint = Some(b + 1);
+            let r = plan_insert(dev, l, &mut plan, fb, b, &mut || {
+                let n = fs.blocks.alloc(None)?;
+                nodes.push(n);
+                Some(n)
+            });
+            if let Err(e) = r {
+                failed = Some(e);
+                break;
+            }
+        }
+        if let Some(e) = failed {
+            fs.blocks.free_all(&nodes);
+            new_blocks.iter().for_each(|(_, b)| fs.blocks.free(*b));
+            return Err(e);
+        }
+
+        // 2. Bytes between the old end and the write become visible: zero.
+        zero_exposed(fs, st, old_size, off);
+
+        // 3. The data.
+        let mut fresh = new_blocks.iter().peekable();
+        for fb in block_range(off, end) {
+            let bstart = fb * BLOCK_SIZE;
+            let s = off.max(bstart);
+            let e = end.min(bstart + BLOCK_SIZE);
+            let src = &data[(s - off) as usize..(e - off) as usize];
+            if let Some(&&(_, b)) = fresh.peek().filter(|(f, _)| *f == fb) {
+                fresh.next();
+                let at = l.block_offset(b);
+                dev.zero_nt(at, s - bstart);
+                dev.write_nt(at + (s - bstart), src);
+                dev.zero_nt(at + (e - bstart), bstart + BLOCK_SIZE - e);
+            } else {
+                let at = l.block_offset(st.map.get(fb).expect("mapped")) + (s - bstart);
+                if src.len() >= NT_MIN {
+                    dev.write_nt(at, src);
+                } else {
+                    dev.write(at, src);
+                    dev.flush(at, src.len() as u64);
+                }
+            }
+        }
+
+        // 4. Link new blocks, in the order the crash argument needs.
+        let hole_inside = new_blocks.iter().any(|(fb, _)| fb * BLOCK_SIZE < old_size);
+        plan.write_nodes(dev, l);
+        if !plan.new_nodes.is_empty() || hole_inside {
+            fs.drain()?;
+        }
+        for &(o, v) in &plan.stores {
+            dev.store_u64(o, v);
+            dev.flush(o, 8);
+        }
+        let new_root = plan.new_root();
+        if let Some((root, height)) = new_root {
+            let o = l.inode_offset(st.ino) + OFF_MAP_ROOT as u64;
+            dev.store_u128(o, root as u128 | (height as u128) << 64);
+            dev.flush(o, 16);
+        }
+        let grows = end > old_size;
+        if grows || !new_blocks.is_empty() {
+            fs.drain()?;
+        }
+
+        // 5. The inode's first line commits the write.
+        let now = time::now();
+        let d = &mut st.disk;
+        let old_mode = d.mode;
+        // A write by anyone drops set-user-id, and set-group-id when
+        // group-execute is set (POSIX "kill privileges" on write).
+        d.mode &= !mode::S_ISUID_BIT;
+        if d.mode & 0o010 != 0 {
+            d.mode &= !mode::S_ISGID_BIT;
+        }
+        d.size = d.size.max(end);
+        d.blocks += (new_blocks.len() + plan.new_nodes.len()) as u64;
+        d.mtime = now;
+        d.ctime = now;
+        if let Some((root, height)) = new_root {
+            d.map_root = root;
+            d.map_height = height;
+        }
+        for &(fb, b) in &new_blocks {
+            st.map.set(fb, b);
+        }
+        store_first_line(fs, st, old_mode != st.disk.mode)?;
+        Ok(data.len())
+    }
+
+    fn truncate(&self, fs: &Core<D>, st: &mut InodeState, size: u64) -> Result<()> {
+        if size > MAX_FILE_SIZE {
+            return Err(FsError::FileTooLarge);
+        }
+        let old = st.disk.size;
+        let now = time::now();
+        if size >= old {
+            zero_exposed(fs, st, old, size);
+            fs.drain()?;
+            st.disk.size = size;
+            st.disk.mtime = now;
+            st.disk.ctime = now;
+            return store_first_line(fs, st, false);
+        }
+        let keep = size.div_ceil(BLOCK_SIZE);
+        let l = fs.layout();
+        let plan = plan_truncate(&**fs.device(), l, st.disk.map_root, st.disk.map_height, keep)?;
+        let mut d = st.disk.clone();
+        d.size = size;
+        d.blocks -= plan.freed.len() as u64;
+        d.mtime = now;
+        d.ctime = now;
+        if let Some((root, height)) = plan.root {
+            d.map_root = root;
+            d.map_height = height;
+        }
+        let mut tx = Tx::new();
+        for &(off, len) in &plan.clears {
+            tx.write(off, &vec![0u8; len as usize]);
+        }
+        tx.inode(l, st.ino, &d);
+        fs.commit(tx)?;
+        fs.blocks.free_all(&plan.freed);
+        st.map.truncate(keep);
+        st.disk = d;
+        Ok(())
+    }
+
+    fn fsync(&self, fs: &Core<D>, _st: &mut InodeState) -> Result<()> {
+        // Every write was durable on return; a fence costs little and keeps
+        // the promise even for stores issued by other handles.
+        fs.drain()
+    }
+}

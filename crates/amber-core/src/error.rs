@@ -1,0 +1,95 @@
+//! Typed errors of the core file system. Corruption is kept apart from
+//! persistence failures and from ordinary POSIX conditions; errno values
+//! exist only at the edges (FUSE adapter, CLI).
+
+use amber_format::FormatError;
+use amber_pmem::PersistError;
+
+/// Why a file-system operation failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FsError {
+    NotFound,
+    AlreadyExists,
+    NotADirectory,
+    IsADirectory,
+    DirectoryNotEmpty,
+    /// A name or path component is empty, contains '/' or NUL, or is "."/".." where
+    /// those cannot be used.
+    InvalidName,
+    NameTooLong,
+    /// An argument is out of range; the text says which.
+    InvalidArgument(&'static str),
+    /// No free blocks or inodes left; the operation had no effect.
+    NoSpace,
+    TooManyLinks,
+    /// The operation is not allowed on this kind of file (e.g. a hard link
+    /// to a directory).
+    NotPermitted,
+    /// Too many symbolic links while resolving a path.
+    SymlinkLoop,
+    /// The file would exceed the largest size format v1 describes.
+    FileTooLarge,
+    /// The handle does not allow this (e.g. writing a read-only handle).
+    BadHandle,
+    /// Renaming a directory into its own subtree.
+    WouldCreateCycle,
+    /// The pool's metadata is inconsistent; run fsck.
+    Corrupted(String),
+    /// The pool could not be read as an Amber pool.
+    Format(FormatError),
+    /// A persist failed earlier; the file system refuses further writes.
+    Poisoned(PersistError),
+    /// The pool or mapping could not be opened.
+    Device(String),
+}
+
+impl std::fmt::Display for FsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FsError::NotFound => f.write_str("no such file or directory"),
+            FsError::AlreadyExists => f.write_str("file exists"),
+            FsError::NotADirectory => f.write_str("not a directory"),
+            FsError::IsADirectory => f.write_str("is a directory"),
+            FsError::DirectoryNotEmpty => f.write_str("directory not empty"),
+            FsError::InvalidName => f.write_str("invalid file name"),
+            FsError::NameTooLong => f.write_str("file name longer than 255 bytes"),
+            FsError::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
+            FsError::NoSpace => f.write_str("no space left in the pool"),
+            FsError::TooManyLinks => f.write_str("too many links"),
+            FsError::NotPermitted => f.write_str("operation not permitted"),
+            FsError::SymlinkLoop => f.write_str("too many levels of symbolic links"),
+            FsError::FileTooLarge => f.write_str("file too large"),
+            FsError::BadHandle => f.write_str("operation not allowed by how the file was opened"),
+            FsError::WouldCreateCycle => {
+                f.write_str("cannot move a directory into its own subdirectory")
+            }
+            FsError::Corrupted(what) => {
+                write!(f, "pool is corrupt ({what}): run `amberfs fsck --repair`")
+            }
+            FsError::Format(e) => write!(f, "{e}"),
+            FsError::Poisoned(e) => write!(
+                f,
+                "{e}; the file system refuses further writes: unmount and run `amberfs fsck`"
+            ),
+            FsError::Device(what) => f.write_str(what),
+        }
+    }
+}
+
+impl std::error::Error for FsError {}
+
+impl From<FormatError> for FsError {
+    fn from(e: FormatError) -> Self {
+        FsError::Format(e)
+    }
+}
+
+impl From<PersistError> for FsError {
+    fn from(e: PersistError) -> Self {
+        FsError::Poisoned(e)
+    }
+}
+
+/// Result of core operations.
+pub type Result<T> = std::result::Result<T, FsError>;

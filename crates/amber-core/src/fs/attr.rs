@@ -1,0 +1,71 @@
+//! setattr: permissions, ownership, times (one journal transaction), and
+//! size (through the data policy's truncate).
+
+use super::{attr_of, live, Core};
+use crate::error::{FsError, Result};
+use crate::journal::Tx;
+use crate::time;
+use crate::types::{Attr, SetAttr, TimeSet};
+use amber_format::inode::mode;
+use amber_format::FileKind;
+use amber_pmem::PmDevice;
+
+impl<D: PmDevice> Core<D> {
+    /// Changes the attributes `set` names. A size change is applied first
+    /// (as its own atomic step); the rest commit together.
+    pub fn setattr(&self, ino: u64, set: &SetAttr) -> Result<Attr> {
+        self.check_writable()?;
+        let r = self.inode(ino)?;
+        let mut st = r.write();
+        live(&st)?;
+        let now = time::now();
+        if let Some(size) = set.size {
+            match st.kind() {
+                FileKind::Directory => return Err(FsError::IsADirectory),
+                FileKind::Regular => {}
+                _ => return Err(FsError::InvalidArgument("only regular files have a settable size")),
+            }
+            let res = self.policy.truncate(self, &mut st, size);
+            self.guard(res)?;
+        }
+        let mut d = st.disk.clone();
+        let mut changed = false;
+        if let Some(p) = set.perm {
+            d.mode = (d.mode & mode::S_IFMT) | (p & mode::PERM_MASK);
+            changed = true;
+        }
+        if set.uid.is_some() || set.gid.is_some() {
+            d.uid = set.uid.unwrap_or(d.uid);
+            d.gid = set.gid.unwrap_or(d.gid);
+            // chown clears set-user-id and set-group-id on non-directories
+            // (the group bit only when group-execute is set, as Linux does).
+            if st.kind() != FileKind::Directory {
+                d.mode &= !mode::S_ISUID_BIT;
+                if d.mode & 0o010 != 0 {
+                    d.mode &= !mode::S_ISGID_BIT;
+                }
+            }
+            changed = true;
+        }
+        let pick = |t: TimeSet| match t {
+            TimeSet::Now => now,
+            TimeSet::At(t) => t,
+        };
+        if let Some(t) = set.atime {
+            d.atime = pick(t);
+            changed = true;
+        }
+        if let Some(t) = set.mtime {
+            d.mtime = pick(t);
+            changed = true;
+        }
+        if changed {
+            d.ctime = now;
+            let mut tx = Tx::new();
+            tx.inode(&self.layout, ino, &d);
+            self.commit(tx)?;
+            st.disk = d;
+        }
+        Ok(attr_of(&st))
+    }
+}

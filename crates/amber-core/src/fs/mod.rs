@@ -1,0 +1,224 @@
+//! The core file system: one mounted pool, its allocators, journals and
+//! loaded inodes, and the inode-level operations every front end (library
+//! API, FUSE adapter, CLI tools) is built on.
+
+mod attr;
+mod entry;
+mod lock;
+mod mount;
+mod namespace;
+mod options;
+mod rename;
+
+pub use mount::{format, mount, read_superblock, RecoveryReport};
+pub use options::MountOptions;
+
+use crate::alloc::{BlockAllocator, InodeAllocator};
+use crate::data::DataPolicy;
+use crate::error::{FsError, Result};
+use crate::inode::{InodeCache, InodeRef, InodeState};
+use crate::journal::{Journals, Tx};
+use crate::types::{Attr, StatFs};
+use amber_format::dirent::NAME_MAX;
+use amber_format::{Layout, Superblock, BLOCK_SIZE};
+use amber_pmem::{PersistError, PmDevice};
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+/// A mounted pool.
+pub struct Core<D: PmDevice> {
+    pub(crate) dev: Arc<D>,
+    pub(crate) layout: Layout,
+    pub(crate) sb: Mutex<Superblock>,
+    pub(crate) journals: Journals,
+    pub(crate) blocks: BlockAllocator,
+    pub(crate) inos: InodeAllocator,
+    pub(crate) cache: InodeCache,
+    /// Serializes renames so the directory-cycle check sees a stable tree
+    /// (Linux's s_vfs_rename_mutex).
+    pub(crate) rename_lock: Mutex<()>,
+    poisoned: Mutex<Option<PersistError>>,
+    pub(crate) policy: Box<dyn DataPolicy<D>>,
+    pub(crate) opts: MountOptions,
+}
+
+impl<D: PmDevice> Core<D> {
+    /// The device under the file system (for write accounting).
+    pub fn device(&self) -> &Arc<D> {
+        &self.dev
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    pub fn options(&self) -> &MountOptions {
+        &self.opts
+    }
+
+    /// Fails if an earlier persist failed: nothing more may be written.
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        match &*self.poisoned.lock() {
+            Some(e) => Err(FsError::Poisoned(e.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Remembers a persist failure; every later write is refused.
+    pub(crate) fn poison(&self, e: &FsError) {
+        if let FsError::Poisoned(p) = e {
+            self.poisoned.lock().get_or_insert_with(|| p.clone());
+        }
+    }
+
+    /// Passes a result through, poisoning on persist failure.
+    pub(crate) fn guard<T>(&self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            self.poison(e);
+        }
+        r
+    }
+
+    /// Drains, poisoning on failure.
+    pub(crate) fn drain(&self) -> Result<()> {
+        self.guard(self.dev.drain().map_err(FsError::from))
+    }
+
+    /// Commits a transaction, poisoning on failure.
+    pub(crate) fn commit(&self, tx: Tx) -> Result<()> {
+        let r = self.journals.commit(&*self.dev, &self.layout, tx);
+        self.guard(r)
+    }
+
+    /// The loaded inode `ino`, loading it from PM on first use.
+    pub(crate) fn inode(&self, ino: u64) -> Result<InodeRef> {
+        if !self.layout.is_valid_ino(ino) {
+            return Err(FsError::NotFound);
+        }
+        self.cache.get(ino, || InodeState::load(&*self.dev, &self.layout, ino))
+    }
+
+    /// Attributes of `ino`.
+    pub fn getattr(&self, ino: u64) -> Result<Attr> {
+        let r = self.inode(ino)?;
+        let st = r.read();
+        live(&st)?;
+        Ok(attr_of(&st))
+    }
+
+    /// Space and inode usage.
+    pub fn statfs(&self) -> StatFs {
+        StatFs {
+            block_size: BLOCK_SIZE,
+            blocks: self.layout.data_blocks(),
+            blocks_free: self.blocks.free_count(),
+            inodes: self.layout.inode_count - 1,
+            inodes_free: self.inos.free_count(),
+            name_max: NAME_MAX as u64,
+        }
+    }
+
+    /// Reads from a file.
+    pub fn read(&self, ino: u64, off: u64, buf: &mut [u8]) -> Result<usize> {
+        let r = self.inode(ino)?;
+        let st = r.read();
+        live(&st)?;
+        if st.dir.is_some() {
+            return Err(FsError::IsADirectory);
+        }
+        self.policy.read(self, &st, off, buf)
+    }
+
+    /// Writes to a file at `off`, or at its end when `off` is None
+    /// (O_APPEND, decided under the inode lock). Returns bytes written and
+    /// the offset they were written at.
+    pub fn write(&self, ino: u64, off: Option<u64>, data: &[u8], sync: bool) -> Result<(usize, u64)> {
+        self.check_writable()?;
+        let r = self.inode(ino)?;
+        let mut st = r.write();
+        live(&st)?;
+        if st.dir.is_some() {
+            return Err(FsError::IsADirectory);
+        }
+        let at = off.unwrap_or(st.disk.size);
+        let n = self.policy.write(self, &mut st, at, data, sync);
+        Ok((self.guard(n)?, at))
+    }
+
+    /// Makes a file's data and metadata durable.
+    pub fn fsync(&self, ino: u64) -> Result<()> {
+        let r = self.inode(ino)?;
+        let mut st = r.write();
+        live(&st)?;
+        let res = self.policy.fsync(self, &mut st);
+        self.guard(res)
+    }
+
+    /// Counts an open handle, so an unlinked file lives until it is closed.
+    pub fn open(&self, ino: u64) -> Result<Attr> {
+        let r = self.inode(ino)?;
+        let mut st = r.write();
+        live(&st)?;
+        st.open_count += 1;
+        Ok(attr_of(&st))
+    }
+
+    /// Drops an open handle; frees the inode if it was the last one and the
+    /// file has no links left.
+    pub fn release(&self, ino: u64) -> Result<()> {
+        let r = self.inode(ino)?;
+        let mut st = r.write();
+        assert!(st.open_count > 0, "release without open");
+        st.open_count -= 1;
+        if st.open_count == 0 && st.disk.nlink == 0 && st.disk.in_use() {
+            self.check_writable()?;
+            let mut tx = Tx::new();
+            let freed = self.free_inode_tx(&mut tx, &mut st)?;
+            self.commit(tx)?;
+            self.finish_free(&mut st, freed);
+        }
+        Ok(())
+    }
+}
+
+/// Fails with NotFound for an inode freed since it was looked up.
+pub(crate) fn live(st: &InodeState) -> Result<()> {
+    if st.disk.in_use() {
+        Ok(())
+    } else {
+        Err(FsError::NotFound)
+    }
+}
+
+/// Attributes of a loaded inode.
+pub(crate) fn attr_of(st: &InodeState) -> Attr {
+    let d = &st.disk;
+    Attr {
+        ino: st.ino,
+        kind: st.kind(),
+        perm: d.mode & amber_format::inode::mode::PERM_MASK,
+        nlink: d.nlink,
+        uid: d.uid,
+        gid: d.gid,
+        size: d.size,
+        blocks: d.blocks * (BLOCK_SIZE / 512),
+        atime: d.atime,
+        mtime: d.mtime,
+        ctime: d.ctime,
+        crtime: d.crtime,
+        rdev: d.rdev,
+        generation: d.generation,
+    }
+}
+
+/// Checks a single path component.
+pub(crate) fn check_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0)
+    {
+        return Err(FsError::InvalidName);
+    }
+    if name.len() > NAME_MAX {
+        return Err(FsError::NameTooLong);
+    }
+    Ok(())
+}

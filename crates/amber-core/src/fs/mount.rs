@@ -1,0 +1,351 @@
+//! mkfs, mount (with recovery) and unmount.
+//!
+//! Mount validates the superblock before writing anything, so a pool with
+//! a wrong magic, a newer version, a bad checksum or a truncated file is
+//! refused unchanged. After a crash (state Dirty) it replays the journals,
+//! frees orphans, and rebuilds the allocators from the inode table and the
+//! block maps; after a clean unmount it loads the saved bitmap instead.
+
+use super::{Core, MountOptions};
+use crate::alloc::{BitSet, BlockAllocator, InodeAllocator};
+use crate::data;
+use crate::error::{FsError, Result};
+use crate::inode::{walk, InodeCache};
+use crate::journal::{self, Journals, Tx};
+use crate::time;
+use amber_format::inode::{mode, OFF_SIZE};
+use amber_format::superblock::SUPERBLOCK_SIZE;
+use amber_format::{
+    FileKind, FormatError, FormatParams, Inode, Layout, PoolState, Superblock, BLOCK_SIZE,
+    INODE_SIZE, ROOT_INO,
+};
+use amber_pmem::PmDevice;
+use parking_lot::Mutex;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What mount found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// The pool was cleanly unmounted; no recovery was needed.
+    pub was_clean: bool,
+    /// Committed journal transactions replayed.
+    pub replayed_transactions: u64,
+    /// Torn, uncommitted transactions discarded.
+    pub discarded_transactions: u64,
+    /// Unlinked-but-open inodes freed.
+    pub orphans_freed: u64,
+    /// Inodes whose block count was corrected from their block map.
+    pub block_counts_fixed: u64,
+    /// Inodes in use.
+    pub inodes_in_use: u64,
+    pub duration: Duration,
+}
+
+impl std::fmt::Display for RecoveryReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.was_clean {
+            return write!(
+                f,
+                "clean mount: {} inodes in use, {:.1} ms",
+                self.inodes_in_use,
+                self.duration.as_secs_f64() * 1e3
+            );
+        }
+        write!(
+            f,
+            "recovered after a crash: replayed {} journal transaction(s), discarded {} torn \
+             one(s), freed {} orphan inode(s), fixed {} block count(s); {} inodes in use, {:.1} ms",
+            self.replayed_transactions,
+            self.discarded_transactions,
+            self.orphans_freed,
+            self.block_counts_fixed,
+            self.inodes_in_use,
+            self.duration.as_secs_f64() * 1e3
+        )
+    }
+}
+
+fn random_uuid() -> [u8; 16] {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = [0u8; 16];
+    for chunk in out.chunks_mut(8) {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(time::now().secs as u128 ^ (time::now().nsecs as u128) << 64);
+        chunk.copy_from_slice(&h.finish().to_le_bytes());
+    }
+    out
+}
+
+/// Reads both superblock copies and picks the one to trust.
+pub fn read_superblock<D: PmDevice>(dev: &D) -> Result<Superblock> {
+    if dev.size() < 2 * BLOCK_SIZE {
+        return Err(FormatError::Truncated { expected: 2 * BLOCK_SIZE, actual: dev.size() }.into());
+    }
+    let [a_off, b_off] = Superblock::copy_offsets();
+    let mut a = [0u8; SUPERBLOCK_SIZE];
+    let mut b = [0u8; SUPERBLOCK_SIZE];
+    dev.read(a_off, &mut a);
+    dev.read(b_off, &mut b);
+    let sb = Superblock::choose(&a, &b)?;
+    if sb.pool_size > dev.size() {
+        return Err(FormatError::Truncated { expected: sb.pool_size, actual: dev.size() }.into());
+    }
+    Ok(sb)
+}
+
+/// Writes both superblock copies, A then B, each made durable before the
+/// next is touched, so one whole copy always survives.
+pub fn write_superblock<D: PmDevice>(dev: &D, sb: &Superblock) -> Result<()> {
+    let bytes = sb.encode();
+    for off in Superblock::copy_offsets() {
+        dev.write(off, &bytes);
+        dev.persist(off, bytes.len() as u64)?;
+    }
+    Ok(())
+}
+
+/// Creates an empty file system on `dev` (mkfs).
+pub fn format<D: PmDevice>(dev: &D, params: &FormatParams) -> Result<()> {
+    if params.pool_size > dev.size() {
+        return Err(FsError::InvalidArgument("pool size larger than the device"));
+    }
+    let mut sb = Superblock::new(params, random_uuid())?;
+    let l = sb.layout;
+    // Invalidate any older superblock first, so a crash during mkfs never
+    // leaves an old file system that looks valid over new metadata.
+    dev.zero_nt(0, 2 * BLOCK_SIZE);
+    dev.drain()?;
+    let meta_start = l.journal_start * BLOCK_SIZE;
+    dev.zero_nt(meta_start, l.data_start * BLOCK_SIZE - meta_start);
+    let now = time::now();
+    let mut root = Inode::free();
+    root.mode = mode::S_IFDIR | 0o755;
+    root.nlink = 2;
+    let owner = crate::types::Owner::current_process();
+    root.uid = owner.uid;
+    root.gid = owner.gid;
+    root.generation = 1;
+    root.atime = now;
+    root.mtime = now;
+    root.ctime = now;
+    root.crtime = now;
+    root.parent = ROOT_INO;
+    dev.write(l.inode_offset(ROOT_INO), &root.encode());
+    dev.flush(l.inode_offset(ROOT_INO), INODE_SIZE as u64);
+    // The saved bitmap of a fresh pool: metadata blocks in use.
+    let mut used = BitSet::new(l.total_blocks);
+    for b in 0..l.data_start {
+        used.set(b);
+    }
+    dev.write_nt(l.bitmap_start * BLOCK_SIZE, &used.to_bytes());
+    dev.drain()?;
+    sb.state = PoolState::Clean;
+    write_superblock(dev, &sb)?;
+    Ok(())
+}
+
+/// Per-inode facts the mount scan gathers.
+struct Scan {
+    free_inos: Vec<u64>,
+    orphans: Vec<u64>,
+    in_use: u64,
+}
+
+fn scan_inodes<D: PmDevice>(dev: &D, l: &Layout) -> Scan {
+    let mut s = Scan { free_inos: Vec::new(), orphans: Vec::new(), in_use: 0 };
+    let per_chunk = 4096u64;
+    let mut buf = vec![0u8; (per_chunk as usize) * INODE_SIZE];
+    let mut first = 0;
+    while first < l.inode_count {
+        let n = per_chunk.min(l.inode_count - first);
+        let bytes = &mut buf[..n as usize * INODE_SIZE];
+        dev.read(l.itable_start * BLOCK_SIZE + first * INODE_SIZE as u64, bytes);
+        for i in 0..n {
+            let ino = first + i;
+            if ino == 0 {
+                continue;
+            }
+            let at = i as usize * INODE_SIZE;
+            let m = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+            let nlink = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
+            if m == 0 {
+                s.free_inos.push(ino);
+            } else {
+                s.in_use += 1;
+                if nlink == 0 {
+                    s.orphans.push(ino);
+                }
+            }
+        }
+        first += n;
+    }
+    s
+}
+
+fn read_inode<D: PmDevice>(dev: &D, l: &Layout, ino: u64) -> Inode {
+    let mut b = [0u8; INODE_SIZE];
+    dev.read(l.inode_offset(ino), &mut b);
+    Inode::decode(&b)
+}
+
+/// Rebuilds block ownership from every live inode's block map, correcting
+/// block counts that a crash left behind (a pointer persisted before the
+/// inode line that counts it). Fails on a block owned twice.
+fn rebuild_used<D: PmDevice>(
+    dev: &D,
+    l: &Layout,
+    report: &mut RecoveryReport,
+) -> Result<BitSet> {
+    let mut used = BitSet::new(l.total_blocks);
+    for b in 0..l.data_start {
+        used.set(b);
+    }
+    for ino in 1..l.inode_count {
+        let mut i = read_inode(dev, l, ino);
+        if !i.in_use() {
+            continue;
+        }
+        if i.kind().is_none() {
+            return Err(FsError::Corrupted(format!("inode {ino} has invalid mode {:o}", i.mode)));
+        }
+        let t = walk(dev, l, i.map_root, i.map_height)?;
+        for b in t.data.iter().map(|(_, b)| *b).chain(t.nodes.iter().copied()) {
+            if used.set(b) {
+                return Err(FsError::Corrupted(format!("block {b} is owned twice")));
+            }
+        }
+        let count = (t.data.len() + t.nodes.len()) as u64;
+        if i.blocks != count {
+            i.blocks = count;
+            let off = l.inode_offset(ino) + OFF_SIZE as u64 + 8;
+            dev.write(off, &count.to_le_bytes());
+            dev.flush(off, 8);
+            report.block_counts_fixed += 1;
+        }
+    }
+    dev.drain()?;
+    Ok(used)
+}
+
+/// Mounts the pool on `dev`, recovering it if it was not cleanly unmounted.
+pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, RecoveryReport)> {
+    let started = Instant::now();
+    let policy = data::by_name::<D>(&opts.policy)?;
+    let mut sb = read_superblock(&*dev)?;
+    let l = sb.layout;
+    let mut report = RecoveryReport { was_clean: sb.state == PoolState::Clean, ..Default::default() };
+    let root = read_inode(&*dev, &l, ROOT_INO);
+    if root.kind() != Some(FileKind::Directory) {
+        return Err(FsError::Corrupted("the root inode is not a directory".into()));
+    }
+    // Validate the journals before writing anything.
+    let found = journal::replay(&*dev, &l, false)?;
+    let used = if report.was_clean {
+        if found.replayed > 0 {
+            return Err(FsError::Corrupted(
+                "pool is marked clean but its journal holds a committed transaction".into(),
+            ));
+        }
+        let mut bytes = vec![0u8; l.total_blocks.div_ceil(8) as usize];
+        dev.read(l.bitmap_start * BLOCK_SIZE, &mut bytes);
+        BitSet::from_bytes(&bytes, l.total_blocks)
+    } else {
+        BitSet::new(0)
+    };
+    // From here on the pool is written: mark it mounted first.
+    sb.state = PoolState::Dirty;
+    sb.generation += 1;
+    sb.mount_count += 1;
+    sb.last_mount_secs = time::now().secs.max(0) as u64;
+    write_superblock(&*dev, &sb)?;
+    let mut next_seq = 1;
+    let used = if report.was_clean {
+        used
+    } else {
+        let r = journal::replay(&*dev, &l, true)?;
+        report.replayed_transactions = r.replayed;
+        report.discarded_transactions = r.discarded;
+        next_seq = r.max_seq + 1;
+        BitSet::new(0)
+    };
+    let scan = scan_inodes(&*dev, &l);
+    report.inodes_in_use = scan.in_use;
+    let used = if report.was_clean {
+        used
+    } else {
+        rebuild_used(&*dev, &l, &mut report)?
+    };
+    let core = Core {
+        blocks: BlockAllocator::new(&l, &used),
+        inos: InodeAllocator::new(scan.free_inos),
+        journals: Journals::new(&l, next_seq),
+        cache: InodeCache::default(),
+        rename_lock: Mutex::new(()),
+        poisoned: Mutex::new(None),
+        layout: l,
+        sb: Mutex::new(sb),
+        dev,
+        policy,
+        opts,
+    };
+    for ino in scan.orphans {
+        core.free_orphan(ino)?;
+        report.orphans_freed += 1;
+    }
+    report.inodes_in_use -= report.orphans_freed;
+    report.duration = started.elapsed();
+    Ok((core, report))
+}
+
+impl<D: PmDevice> Core<D> {
+    /// Frees an inode found with no links at mount.
+    fn free_orphan(&self, ino: u64) -> Result<()> {
+        let r = self.inode(ino)?;
+        let mut st = r.write();
+        let mut tx = Tx::new();
+        let freed = self.free_inode_tx(&mut tx, &mut st)?;
+        self.commit(tx)?;
+        self.finish_free(&mut st, freed);
+        Ok(())
+    }
+
+    /// Unmounts cleanly: frees unlinked inodes nobody holds open, saves the
+    /// allocation bitmap and marks the pool clean. An inode still held
+    /// open stays an orphan for the next mount to free.
+    pub fn unmount(&self) -> Result<()> {
+        self.check_writable()?;
+        for r in self.cache.all() {
+            let mut st = r.write();
+            if st.disk.in_use() && st.disk.nlink == 0 && st.open_count == 0 {
+                let mut tx = Tx::new();
+                let freed = self.free_inode_tx(&mut tx, &mut st)?;
+                self.commit(tx)?;
+                self.finish_free(&mut st, freed);
+            }
+        }
+        for r in self.cache.all() {
+            let mut st = r.write();
+            if st.disk.in_use() {
+                let res = self.policy.fsync(self, &mut st);
+                self.guard(res)?;
+            }
+        }
+        let l = &self.layout;
+        let orphans_left = self.cache.all().iter().any(|r| {
+            let st = r.read();
+            st.disk.in_use() && st.disk.nlink == 0
+        });
+        let mut sb = self.sb.lock();
+        if !orphans_left {
+            let bytes = self.blocks.used_bitmap().to_bytes();
+            self.dev.write_nt(l.bitmap_start * BLOCK_SIZE, &bytes);
+            self.drain()?;
+            sb.state = PoolState::Clean;
+            sb.last_clean_secs = time::now().secs.max(0) as u64;
+        }
+        sb.generation += 1;
+        let r = write_superblock(&*self.dev, &sb);
+        self.guard(r)
+    }
+}

@@ -1,0 +1,72 @@
+//! In-memory inodes: the DRAM mirror of each on-media inode together with
+//! its block index and, for directories, its hash index. An inode is loaded
+//! when first used and kept; every change to it happens under its lock, and
+//! its PM copy is changed only through the journal or the data path's
+//! ordered in-place stores.
+
+mod blockmap;
+mod cache;
+
+pub use blockmap::{
+    load_index, plan_insert, plan_truncate, walk, BlockIndex, MapPlan, TreeBlocks, TruncatePlan,
+};
+pub use cache::{InodeCache, InodeRef};
+
+use crate::dir::DirIndex;
+use crate::error::{FsError, Result};
+use amber_format::{FileKind, Inode, Layout, BLOCK_SIZE, INODE_SIZE};
+use amber_pmem::PmDevice;
+
+/// One inode in DRAM.
+pub struct InodeState {
+    pub ino: u64,
+    /// Mirror of the on-media inode as last made durable.
+    pub disk: Inode,
+    /// File blocks of regular files, directories and long symlinks.
+    pub map: BlockIndex,
+    /// Entries of a directory.
+    pub dir: Option<DirIndex>,
+    /// Open handles; an unlinked inode is freed when the last one closes.
+    pub open_count: u32,
+}
+
+impl InodeState {
+    /// Reads and validates inode `ino` from PM.
+    pub fn load<D: PmDevice>(dev: &D, layout: &Layout, ino: u64) -> Result<InodeState> {
+        let mut buf = [0u8; INODE_SIZE];
+        dev.read(layout.inode_offset(ino), &mut buf);
+        let disk = Inode::decode(&buf);
+        if !disk.in_use() {
+            return Err(FsError::NotFound);
+        }
+        let Some(kind) = disk.kind() else {
+            return Err(FsError::Corrupted(format!("inode {ino} has invalid mode {:o}", disk.mode)));
+        };
+        let (map, _) = load_index(dev, layout, disk.map_root, disk.map_height)?;
+        let dir = if kind == FileKind::Directory {
+            if !disk.size.is_multiple_of(BLOCK_SIZE) {
+                return Err(FsError::Corrupted(format!(
+                    "directory {ino} size {} is not whole blocks",
+                    disk.size
+                )));
+            }
+            Some(DirIndex::load(dev, layout, ino, &map, disk.size / BLOCK_SIZE)?)
+        } else {
+            None
+        };
+        Ok(InodeState { ino, disk, map, dir, open_count: 0 })
+    }
+
+    pub fn kind(&self) -> FileKind {
+        self.disk.kind().expect("loaded inodes have a valid kind")
+    }
+
+    /// The directory index, or NotADirectory.
+    pub fn dir(&self) -> Result<&DirIndex> {
+        self.dir.as_ref().ok_or(FsError::NotADirectory)
+    }
+
+    pub fn dir_mut(&mut self) -> Result<&mut DirIndex> {
+        self.dir.as_mut().ok_or(FsError::NotADirectory)
+    }
+}
