@@ -11,7 +11,10 @@ pub fn now() -> Timespec {
 /// Converts a `SystemTime`, including times before 1970.
 pub fn from_system(t: SystemTime) -> Timespec {
     match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => Timespec { secs: d.as_secs() as i64, nsecs: d.subsec_nanos() },
+        Ok(d) => Timespec {
+            secs: d.as_secs() as i64,
+            nsecs: d.subsec_nanos(),
+        },
         Err(e) => {
             let d = e.duration();
             let mut secs = -(d.as_secs() as i64);

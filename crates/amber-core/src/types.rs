@@ -15,7 +15,10 @@ impl Owner {
     pub fn current_process() -> Owner {
         use std::os::unix::fs::MetadataExt;
         match std::fs::metadata("/proc/self") {
-            Ok(m) => Owner { uid: m.uid(), gid: m.gid() },
+            Ok(m) => Owner {
+                uid: m.uid(),
+                gid: m.gid(),
+            },
             Err(_) => Owner { uid: 0, gid: 0 },
         }
     }

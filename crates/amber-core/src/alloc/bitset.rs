@@ -9,7 +9,10 @@ pub struct BitSet {
 
 impl BitSet {
     pub fn new(len: u64) -> BitSet {
-        BitSet { words: vec![0; len.div_ceil(64) as usize], len }
+        BitSet {
+            words: vec![0; len.div_ceil(64) as usize],
+            len,
+        }
     }
 
     pub fn len(&self) -> u64 {

@@ -86,8 +86,11 @@ impl BlockAllocator {
         let data = layout.data_blocks();
         let ngroups = (data / 64).clamp(1, MAX_GROUPS);
         let group_blocks = data.div_ceil(ngroups);
-        let mut groups: Vec<Group> =
-            (0..ngroups).map(|_| Group { extents: BTreeMap::new() }).collect();
+        let mut groups: Vec<Group> = (0..ngroups)
+            .map(|_| Group {
+                extents: BTreeMap::new(),
+            })
+            .collect();
         let mut free = 0;
         let mut b = layout.data_start;
         while b < layout.total_blocks {
@@ -121,7 +124,9 @@ impl BlockAllocator {
     pub fn alloc(&self, hint: Option<u64>) -> Option<u64> {
         let hint = hint.filter(|&h| h >= self.data_start && h < self.total_blocks);
         let n = self.groups.len();
-        let first = hint.map(|h| self.group_of(h)).unwrap_or_else(|| home_group(n));
+        let first = hint
+            .map(|h| self.group_of(h))
+            .unwrap_or_else(|| home_group(n));
         for k in 0..n {
             let g = (first + k) % n;
             let h = if k == 0 { hint } else { None };
@@ -155,7 +160,10 @@ impl BlockAllocator {
 
     /// Returns a block to its group.
     pub fn free(&self, b: u64) {
-        assert!(b >= self.data_start && b < self.total_blocks, "freeing non-data block {b}");
+        assert!(
+            b >= self.data_start && b < self.total_blocks,
+            "freeing non-data block {b}"
+        );
         self.groups[self.group_of(b)].lock().give(b);
         self.free.fetch_add(1, Ordering::Relaxed);
     }
@@ -228,7 +236,10 @@ mod tests {
         let l = layout();
         let a = BlockAllocator::new(&l, &metadata_used(&l));
         let v = a.alloc_many(10, Some(l.data_start + 100)).unwrap();
-        assert_eq!(v, (l.data_start + 100..l.data_start + 110).collect::<Vec<_>>());
+        assert_eq!(
+            v,
+            (l.data_start + 100..l.data_start + 110).collect::<Vec<_>>()
+        );
         let used = a.used_bitmap();
         let b = BlockAllocator::new(&l, &used);
         assert_eq!(b.free_count(), a.free_count());

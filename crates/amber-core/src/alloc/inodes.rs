@@ -13,7 +13,9 @@ impl InodeAllocator {
     /// From the free inode numbers (any order).
     pub fn new(mut free: Vec<u64>) -> InodeAllocator {
         free.sort_unstable_by(|a, b| b.cmp(a));
-        InodeAllocator { free: Mutex::new(free) }
+        InodeAllocator {
+            free: Mutex::new(free),
+        }
     }
 
     pub fn alloc(&self) -> Option<u64> {

@@ -124,7 +124,10 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         let mut new_blocks: Vec<(u64, u64)> = Vec::new();
         let mut nodes: Vec<u64> = Vec::new();
         let first = off / BLOCK_SIZE;
-        let mut hint = first.checked_sub(1).and_then(|f| st.map.get(f)).map(|b| b + 1);
+        let mut hint = first
+            .checked_sub(1)
+            .and_then(|f| st.map.get(f))
+            .map(|b| b + 1);
         let mut failed = None;
         for fb in block_range(off, end) {
             if let Some(b) = st.map.get(fb) {
@@ -242,7 +245,13 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         }
         let keep = size.div_ceil(BLOCK_SIZE);
         let l = fs.layout();
-        let plan = plan_truncate(&**fs.device(), l, st.disk.map_root, st.disk.map_height, keep)?;
+        let plan = plan_truncate(
+            &**fs.device(),
+            l,
+            st.disk.map_root,
+            st.disk.map_height,
+            keep,
+        )?;
         let mut d = st.disk.clone();
         d.size = size;
         d.blocks -= plan.freed.len() as u64;

@@ -51,7 +51,9 @@ impl DirIndex {
         let mut buf = vec![0u8; BLOCK_SIZE as usize];
         for fb in 0..nblocks {
             let Some(pb) = map.get(fb) else {
-                return Err(FsError::Corrupted(format!("directory {ino} has a hole at block {fb}")));
+                return Err(FsError::Corrupted(format!(
+                    "directory {ino} has a hole at block {fb}"
+                )));
             };
             dev.read(layout.block_offset(pb), &mut buf);
             d.used.push(0);
@@ -157,7 +159,10 @@ impl DirIndex {
 
     /// Points an existing entry at another inode (rename over a target).
     pub fn retarget(&mut self, name: &[u8], ino: u64, dtype: u8) {
-        let s = self.names.get_mut(name).expect("retarget of a missing name");
+        let s = self
+            .names
+            .get_mut(name)
+            .expect("retarget of a missing name");
         s.ino = ino;
         s.dtype = dtype;
     }

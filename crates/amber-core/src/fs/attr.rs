@@ -23,7 +23,11 @@ impl<D: PmDevice> Core<D> {
             match st.kind() {
                 FileKind::Directory => return Err(FsError::IsADirectory),
                 FileKind::Regular => {}
-                _ => return Err(FsError::InvalidArgument("only regular files have a settable size")),
+                _ => {
+                    return Err(FsError::InvalidArgument(
+                        "only regular files have a settable size",
+                    ))
+                }
             }
             let res = self.policy.truncate(self, &mut st, size);
             self.guard(res)?;

@@ -44,26 +44,48 @@ impl<D: PmDevice> Core<D> {
         let nslots = dirent::slots_for(name.len());
         let (place, pblock) = match dir.find_space(nslots) {
             Some((block, slot)) => {
-                let pb = st.map.get(block as u64).expect("directory blocks are mapped");
-                (EntryPlace { block, slot, nslots: nslots as u8, new_block: None }, pb)
+                let pb = st
+                    .map
+                    .get(block as u64)
+                    .expect("directory blocks are mapped");
+                (
+                    EntryPlace {
+                        block,
+                        slot,
+                        nslots: nslots as u8,
+                        new_block: None,
+                    },
+                    pb,
+                )
             }
             None => {
                 let fblock = dir.blocks();
-                let hint = fblock.checked_sub(1).and_then(|f| st.map.get(f)).map(|b| b + 1);
+                let hint = fblock
+                    .checked_sub(1)
+                    .and_then(|f| st.map.get(f))
+                    .map(|b| b + 1);
                 let pblock = self.blocks.alloc(hint).ok_or(FsError::NoSpace)?;
                 let mut plan = MapPlan::new(pd.map_root, pd.map_height);
                 let mut taken = Vec::new();
-                let r = plan_insert(&*self.dev, &self.layout, &mut plan, fblock, pblock, &mut || {
-                    let b = self.blocks.alloc(None)?;
-                    taken.push(b);
-                    Some(b)
-                });
+                let r = plan_insert(
+                    &*self.dev,
+                    &self.layout,
+                    &mut plan,
+                    fblock,
+                    pblock,
+                    &mut || {
+                        let b = self.blocks.alloc(None)?;
+                        taken.push(b);
+                        Some(b)
+                    },
+                );
                 if let Err(e) = r {
                     self.blocks.free_all(&taken);
                     self.blocks.free(pblock);
                     return Err(e);
                 }
-                self.dev.zero_nt(self.layout.block_offset(pblock), BLOCK_SIZE);
+                self.dev
+                    .zero_nt(self.layout.block_offset(pblock), BLOCK_SIZE);
                 plan.write_nodes(&*self.dev, &self.layout);
                 if let Err(e) = self.drain() {
                     self.blocks.free_all(&taken);
@@ -83,7 +105,11 @@ impl<D: PmDevice> Core<D> {
                     block: fblock as u32,
                     slot: 0,
                     nslots: nslots as u8,
-                    new_block: Some(NewDirBlock { fblock, pblock, nodes: taken }),
+                    new_block: Some(NewDirBlock {
+                        fblock,
+                        pblock,
+                        nodes: taken,
+                    }),
                 };
                 (place, pblock)
             }
@@ -116,14 +142,23 @@ impl<D: PmDevice> Core<D> {
             let b = st.dir_mut().expect("directory").add_block();
             assert_eq!(b as u64, nb.fblock);
         }
-        let slot = DirSlot { ino, dtype, block: place.block, slot: place.slot, nslots: place.nslots };
+        let slot = DirSlot {
+            ino,
+            dtype,
+            block: place.block,
+            slot: place.slot,
+            nslots: place.nslots,
+        };
         st.dir_mut().expect("directory").insert(name, slot);
     }
 
     /// Records in `tx` the zeroing of entry `s` of directory `st`
     /// (free slots are all zeros, an invariant fsck checks).
     pub(crate) fn plan_remove_entry(&self, tx: &mut Tx, st: &InodeState, s: DirSlot) {
-        let pb = st.map.get(s.block as u64).expect("directory blocks are mapped");
+        let pb = st
+            .map
+            .get(s.block as u64)
+            .expect("directory blocks are mapped");
         let off = DirIndex::slot_offset(&self.layout, pb, s.slot);
         tx.write(off, &vec![0u8; s.nslots as usize * SLOT_SIZE]);
     }
@@ -138,7 +173,10 @@ impl<D: PmDevice> Core<D> {
         ino: u64,
         dtype: u8,
     ) {
-        let pb = st.map.get(s.block as u64).expect("directory blocks are mapped");
+        let pb = st
+            .map
+            .get(s.block as u64)
+            .expect("directory blocks are mapped");
         let off = DirIndex::slot_offset(&self.layout, pb, s.slot);
         tx.write(off, &dirent::encode(ino, dtype, name));
     }

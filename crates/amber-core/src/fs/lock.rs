@@ -18,5 +18,8 @@ pub fn lock_sorted(mut refs: Vec<(u64, InodeRef)>) -> Vec<Locked> {
 
 /// Finds the guard of `ino` among `guards`.
 pub fn find(guards: &mut [Locked], ino: u64) -> usize {
-    guards.iter().position(|g| g.ino == ino).expect("inode was locked")
+    guards
+        .iter()
+        .position(|g| g.ino == ino)
+        .expect("inode was locked")
 }

@@ -95,7 +95,8 @@ impl<D: PmDevice> Core<D> {
         if !self.layout.is_valid_ino(ino) {
             return Err(FsError::NotFound);
         }
-        self.cache.get(ino, || InodeState::load(&*self.dev, &self.layout, ino))
+        self.cache
+            .get(ino, || InodeState::load(&*self.dev, &self.layout, ino))
     }
 
     /// Attributes of `ino`.
@@ -132,7 +133,13 @@ impl<D: PmDevice> Core<D> {
     /// Writes to a file at `off`, or at its end when `off` is None
     /// (O_APPEND, decided under the inode lock). Returns bytes written and
     /// the offset they were written at.
-    pub fn write(&self, ino: u64, off: Option<u64>, data: &[u8], sync: bool) -> Result<(usize, u64)> {
+    pub fn write(
+        &self,
+        ino: u64,
+        off: Option<u64>,
+        data: &[u8],
+        sync: bool,
+    ) -> Result<(usize, u64)> {
         self.check_writable()?;
         let r = self.inode(ino)?;
         let mut st = r.write();

@@ -80,7 +80,11 @@ fn random_uuid() -> [u8; 16] {
 /// Reads both superblock copies and picks the one to trust.
 pub fn read_superblock<D: PmDevice>(dev: &D) -> Result<Superblock> {
     if dev.size() < 2 * BLOCK_SIZE {
-        return Err(FormatError::Truncated { expected: 2 * BLOCK_SIZE, actual: dev.size() }.into());
+        return Err(FormatError::Truncated {
+            expected: 2 * BLOCK_SIZE,
+            actual: dev.size(),
+        }
+        .into());
     }
     let [a_off, b_off] = Superblock::copy_offsets();
     let mut a = [0u8; SUPERBLOCK_SIZE];
@@ -89,7 +93,11 @@ pub fn read_superblock<D: PmDevice>(dev: &D) -> Result<Superblock> {
     dev.read(b_off, &mut b);
     let sb = Superblock::choose(&a, &b)?;
     if sb.pool_size > dev.size() {
-        return Err(FormatError::Truncated { expected: sb.pool_size, actual: dev.size() }.into());
+        return Err(FormatError::Truncated {
+            expected: sb.pool_size,
+            actual: dev.size(),
+        }
+        .into());
     }
     Ok(sb)
 }
@@ -153,14 +161,21 @@ struct Scan {
 }
 
 fn scan_inodes<D: PmDevice>(dev: &D, l: &Layout) -> Scan {
-    let mut s = Scan { free_inos: Vec::new(), orphans: Vec::new(), in_use: 0 };
+    let mut s = Scan {
+        free_inos: Vec::new(),
+        orphans: Vec::new(),
+        in_use: 0,
+    };
     let per_chunk = 4096u64;
     let mut buf = vec![0u8; (per_chunk as usize) * INODE_SIZE];
     let mut first = 0;
     while first < l.inode_count {
         let n = per_chunk.min(l.inode_count - first);
         let bytes = &mut buf[..n as usize * INODE_SIZE];
-        dev.read(l.itable_start * BLOCK_SIZE + first * INODE_SIZE as u64, bytes);
+        dev.read(
+            l.itable_start * BLOCK_SIZE + first * INODE_SIZE as u64,
+            bytes,
+        );
         for i in 0..n {
             let ino = first + i;
             if ino == 0 {
@@ -192,11 +207,7 @@ fn read_inode<D: PmDevice>(dev: &D, l: &Layout, ino: u64) -> Inode {
 /// Rebuilds block ownership from every live inode's block map, correcting
 /// block counts that a crash left behind (a pointer persisted before the
 /// inode line that counts it). Fails on a block owned twice.
-fn rebuild_used<D: PmDevice>(
-    dev: &D,
-    l: &Layout,
-    report: &mut RecoveryReport,
-) -> Result<BitSet> {
+fn rebuild_used<D: PmDevice>(dev: &D, l: &Layout, report: &mut RecoveryReport) -> Result<BitSet> {
     let mut used = BitSet::new(l.total_blocks);
     for b in 0..l.data_start {
         used.set(b);
@@ -207,10 +218,18 @@ fn rebuild_used<D: PmDevice>(
             continue;
         }
         if i.kind().is_none() {
-            return Err(FsError::Corrupted(format!("inode {ino} has invalid mode {:o}", i.mode)));
+            return Err(FsError::Corrupted(format!(
+                "inode {ino} has invalid mode {:o}",
+                i.mode
+            )));
         }
         let t = walk(dev, l, i.map_root, i.map_height)?;
-        for b in t.data.iter().map(|(_, b)| *b).chain(t.nodes.iter().copied()) {
+        for b in t
+            .data
+            .iter()
+            .map(|(_, b)| *b)
+            .chain(t.nodes.iter().copied())
+        {
             if used.set(b) {
                 return Err(FsError::Corrupted(format!("block {b} is owned twice")));
             }
@@ -234,10 +253,15 @@ pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, R
     let policy = data::by_name::<D>(&opts.policy)?;
     let mut sb = read_superblock(&*dev)?;
     let l = sb.layout;
-    let mut report = RecoveryReport { was_clean: sb.state == PoolState::Clean, ..Default::default() };
+    let mut report = RecoveryReport {
+        was_clean: sb.state == PoolState::Clean,
+        ..Default::default()
+    };
     let root = read_inode(&*dev, &l, ROOT_INO);
     if root.kind() != Some(FileKind::Directory) {
-        return Err(FsError::Corrupted("the root inode is not a directory".into()));
+        return Err(FsError::Corrupted(
+            "the root inode is not a directory".into(),
+        ));
     }
     // Validate the journals before writing anything.
     let found = journal::replay(&*dev, &l, false)?;

@@ -69,27 +69,57 @@ impl<D: PmDevice> Core<D> {
         owner: Owner,
     ) -> Result<Attr> {
         if kind == FileKind::Directory || kind == FileKind::Symlink {
-            return Err(FsError::InvalidArgument("mknod makes files, not directories or links"));
+            return Err(FsError::InvalidArgument(
+                "mknod makes files, not directories or links",
+            ));
         }
-        self.create_node(parent, name, NewNode { kind, perm, rdev, owner, target: None })
+        self.create_node(
+            parent,
+            name,
+            NewNode {
+                kind,
+                perm,
+                rdev,
+                owner,
+                target: None,
+            },
+        )
     }
 
     /// Creates a directory.
     pub fn mkdir(&self, parent: u64, name: &[u8], perm: u32, owner: Owner) -> Result<Attr> {
         let kind = FileKind::Directory;
-        self.create_node(parent, name, NewNode { kind, perm, rdev: 0, owner, target: None })
+        self.create_node(
+            parent,
+            name,
+            NewNode {
+                kind,
+                perm,
+                rdev: 0,
+                owner,
+                target: None,
+            },
+        )
     }
 
     /// Creates a symbolic link to `target`.
     pub fn symlink(&self, parent: u64, name: &[u8], target: &[u8], owner: Owner) -> Result<Attr> {
         if target.is_empty() || target.contains(&0) {
-            return Err(FsError::InvalidArgument("symlink target is empty or contains NUL"));
+            return Err(FsError::InvalidArgument(
+                "symlink target is empty or contains NUL",
+            ));
         }
         if target.len() > SYMLINK_MAX {
             return Err(FsError::NameTooLong);
         }
         let kind = FileKind::Symlink;
-        let node = NewNode { kind, perm: 0o777, rdev: 0, owner, target: Some(target) };
+        let node = NewNode {
+            kind,
+            perm: 0o777,
+            rdev: 0,
+            owner,
+            target: Some(target),
+        };
         self.create_node(parent, name, node)
     }
 
@@ -143,7 +173,8 @@ impl<D: PmDevice> Core<D> {
                 };
                 let off = self.layout.block_offset(b);
                 self.dev.write_nt(off, t);
-                self.dev.zero_nt(off + t.len() as u64, BLOCK_SIZE - t.len() as u64);
+                self.dev
+                    .zero_nt(off + t.len() as u64, BLOCK_SIZE - t.len() as u64);
                 child.map_root = b;
                 child.blocks = 1;
                 map.set(0, b);
@@ -196,7 +227,10 @@ impl<D: PmDevice> Core<D> {
     pub fn link(&self, ino: u64, newparent: u64, newname: &[u8]) -> Result<Attr> {
         check_name(newname)?;
         self.check_writable()?;
-        let mut g = lock_sorted(vec![(ino, self.inode(ino)?), (newparent, self.inode(newparent)?)]);
+        let mut g = lock_sorted(vec![
+            (ino, self.inode(ino)?),
+            (newparent, self.inode(newparent)?),
+        ]);
         let (ci, pi) = (find(&mut g, ino), find(&mut g, newparent));
         live(&g[ci])?;
         live(&g[pi])?;
@@ -245,7 +279,10 @@ impl<D: PmDevice> Core<D> {
         self.check_writable()?;
         for _ in 0..RETRIES {
             let s = self.lookup_slot(parent, name)?;
-            let mut g = lock_sorted(vec![(parent, self.inode(parent)?), (s.ino, self.inode(s.ino)?)]);
+            let mut g = lock_sorted(vec![
+                (parent, self.inode(parent)?),
+                (s.ino, self.inode(s.ino)?),
+            ]);
             let (pi, ci) = (find(&mut g, parent), find(&mut g, s.ino));
             live(&g[pi])?;
             if g[pi].dir()?.get(name) != Some(s) || !g[ci].disk.in_use() {
@@ -255,9 +292,7 @@ impl<D: PmDevice> Core<D> {
             match (want_dir, is_dir) {
                 (false, true) => return Err(FsError::IsADirectory),
                 (true, false) => return Err(FsError::NotADirectory),
-                (true, true) if !g[ci].dir()?.is_empty() => {
-                    return Err(FsError::DirectoryNotEmpty)
-                }
+                (true, true) if !g[ci].dir()?.is_empty() => return Err(FsError::DirectoryNotEmpty),
                 _ => {}
             }
             let now = time::now();
@@ -277,7 +312,9 @@ impl<D: PmDevice> Core<D> {
             self.finish_drop_link(&mut g[ci], freed, now);
             return Ok(());
         }
-        Err(FsError::Corrupted("directory kept changing under unlink".into()))
+        Err(FsError::Corrupted(
+            "directory kept changing under unlink".into(),
+        ))
     }
 
     /// Records in `tx` one link fewer for `st`: the inode is freed when no
@@ -290,7 +327,11 @@ impl<D: PmDevice> Core<D> {
         now: amber_format::Timespec,
     ) -> Result<Option<Vec<u64>>> {
         let is_dir = st.kind() == FileKind::Directory;
-        let left = if is_dir { 0 } else { st.disk.nlink.saturating_sub(1) };
+        let left = if is_dir {
+            0
+        } else {
+            st.disk.nlink.saturating_sub(1)
+        };
         if left == 0 && st.open_count == 0 {
             return Ok(Some(self.free_inode_tx(tx, st)?));
         }
@@ -324,7 +365,12 @@ impl<D: PmDevice> Core<D> {
     /// Records in `tx` the freeing of inode `st` (mode 0, generation kept
     /// so a reused number gets a new generation). Returns its blocks.
     pub(crate) fn free_inode_tx(&self, tx: &mut Tx, st: &mut InodeState) -> Result<Vec<u64>> {
-        let t = walk(&*self.dev, &self.layout, st.disk.map_root, st.disk.map_height)?;
+        let t = walk(
+            &*self.dev,
+            &self.layout,
+            st.disk.map_root,
+            st.disk.map_height,
+        )?;
         let mut blocks: Vec<u64> = t.data.iter().map(|(_, b)| *b).collect();
         blocks.extend(t.nodes);
         let mut free = Inode::free();
@@ -374,10 +420,17 @@ impl<D: PmDevice> Core<D> {
                 };
                 slot += e.nslots;
                 let Some(kind) = FileKind::from_dtype(e.dtype) else {
-                    return Err(FsError::Corrupted(format!("directory {ino} has a bad d_type")));
+                    return Err(FsError::Corrupted(format!(
+                        "directory {ino} has a bad d_type"
+                    )));
                 };
                 let cookie = b * per + slot as u64;
-                if !f(DirEntry { ino: e.ino, kind, name: e.name, cookie }) {
+                if !f(DirEntry {
+                    ino: e.ino,
+                    kind,
+                    name: e.name,
+                    cookie,
+                }) {
                     return Ok(());
                 }
             }
@@ -399,7 +452,9 @@ impl<D: PmDevice> Core<D> {
             return Ok(st.disk.inline[..len].to_vec());
         }
         if len > SYMLINK_MAX {
-            return Err(FsError::Corrupted(format!("symlink {ino} is {len} bytes long")));
+            return Err(FsError::Corrupted(format!(
+                "symlink {ino} is {len} bytes long"
+            )));
         }
         let b = st.map.get(0).ok_or_else(|| {
             FsError::Corrupted(format!("symlink {ino} has no block for its target"))

@@ -16,7 +16,10 @@ pub struct MountOptions {
 
 impl Default for MountOptions {
     fn default() -> Self {
-        MountOptions { policy: "direct".into(), sync: false }
+        MountOptions {
+            policy: "direct".into(),
+            sync: false,
+        }
     }
 }
 

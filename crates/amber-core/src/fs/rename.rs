@@ -29,7 +29,9 @@ impl<D: PmDevice> Core<D> {
             }
             at = self.inode(at)?.read().disk.parent;
         }
-        Err(FsError::Corrupted(format!("directory {dir} has no path to the root")))
+        Err(FsError::Corrupted(format!(
+            "directory {dir} has no path to the root"
+        )))
     }
 
     /// Renames `parent/name` to `newparent/newname`.
@@ -60,20 +62,31 @@ impl<D: PmDevice> Core<D> {
             return Ok(()); // two names of one inode: POSIX says do nothing
         }
         let src_is_dir = FileKind::from_dtype(src.dtype) == Some(FileKind::Directory);
-        let tgt_is_dir = tgt.is_some_and(|t| FileKind::from_dtype(t.dtype) == Some(FileKind::Directory));
+        let tgt_is_dir =
+            tgt.is_some_and(|t| FileKind::from_dtype(t.dtype) == Some(FileKind::Directory));
         if src_is_dir && self.is_within(newparent, src.ino)? {
             return Err(FsError::WouldCreateCycle);
         }
-        if mode == RenameMode::Exchange && tgt_is_dir && self.is_within(parent, tgt.expect("exchange").ino)? {
+        if mode == RenameMode::Exchange
+            && tgt_is_dir
+            && self.is_within(parent, tgt.expect("exchange").ino)?
+        {
             return Err(FsError::WouldCreateCycle);
         }
-        let mut refs = vec![(parent, self.inode(parent)?), (newparent, self.inode(newparent)?)];
+        let mut refs = vec![
+            (parent, self.inode(parent)?),
+            (newparent, self.inode(newparent)?),
+        ];
         refs.push((src.ino, self.inode(src.ino)?));
         if let Some(t) = tgt {
             refs.push((t.ino, self.inode(t.ino)?));
         }
         let mut g = lock_sorted(refs);
-        let (op, np, si) = (find(&mut g, parent), find(&mut g, newparent), find(&mut g, src.ino));
+        let (op, np, si) = (
+            find(&mut g, parent),
+            find(&mut g, newparent),
+            find(&mut g, src.ino),
+        );
         let ti = tgt.map(|t| find(&mut g, t.ino));
         live(&g[op])?;
         live(&g[np])?;
@@ -145,7 +158,8 @@ impl<D: PmDevice> Core<D> {
                 }
             }
             _ => {
-                let p = self.plan_add_entry(&mut tx, &g[np], &mut npd, newname, src.ino, src.dtype)?;
+                let p =
+                    self.plan_add_entry(&mut tx, &g[np], &mut npd, newname, src.ino, src.dtype)?;
                 place = Some(p);
                 self.plan_remove_entry(&mut tx, &g[op], src);
                 if src_is_dir {

@@ -29,7 +29,10 @@ impl BlockIndex {
 
     pub fn set(&mut self, fblock: u64, b: u64) {
         assert!(b != 0);
-        let c = self.chunks.entry(fblock / CHUNK).or_insert_with(|| Box::new([0; CHUNK as usize]));
+        let c = self
+            .chunks
+            .entry(fblock / CHUNK)
+            .or_insert_with(|| Box::new([0; CHUNK as usize]));
         let slot = &mut c[(fblock % CHUNK) as usize];
         if *slot == 0 {
             self.mapped += 1;
@@ -103,12 +106,17 @@ pub struct TreeBlocks {
 
 /// Walks the tree rooted at `root` of `height`.
 pub fn walk<D: PmDevice>(dev: &D, layout: &Layout, root: u64, height: u8) -> Result<TreeBlocks> {
-    let mut out = TreeBlocks { data: Vec::new(), nodes: Vec::new() };
+    let mut out = TreeBlocks {
+        data: Vec::new(),
+        nodes: Vec::new(),
+    };
     if root == 0 {
         return Ok(out);
     }
     if height > MAX_HEIGHT || !layout.is_data_block(root) {
-        return Err(FsError::Corrupted(format!("block-map root {root} height {height} invalid")));
+        return Err(FsError::Corrupted(format!(
+            "block-map root {root} height {height} invalid"
+        )));
     }
     walk_node(dev, layout, root, height, 0, &mut out)?;
     Ok(out)
@@ -140,7 +148,14 @@ fn walk_node<D: PmDevice>(
                 "block-map node {node} entry {idx} points at block {p}, outside the data area"
             )));
         }
-        walk_node(dev, layout, p, level - 1, base + idx * capacity_blocks(level - 1), out)?;
+        walk_node(
+            dev,
+            layout,
+            p,
+            level - 1,
+            base + idx * capacity_blocks(level - 1),
+            out,
+        )?;
     }
     Ok(())
 }
@@ -270,13 +285,7 @@ fn get_ptr<D: PmDevice>(
     }
 }
 
-fn set_ptr(
-    layout: &Layout,
-    plan: &mut MapPlan,
-    node: u64,
-    idx: u64,
-    value: u64,
-) {
+fn set_ptr(layout: &Layout, plan: &mut MapPlan, node: u64, idx: u64, value: u64) {
     if let Some((_, c)) = plan.new_nodes.iter_mut().find(|(b, _)| *b == node) {
         c[idx as usize] = value;
         return;
@@ -337,7 +346,11 @@ fn trunc_node<D: PmDevice>(
     let cap = capacity_blocks(level - 1);
     // The entry containing `keep` is kept (possibly partly); later ones go.
     let boundary = (keep - base) / cap;
-    let first_gone = if (keep - base).is_multiple_of(cap) { boundary } else { boundary + 1 };
+    let first_gone = if (keep - base).is_multiple_of(cap) {
+        boundary
+    } else {
+        boundary + 1
+    };
     let mut any = false;
     for idx in first_gone..PTRS_PER_NODE {
         let p = read_ptr(dev, layout, node, idx)?;
@@ -350,12 +363,23 @@ fn trunc_node<D: PmDevice>(
         plan.freed.extend(t.nodes);
     }
     if any {
-        plan.clears.push((node_off(layout, node, first_gone), (PTRS_PER_NODE - first_gone) * 8));
+        plan.clears.push((
+            node_off(layout, node, first_gone),
+            (PTRS_PER_NODE - first_gone) * 8,
+        ));
     }
     if first_gone != boundary && level > 1 {
         let child = read_ptr(dev, layout, node, boundary)?;
         if child != 0 {
-            trunc_node(dev, layout, child, level - 1, base + boundary * cap, keep, plan)?;
+            trunc_node(
+                dev,
+                layout,
+                child,
+                level - 1,
+                base + boundary * cap,
+                keep,
+                plan,
+            )?;
         }
     }
     Ok(())

@@ -19,7 +19,11 @@ pub struct InodeCache {
 
 impl Default for InodeCache {
     fn default() -> Self {
-        InodeCache { shards: (0..SHARDS).map(|_| Mutex::new(FxHashMap::default())).collect() }
+        InodeCache {
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(FxHashMap::default()))
+                .collect(),
+        }
     }
 }
 
@@ -53,6 +57,9 @@ impl InodeCache {
 
     /// Every loaded inode (for unmount).
     pub fn all(&self) -> Vec<InodeRef> {
-        self.shards.iter().flat_map(|s| s.lock().values().cloned().collect::<Vec<_>>()).collect()
+        self.shards
+            .iter()
+            .flat_map(|s| s.lock().values().cloned().collect::<Vec<_>>())
+            .collect()
     }
 }

@@ -40,7 +40,10 @@ impl InodeState {
             return Err(FsError::NotFound);
         }
         let Some(kind) = disk.kind() else {
-            return Err(FsError::Corrupted(format!("inode {ino} has invalid mode {:o}", disk.mode)));
+            return Err(FsError::Corrupted(format!(
+                "inode {ino} has invalid mode {:o}",
+                disk.mode
+            )));
         };
         let (map, _) = load_index(dev, layout, disk.map_root, disk.map_height)?;
         let dir = if kind == FileKind::Directory {
@@ -50,11 +53,23 @@ impl InodeState {
                     disk.size
                 )));
             }
-            Some(DirIndex::load(dev, layout, ino, &map, disk.size / BLOCK_SIZE)?)
+            Some(DirIndex::load(
+                dev,
+                layout,
+                ino,
+                &map,
+                disk.size / BLOCK_SIZE,
+            )?)
         } else {
             None
         };
-        Ok(InodeState { ino, disk, map, dir, open_count: 0 })
+        Ok(InodeState {
+            ino,
+            disk,
+            map,
+            dir,
+            open_count: 0,
+        })
     }
 
     pub fn kind(&self) -> FileKind {

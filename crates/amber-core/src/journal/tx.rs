@@ -26,9 +26,18 @@ impl Tx {
     pub fn write(&mut self, offset: u64, data: &[u8]) {
         assert!(!data.is_empty());
         self.bytes += entry_footprint(data.len());
-        self.entries.push(Entry { offset, data: data.to_vec() });
-        assert!(self.entries.len() <= MAX_ENTRIES, "transaction has too many entries");
-        assert!(self.bytes + HEADER_SIZE <= MAX_TX_BYTES, "transaction too large");
+        self.entries.push(Entry {
+            offset,
+            data: data.to_vec(),
+        });
+        assert!(
+            self.entries.len() <= MAX_ENTRIES,
+            "transaction has too many entries"
+        );
+        assert!(
+            self.bytes + HEADER_SIZE <= MAX_TX_BYTES,
+            "transaction too large"
+        );
     }
 
     /// Records a little-endian u64.

@@ -1,0 +1,161 @@
+//! Inode-level operations on a DRAM device, across remounts.
+
+use amber_core::fs::{format, mount};
+use amber_core::{MountOptions, Owner, RenameMode, SetAttr};
+use amber_format::{FileKind, FormatParams, ROOT_INO};
+use amber_pmem::{MapOptions, MmapDevice};
+use std::sync::Arc;
+
+fn fresh(size: u64) -> Arc<MmapDevice> {
+    let dev = MmapDevice::anonymous(size, &MapOptions::default()).unwrap();
+    format(&dev, &FormatParams::for_size(size)).unwrap();
+    Arc::new(dev)
+}
+
+const ME: Owner = Owner {
+    uid: 1000,
+    gid: 1000,
+};
+
+fn names(fs: &amber_core::Core<MmapDevice>, dir: u64) -> Vec<String> {
+    let mut v = Vec::new();
+    fs.readdir(dir, 0, |e| {
+        v.push(String::from_utf8(e.name).unwrap());
+        true
+    })
+    .unwrap();
+    v.sort();
+    v
+}
+
+#[test]
+fn create_write_read_rename_unlink_remount() {
+    let dev = fresh(16 << 20);
+    let (fs, rep) = mount(dev.clone(), MountOptions::default()).unwrap();
+    assert!(rep.was_clean);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, ME).unwrap();
+    let f = fs
+        .mknod(d.ino, b"f", FileKind::Regular, 0o644, 0, ME)
+        .unwrap();
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(
+        fs.write(f.ino, Some(10), &data, false).unwrap().0,
+        data.len()
+    );
+    let mut back = vec![0u8; data.len() + 10];
+    assert_eq!(fs.read(f.ino, 0, &mut back).unwrap(), data.len() + 10);
+    assert_eq!(&back[..10], &[0u8; 10]);
+    assert_eq!(&back[10..], &data[..]);
+    fs.symlink(ROOT_INO, b"short", b"d/f", ME).unwrap();
+    let long = vec![b'x'; 300];
+    let l = fs.symlink(ROOT_INO, b"long", &long, ME).unwrap();
+    assert_eq!(fs.readlink(l.ino).unwrap(), long);
+    fs.link(f.ino, ROOT_INO, b"hard").unwrap();
+    assert_eq!(fs.getattr(f.ino).unwrap().nlink, 2);
+    fs.rename(d.ino, b"f", ROOT_INO, b"moved", RenameMode::Replace)
+        .unwrap();
+    assert_eq!(
+        names(&fs, ROOT_INO),
+        ["d", "hard", "long", "moved", "short"]
+    );
+    fs.setattr(
+        f.ino,
+        &SetAttr {
+            size: Some(5000),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    fs.unmount().unwrap();
+    drop(fs);
+
+    let (fs, rep) = mount(dev.clone(), MountOptions::default()).unwrap();
+    assert!(rep.was_clean, "{rep}");
+    assert_eq!(
+        names(&fs, ROOT_INO),
+        ["d", "hard", "long", "moved", "short"]
+    );
+    let a = fs.lookup(ROOT_INO, b"moved").unwrap();
+    assert_eq!(a.size, 5000);
+    let mut back = vec![0u8; 5000];
+    fs.read(a.ino, 0, &mut back).unwrap();
+    assert_eq!(&back[10..], &data[..4990]);
+    fs.unlink(ROOT_INO, b"moved").unwrap();
+    fs.unlink(ROOT_INO, b"hard").unwrap();
+    fs.rmdir(ROOT_INO, b"d").unwrap();
+    assert_eq!(names(&fs, ROOT_INO), ["long", "short"]);
+    // Not unmounted: the next mount recovers.
+    drop(fs);
+    let (fs, rep) = mount(dev, MountOptions::default()).unwrap();
+    assert!(!rep.was_clean);
+    assert_eq!(names(&fs, ROOT_INO), ["long", "short"]);
+    assert_eq!(rep.inodes_in_use, 3);
+}
+
+#[test]
+fn rename_modes_and_directory_rules() {
+    let dev = fresh(8 << 20);
+    let (fs, _) = mount(dev, MountOptions::default()).unwrap();
+    let a = fs.mkdir(ROOT_INO, b"a", 0o755, ME).unwrap();
+    let b = fs.mkdir(a.ino, b"b", 0o755, ME).unwrap();
+    fs.mknod(ROOT_INO, b"x", FileKind::Regular, 0o644, 0, ME)
+        .unwrap();
+    assert_eq!(
+        fs.rename(ROOT_INO, b"a", b.ino, b"a2", RenameMode::Replace),
+        Err(amber_core::FsError::WouldCreateCycle)
+    );
+    assert_eq!(
+        fs.rename(ROOT_INO, b"x", ROOT_INO, b"a", RenameMode::Replace),
+        Err(amber_core::FsError::IsADirectory)
+    );
+    assert_eq!(
+        fs.rename(ROOT_INO, b"x", ROOT_INO, b"a", RenameMode::NoReplace),
+        Err(amber_core::FsError::AlreadyExists)
+    );
+    fs.rename(ROOT_INO, b"x", a.ino, b"b", RenameMode::Exchange)
+        .unwrap();
+    assert_eq!(fs.lookup(ROOT_INO, b"x").unwrap().ino, b.ino);
+    assert_eq!(fs.getattr(b.ino).unwrap().nlink, 2);
+    assert_eq!(fs.getattr(ROOT_INO).unwrap().nlink, 4);
+    assert_eq!(fs.getattr(a.ino).unwrap().nlink, 2);
+    assert_eq!(fs.lookup(b.ino, b"..").unwrap().ino, ROOT_INO);
+    assert_eq!(
+        fs.rmdir(ROOT_INO, b"a"),
+        Err(amber_core::FsError::DirectoryNotEmpty)
+    );
+}
+
+#[test]
+fn many_entries_and_enospc() {
+    let dev = fresh(2 << 20);
+    let (fs, _) = mount(dev.clone(), MountOptions::default()).unwrap();
+    let mut n = 0;
+    loop {
+        let name = format!("file-with-a-longish-name-{n:06}");
+        match fs.mknod(ROOT_INO, name.as_bytes(), FileKind::Regular, 0o644, 0, ME) {
+            Ok(_) => n += 1,
+            Err(amber_core::FsError::NoSpace) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(n > 50);
+    let f = fs
+        .lookup(ROOT_INO, b"file-with-a-longish-name-000000")
+        .unwrap();
+    let big = vec![7u8; 8 << 20];
+    assert_eq!(
+        fs.write(f.ino, Some(0), &big, false),
+        Err(amber_core::FsError::NoSpace)
+    );
+    assert_eq!(fs.getattr(f.ino).unwrap().size, 0);
+    fs.unmount().unwrap();
+    let (fs, _) = mount(dev, MountOptions::default()).unwrap();
+    assert_eq!(fs.getattr(f.ino).unwrap().size, 0);
+    let mut count = 0;
+    fs.readdir(ROOT_INO, 0, |_| {
+        count += 1;
+        true
+    })
+    .unwrap();
+    assert_eq!(count, n);
+}
