@@ -93,3 +93,26 @@ impl From<PersistError> for FsError {
 
 /// Result of core operations.
 pub type Result<T> = std::result::Result<T, FsError>;
+
+impl From<FsError> for std::io::Error {
+    /// For the `Read`/`Write`/`Seek` impls: the library's edge to std::io.
+    fn from(e: FsError) -> Self {
+        use std::io::ErrorKind as K;
+        let kind = match &e {
+            FsError::NotFound => K::NotFound,
+            FsError::AlreadyExists => K::AlreadyExists,
+            FsError::NotADirectory => K::NotADirectory,
+            FsError::IsADirectory => K::IsADirectory,
+            FsError::DirectoryNotEmpty => K::DirectoryNotEmpty,
+            FsError::InvalidName | FsError::NameTooLong | FsError::InvalidArgument(_) => {
+                K::InvalidInput
+            }
+            FsError::NoSpace => K::StorageFull,
+            FsError::FileTooLarge => K::FileTooLarge,
+            FsError::BadHandle | FsError::NotPermitted => K::PermissionDenied,
+            FsError::Corrupted(_) | FsError::Format(_) => K::InvalidData,
+            _ => K::Other,
+        };
+        std::io::Error::new(kind, e)
+    }
+}

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod alloc;
+pub mod api;
 pub mod data;
 pub mod dir;
 pub mod error;
@@ -14,6 +15,7 @@ pub mod journal;
 pub mod time;
 pub mod types;
 
+pub use api::{DirEntry as Entry, File, FileType, Fs, Metadata, OpenOptions, Permissions};
 pub use error::{FsError, Result};
 pub use fs::{Core, MountOptions, RecoveryReport};
 pub use types::{Attr, DirEntry, Owner, RenameMode, SetAttr, StatFs, TimeSet};

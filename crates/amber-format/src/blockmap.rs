@@ -24,7 +24,10 @@ pub fn height_for(fblock: u64) -> u8 {
     let mut h = 0;
     while capacity_blocks(h) <= fblock {
         h += 1;
-        assert!(h <= MAX_HEIGHT, "file block {fblock} beyond the largest file");
+        assert!(
+            h <= MAX_HEIGHT,
+            "file block {fblock} beyond the largest file"
+        );
     }
     h
 }

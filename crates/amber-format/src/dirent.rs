@@ -97,7 +97,12 @@ pub fn decode(block: &[u8], slot: usize) -> Result<Option<Dirent>, DirentError> 
     if get_u32(s, 12) != crc32c_append(crc32c(&s[..12]), name) {
         return Err(DirentError::BadChecksum);
     }
-    Ok(Some(Dirent { ino, dtype: s[9], nslots: n, name: name.to_vec() }))
+    Ok(Some(Dirent {
+        ino,
+        dtype: s[9],
+        nslots: n,
+        name: name.to_vec(),
+    }))
 }
 
 const _: () = assert!(MAX_SLOTS == 5);

@@ -51,6 +51,12 @@ pub mod mode {
     pub const S_IFIFO: u32 = 0o010000;
     /// Permission and set-id bits.
     pub const PERM_MASK: u32 = 0o7777;
+    /// Set-user-id bit.
+    pub const S_ISUID_BIT: u32 = 0o4000;
+    /// Set-group-id bit (on a directory: new entries take its group).
+    pub const S_ISGID_BIT: u32 = 0o2000;
+    /// Sticky bit.
+    pub const S_ISVTX_BIT: u32 = 0o1000;
 }
 
 /// A point in time, nanosecond resolution.
@@ -209,10 +215,22 @@ impl Inode {
             generation: get_u32(b, 20),
             size: get_u64(b, 24),
             blocks: get_u64(b, 32),
-            mtime: Timespec { secs: get_i64(b, 40), nsecs: get_u32(b, 48) },
-            ctime: Timespec { secs: get_i64(b, 56), nsecs: get_u32(b, 52) },
-            atime: Timespec { secs: get_i64(b, 64), nsecs: get_u32(b, 72) },
-            crtime: Timespec { secs: get_i64(b, 80), nsecs: get_u32(b, 76) },
+            mtime: Timespec {
+                secs: get_i64(b, 40),
+                nsecs: get_u32(b, 48),
+            },
+            ctime: Timespec {
+                secs: get_i64(b, 56),
+                nsecs: get_u32(b, 52),
+            },
+            atime: Timespec {
+                secs: get_i64(b, 64),
+                nsecs: get_u32(b, 72),
+            },
+            crtime: Timespec {
+                secs: get_i64(b, 80),
+                nsecs: get_u32(b, 76),
+            },
             rdev: get_u64(b, 88),
             map_root: get_u64(b, 96),
             map_height: b[104],
@@ -235,7 +253,10 @@ pub fn encode_first_line(size: u64, blocks: u64, mtime: Timespec, ctime: Timespe
 }
 
 const _: () = assert!(OFF_INLINE + INLINE_MAX + 16 == INODE_SIZE);
-const _: () = assert!(OFF_SIZE + 40 == 64, "write-path fields must fill the first line");
+const _: () = assert!(
+    OFF_SIZE + 40 == 64,
+    "write-path fields must fill the first line"
+);
 
 #[cfg(test)]
 mod tests {
@@ -248,8 +269,14 @@ mod tests {
         i.nlink = 1;
         i.size = 12345;
         i.blocks = 4;
-        i.mtime = Timespec { secs: 1_700_000_000, nsecs: 5 };
-        i.ctime = Timespec { secs: -3, nsecs: 999_999_999 };
+        i.mtime = Timespec {
+            secs: 1_700_000_000,
+            nsecs: 5,
+        };
+        i.ctime = Timespec {
+            secs: -3,
+            nsecs: 999_999_999,
+        };
         i.inline[..3].copy_from_slice(b"abc");
         i.map_root = 77;
         i.map_height = 2;

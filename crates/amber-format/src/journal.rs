@@ -134,7 +134,10 @@ pub fn decode(journal: &[u8]) -> JournalState {
         entries.push(Entry { offset, data });
         at += entry_footprint(n);
     }
-    JournalState::Committed(Committed { seq: get_u64(&h, 8), entries })
+    JournalState::Committed(Committed {
+        seq: get_u64(&h, 8),
+        entries,
+    })
 }
 
 #[cfg(test)]
@@ -153,17 +156,32 @@ mod tests {
     #[test]
     fn round_trip() {
         let es = vec![
-            Entry { offset: 4096, data: vec![1, 2, 3] },
-            Entry { offset: 100, data: vec![9; 64] },
+            Entry {
+                offset: 4096,
+                data: vec![1, 2, 3],
+            },
+            Entry {
+                offset: 100,
+                data: vec![9; 64],
+            },
         ];
         let j = journal_with(&es);
-        assert_eq!(decode(&j), JournalState::Committed(Committed { seq: 9, entries: es }));
+        assert_eq!(
+            decode(&j),
+            JournalState::Committed(Committed {
+                seq: 9,
+                entries: es
+            })
+        );
         assert_eq!(decode(&[0u8; 128]), JournalState::Empty);
     }
 
     #[test]
     fn torn_or_garbage_is_uncommitted() {
-        let es = vec![Entry { offset: 4096, data: vec![1, 2, 3] }];
+        let es = vec![Entry {
+            offset: 4096,
+            data: vec![1, 2, 3],
+        }];
         let mut j = journal_with(&es);
         j[64 + 16] ^= 1;
         assert_eq!(decode(&j), JournalState::Uncommitted);

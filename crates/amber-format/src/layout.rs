@@ -44,7 +44,12 @@ impl FormatParams {
     /// most 2^20 unless asked), 8 journals of 64 KiB.
     pub fn for_size(pool_size: u64) -> FormatParams {
         let inode_count = (pool_size / (16 * 1024)).clamp(64, 1 << 20);
-        FormatParams { pool_size, inode_count, journal_count: 8, journal_blocks: 16 }
+        FormatParams {
+            pool_size,
+            inode_count,
+            journal_count: 8,
+            journal_blocks: 16,
+        }
     }
 }
 
@@ -70,7 +75,10 @@ impl Layout {
     /// Computes the geometry for `p`, or says which parameter cannot work.
     pub fn compute(p: &FormatParams) -> Result<Layout, FormatError> {
         if p.pool_size < MIN_POOL_SIZE || p.pool_size > MAX_POOL_SIZE {
-            return Err(FormatError::InvalidField { what: "pool size", value: p.pool_size });
+            return Err(FormatError::InvalidField {
+                what: "pool size",
+                value: p.pool_size,
+            });
         }
         if p.journal_count == 0 || p.journal_count > MAX_JOURNALS {
             return Err(FormatError::InvalidField {
@@ -85,7 +93,10 @@ impl Layout {
             });
         }
         if p.inode_count < 2 || p.inode_count > MAX_INODES {
-            return Err(FormatError::InvalidField { what: "inode count", value: p.inode_count });
+            return Err(FormatError::InvalidField {
+                what: "inode count",
+                value: p.inode_count,
+            });
         }
         let total_blocks = p.pool_size / BLOCK_SIZE;
         let journal_start = 2;
@@ -116,7 +127,10 @@ impl Layout {
 
     /// Byte offset of inode `ino` (0 is never used: it means "no inode").
     pub fn inode_offset(&self, ino: u64) -> u64 {
-        assert!(ino > 0 && ino < self.inode_count, "inode {ino} out of range");
+        assert!(
+            ino > 0 && ino < self.inode_count,
+            "inode {ino} out of range"
+        );
         self.itable_start * BLOCK_SIZE + ino * INODE_SIZE as u64
     }
 

@@ -157,17 +157,26 @@ impl Superblock {
         }
         let version = get_u32(b, 8);
         if version != VERSION {
-            return Err(FormatError::UnsupportedVersion { found: version, supported: VERSION });
+            return Err(FormatError::UnsupportedVersion {
+                found: version,
+                supported: VERSION,
+            });
         }
         let feature_incompat = get_u64(b, 24);
         if feature_incompat & !KNOWN_INCOMPAT != 0 {
-            return Err(FormatError::UnknownIncompatFeatures(feature_incompat & !KNOWN_INCOMPAT));
+            return Err(FormatError::UnknownIncompatFeatures(
+                feature_incompat & !KNOWN_INCOMPAT,
+            ));
         }
         let feature_ro_compat = get_u64(b, 32);
         if feature_ro_compat & !KNOWN_RO_COMPAT != 0 {
             return Err(FormatError::UnknownIncompatFeatures(feature_ro_compat));
         }
-        expect("superblock size", get_u32(b, 12) as u64, SUPERBLOCK_SIZE as u64)?;
+        expect(
+            "superblock size",
+            get_u32(b, 12) as u64,
+            SUPERBLOCK_SIZE as u64,
+        )?;
         expect("block size", get_u32(b, 48) as u64, BLOCK_SIZE)?;
         expect("inode size", get_u32(b, 60) as u64, INODE_SIZE as u64)?;
         let pool_size = get_u64(b, 40);
@@ -187,7 +196,12 @@ impl Superblock {
         let state = match get_u32(b, 144) {
             1 => PoolState::Clean,
             0 => PoolState::Dirty,
-            v => return Err(FormatError::InvalidField { what: "state", value: v as u64 }),
+            v => {
+                return Err(FormatError::InvalidField {
+                    what: "state",
+                    value: v as u64,
+                })
+            }
         };
         let mut regions = [0u64; RESERVED_REGIONS];
         for (i, r) in regions.iter_mut().enumerate() {
