@@ -254,7 +254,7 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         )?;
         let mut d = st.disk.clone();
         d.size = size;
-        d.blocks -= plan.freed.len() as u64;
+        d.blocks = d.blocks.saturating_sub(plan.freed.len() as u64);
         d.mtime = now;
         d.ctime = now;
         if let Some((root, height)) = plan.root {

@@ -175,7 +175,11 @@ impl<D: PmDevice> Core<D> {
     pub fn release(&self, ino: u64) -> Result<()> {
         let r = self.inode(ino)?;
         let mut st = r.write();
-        assert!(st.open_count > 0, "release without open");
+        if st.open_count == 0 {
+            return Err(FsError::InvalidArgument(
+                "release of a file that is not open",
+            ));
+        }
         st.open_count -= 1;
         if st.open_count == 0 && st.disk.nlink == 0 && st.disk.in_use() {
             self.check_writable()?;

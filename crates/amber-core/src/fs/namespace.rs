@@ -25,6 +25,17 @@ pub const SYMLINK_MAX: usize = 4095;
 /// between its unlocked lookup and taking the locks.
 const RETRIES: usize = 1000;
 
+/// Fails unless `st` is a directory that still has a name: entries
+/// cannot be added to a removed directory that someone still holds open.
+fn live_dir(st: &InodeState) -> Result<()> {
+    live(st)?;
+    st.dir()?;
+    if st.disk.nlink == 0 {
+        return Err(FsError::NotFound);
+    }
+    Ok(())
+}
+
 /// What to create.
 pub(crate) struct NewNode<'a> {
     pub kind: FileKind,
@@ -128,7 +139,7 @@ impl<D: PmDevice> Core<D> {
         self.check_writable()?;
         let pr = self.inode(parent)?;
         let mut p = pr.write();
-        live(&p)?;
+        live_dir(&p)?;
         if p.dir()?.get(name).is_some() {
             return Err(FsError::AlreadyExists);
         }
@@ -233,7 +244,7 @@ impl<D: PmDevice> Core<D> {
         ]);
         let (ci, pi) = (find(&mut g, ino), find(&mut g, newparent));
         live(&g[ci])?;
-        live(&g[pi])?;
+        live_dir(&g[pi])?;
         if g[ci].kind() == FileKind::Directory {
             return Err(FsError::NotPermitted);
         }
@@ -409,7 +420,10 @@ impl<D: PmDevice> Core<D> {
                 FsError::Corrupted(format!("directory {ino} has a hole at block {b}"))
             })?;
             self.dev.read(self.layout.block_offset(pb), &mut buf);
-            let mut slot = first;
+            // Decode from the block's first slot: entries may have been
+            // removed and others written since the cookie was handed out,
+            // so `first` may fall inside an entry now.
+            let mut slot = 0;
             while slot < SLOTS_PER_BLOCK {
                 let e = dirent::decode(&buf, slot).map_err(|e| {
                     FsError::Corrupted(format!("directory {ino} block {b} slot {slot}: {e}"))
@@ -418,7 +432,11 @@ impl<D: PmDevice> Core<D> {
                     slot += 1;
                     continue;
                 };
+                let start = slot;
                 slot += e.nslots;
+                if start < first {
+                    continue;
+                }
                 let Some(kind) = FileKind::from_dtype(e.dtype) else {
                     return Err(FsError::Corrupted(format!(
                         "directory {ino} has a bad d_type"

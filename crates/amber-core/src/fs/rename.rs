@@ -89,7 +89,9 @@ impl<D: PmDevice> Core<D> {
         );
         let ti = tgt.map(|t| find(&mut g, t.ino));
         live(&g[op])?;
-        live(&g[np])?;
+        if g[np].disk.nlink == 0 {
+            return Err(FsError::NotFound);
+        }
         // Other renames are excluded, and unlink/create hold the directory
         // locks we now hold: the entries cannot have changed, but check.
         if g[op].dir()?.get(name) != Some(src) || g[np].dir()?.get(newname) != tgt {
