@@ -6,6 +6,7 @@
 
 pub mod alloc;
 pub mod api;
+pub mod check;
 pub mod data;
 pub mod dir;
 pub mod error;

@@ -13,8 +13,11 @@
 //!   16-byte store of (root, height); they are durable before the inode's
 //!   first line (size, block count, times), which is the commit point of a
 //!   size-growing write.
-//! * A pure overwrite costs one fence: data and the new mtime together.
-//!   An overwrite is not atomic: after a crash each byte is old or new.
+//! * A pure overwrite costs one fence, for the data. Its new mtime/ctime
+//!   stay in DRAM until fsync, unmount or the inode's next transaction
+//!   (flushing the inode line on every write cost ~190 ns here: clwb evicts
+//!   the line). An overwrite is not atomic: after a crash each byte is old
+//!   or new.
 
 use super::DataPolicy;
 use crate::error::{FsError, Result};
@@ -72,6 +75,15 @@ fn store_first_line<D: PmDevice>(fs: &Core<D>, st: &InodeState, mode_changed: bo
     dev.write(base + OFF_SIZE as u64, &line);
     dev.flush(base, 64);
     fs.drain()
+}
+
+/// Persists times an overwrite left in DRAM.
+fn persist_times<D: PmDevice>(fs: &Core<D>, st: &mut InodeState) -> Result<()> {
+    if st.times_dirty {
+        store_first_line(fs, st, false)?;
+        st.times_dirty = false;
+    }
+    Ok(())
 }
 
 impl<D: PmDevice> DataPolicy<D> for Direct {
@@ -200,11 +212,6 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
             dev.flush(o, 16);
         }
         let grows = end > old_size;
-        if grows || !new_blocks.is_empty() {
-            fs.drain()?;
-        }
-
-        // 5. The inode's first line commits the write.
         let now = time::now();
         let d = &mut st.disk;
         let old_mode = d.mode;
@@ -214,10 +221,19 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         if d.mode & 0o010 != 0 {
             d.mode &= !mode::S_ISGID_BIT;
         }
-        d.size = d.size.max(end);
-        d.blocks += (new_blocks.len() + plan.new_nodes.len()) as u64;
         d.mtime = now;
         d.ctime = now;
+        if !grows && new_blocks.is_empty() && old_mode == d.mode {
+            // A pure overwrite: the data's fence is the only one.
+            st.times_dirty = true;
+            return fs.drain().map(|()| data.len());
+        }
+        fs.drain()?;
+
+        // 5. The inode's first line commits the write.
+        let d = &mut st.disk;
+        d.size = d.size.max(end);
+        d.blocks += (new_blocks.len() + plan.new_nodes.len()) as u64;
         if let Some((root, height)) = new_root {
             d.map_root = root;
             d.map_height = height;
@@ -226,6 +242,7 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
             st.map.set(fb, b);
         }
         store_first_line(fs, st, old_mode != st.disk.mode)?;
+        st.times_dirty = false;
         Ok(data.len())
     }
 
@@ -241,7 +258,9 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
             st.disk.size = size;
             st.disk.mtime = now;
             st.disk.ctime = now;
-            return store_first_line(fs, st, false);
+            store_first_line(fs, st, false)?;
+            st.times_dirty = false;
+            return Ok(());
         }
         let keep = size.div_ceil(BLOCK_SIZE);
         let l = fs.layout();
@@ -270,12 +289,18 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         fs.blocks.free_all(&plan.freed);
         st.map.truncate(keep);
         st.disk = d;
+        st.times_dirty = false;
         Ok(())
     }
 
-    fn fsync(&self, fs: &Core<D>, _st: &mut InodeState) -> Result<()> {
-        // Every write was durable on return; a fence costs little and keeps
-        // the promise even for stores issued by other handles.
-        fs.drain()
+    fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
+        // Data was durable on return; only times may be left in DRAM.
+        // Otherwise a fence keeps the promise even for stores other
+        // handles issued.
+        if st.times_dirty {
+            persist_times(fs, st)
+        } else {
+            fs.drain()
+        }
     }
 }

@@ -228,6 +228,7 @@ impl<D: PmDevice> Core<D> {
             map,
             dir: is_dir.then(DirIndex::default),
             open_count: 0,
+            times_dirty: false,
         };
         let attr = attr_of(&state);
         self.cache.insert(ino, state);

@@ -28,6 +28,10 @@ pub struct InodeState {
     pub dir: Option<DirIndex>,
     /// Open handles; an unlinked inode is freed when the last one closes.
     pub open_count: u32,
+    /// `disk` holds newer mtime/ctime than PM: an overwrite changed only
+    /// the times, which are persisted by fsync, unmount or the next
+    /// transaction that writes this inode.
+    pub times_dirty: bool,
 }
 
 impl InodeState {
@@ -69,6 +73,7 @@ impl InodeState {
             map,
             dir,
             open_count: 0,
+            times_dirty: false,
         })
     }
 

@@ -1,0 +1,10 @@
+//! Amber's workbench. Every figure is measured in the same run as its
+//! baseline, repeated, interleaved (A, B, A, B, ...) so a noisy machine
+//! affects both alike, and reported as a median with its spread.
+#![forbid(unsafe_code)]
+
+pub mod foundation;
+pub mod record;
+pub mod rng;
+pub mod stats;
+pub mod target;

@@ -1,0 +1,87 @@
+//! Result records: what every benchmark emits, as JSON and as a table.
+
+use crate::stats::Summary;
+use serde::Serialize;
+
+/// One measured metric of one benchmark on one target.
+#[derive(Debug, Clone, Serialize)]
+pub struct Record {
+    pub benchmark: String,
+    pub target: String,
+    pub policy: String,
+    pub preset: String,
+    pub threads: u32,
+    pub metric: String,
+    /// The median.
+    pub value: f64,
+    pub unit: String,
+    pub summary: Summary,
+    /// Extra facts (e.g. write amplification), free-form.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// What a whole run carries so it can be reproduced.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunInfo {
+    pub command: String,
+    pub cpu_model: String,
+    pub cores: usize,
+    pub memory_bytes: u64,
+    pub flush: String,
+    pub date_unix: u64,
+    pub version: String,
+}
+
+impl RunInfo {
+    /// Facts about this machine and this run.
+    pub fn collect(command: String, flush: String) -> RunInfo {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu_model = cpuinfo
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|r| r.trim_start_matches([' ', '\t', ':']))
+            })
+            .unwrap_or("unknown")
+            .to_string();
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let memory_bytes = meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|r| r.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|kb| kb * 1024)
+            .unwrap_or(0);
+        RunInfo {
+            command,
+            cpu_model,
+            cores: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            memory_bytes,
+            flush,
+            date_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+}
+
+/// Prints records as an aligned table.
+pub fn print_table(records: &[Record]) {
+    println!(
+        "{:<22} {:<18} {:<8} {:<28} {:>14} {:<8} {:>7}",
+        "benchmark", "target", "preset", "metric", "median", "unit", "rsd%"
+    );
+    for r in records {
+        println!(
+            "{:<22} {:<18} {:<8} {:<28} {:>14.3} {:<8} {:>7.1}",
+            r.benchmark, r.target, r.preset, r.metric, r.value, r.unit, r.summary.rsd_percent
+        );
+        for n in &r.notes {
+            println!("{:<22} {}", "", n);
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! The superblock pair: which copy to trust, whether the other is whole,
+//! and whether reserved bytes the decoder does not look at are zero.
+
+use super::repair::Fixes;
+use super::{Problem, Severity};
+use crate::error::FsError;
+use crate::fs::read_superblock;
+use amber_format::superblock::SUPERBLOCK_SIZE;
+use amber_format::Superblock;
+use amber_pmem::PmDevice;
+
+/// Reserved bytes of a v1 superblock (after the state word, and after the
+/// region descriptors), which `Superblock::decode` does not check.
+const RESERVED: [(usize, usize); 2] = [(148, 152), (240, 252)];
+
+const NAMES: [&str; 2] = ["A (block 0)", "B (block 1)"];
+
+/// Returns the superblock to trust; Err when there is none (exit code 8).
+pub(super) fn check<D: PmDevice>(
+    dev: &D,
+    repair: bool,
+    problems: &mut Vec<Problem>,
+    fixes: &mut Fixes,
+) -> Result<Superblock, FsError> {
+    let sb = read_superblock(dev)?;
+    let good = sb.encode();
+    let offsets = Superblock::copy_offsets();
+    let mut raw = [[0u8; SUPERBLOCK_SIZE]; 2];
+    for (buf, off) in raw.iter_mut().zip(offsets) {
+        dev.read(off, buf);
+    }
+    let mut push = |what: String, fixed: bool| {
+        let (severity, tail) = match (fixed, repair) {
+            (false, _) => (Severity::Note, ""),
+            (true, true) => (
+                Severity::Repaired,
+                "; repaired: rewritten from the good copy",
+            ),
+            (true, false) => (
+                Severity::Error,
+                "; with --repair: rewritten from the good copy",
+            ),
+        };
+        problems.push(Problem {
+            severity,
+            what: format!("{what}{tail}"),
+        });
+    };
+    for (i, bytes) in raw.iter().enumerate() {
+        let other = NAMES[1 - i];
+        let rewrite = match Superblock::decode(bytes) {
+            Err(e) => {
+                push(
+                    format!(
+                        "superblock copy {} is unusable ({e}); the pool is read through copy {other}",
+                        NAMES[i]
+                    ),
+                    true,
+                );
+                true
+            }
+            Ok(copy) if copy.generation != sb.generation => {
+                push(
+                    format!(
+                        "superblock copy {} is older (generation {}) than the one in use ({}): \
+                         an update was interrupted; the next mount rewrites both copies",
+                        NAMES[i], copy.generation, sb.generation
+                    ),
+                    false,
+                );
+                false
+            }
+            Ok(copy) if copy != sb => {
+                push(
+                    format!(
+                        "superblock copies disagree at the same generation {}; copy {} differs \
+                         from the one in use",
+                        sb.generation, NAMES[i]
+                    ),
+                    true,
+                );
+                true
+            }
+            Ok(_) => {
+                let dirty: Vec<String> = RESERVED
+                    .iter()
+                    .filter(|(s, e)| bytes[*s..*e].iter().any(|&b| b != 0))
+                    .map(|(s, e)| format!("{s}..{e}"))
+                    .collect();
+                if !dirty.is_empty() {
+                    push(
+                        format!(
+                            "superblock copy {} has non-zero reserved bytes {}",
+                            NAMES[i],
+                            dirty.join(", ")
+                        ),
+                        true,
+                    );
+                }
+                !dirty.is_empty()
+            }
+        };
+        if rewrite && repair {
+            fixes.write(offsets[i], &good);
+        }
+    }
+    Ok(sb)
+}
