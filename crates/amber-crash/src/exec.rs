@@ -1,0 +1,196 @@
+//! Running one [`Op`] on a mounted core: paths are resolved by lookups
+//! from the root, as a front end would, so the op itself is the only
+//! call that writes.
+
+use crate::rng;
+use crate::state::WriteRange;
+use crate::workload::{Op, WriteAt};
+use amber_core::{Core, FsError, Owner, SetAttr, TimeSet};
+use amber_format::{FileKind, ROOT_INO};
+use amber_pmem::PmDevice;
+
+/// Owner of everything the workloads create; not root, so chown is a change.
+pub const OWNER: Owner = Owner {
+    uid: 1000,
+    gid: 1000,
+};
+
+/// Most components a workload path has; bounds the resolve loop.
+const MAX_COMPONENTS: usize = 64;
+
+/// The inode at `path` ("" is the root).
+pub fn resolve<D: PmDevice>(fs: &Core<D>, path: &str) -> Result<u64, FsError> {
+    let mut ino = ROOT_INO;
+    for name in path
+        .split('/')
+        .filter(|c| !c.is_empty())
+        .take(MAX_COMPONENTS)
+    {
+        ino = fs.lookup(ino, name.as_bytes())?.ino;
+    }
+    Ok(ino)
+}
+
+/// The parent directory's inode and the last component of `path`.
+fn parent<'p, D: PmDevice>(fs: &Core<D>, path: &'p str) -> Result<(u64, &'p [u8]), FsError> {
+    let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+    Ok((resolve(fs, dir)?, name.as_bytes()))
+}
+
+/// Open handles by the number the workload gave them.
+#[derive(Debug, Default)]
+pub struct Handles {
+    open: Vec<Option<u64>>,
+}
+
+impl Handles {
+    fn get(&self, h: usize) -> Result<u64, FsError> {
+        self.open
+            .get(h)
+            .copied()
+            .flatten()
+            .ok_or(FsError::BadHandle)
+    }
+
+    /// Inodes still open, to release before unmounting.
+    pub fn drain(&mut self) -> Vec<u64> {
+        self.open.drain(..).flatten().collect()
+    }
+}
+
+/// The write range an op would tear if interrupted, resolved before it
+/// runs (an append's offset is the size before it).
+pub fn write_range<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &Handles) -> Option<WriteRange> {
+    let (ino, at, len) = match op {
+        Op::Write { path, at, len, .. } => (resolve(fs, path).ok()?, *at, len),
+        Op::WriteHandle {
+            handle, off, len, ..
+        } => (handles.get(*handle).ok()?, WriteAt::Offset(*off), len),
+        _ => return None,
+    };
+    let off = match at {
+        WriteAt::Offset(o) => o,
+        WriteAt::Append => fs.getattr(ino).ok()?.size,
+    };
+    Some(WriteRange {
+        ino,
+        off,
+        len: *len,
+    })
+}
+
+fn set(fs: &Core<impl PmDevice>, path: &str, s: SetAttr) -> Result<(), FsError> {
+    fs.setattr(resolve(fs, path)?, &s).map(drop)
+}
+
+/// Runs `op`.
+pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Result<(), FsError> {
+    match op {
+        Op::Mkdir { path } => {
+            let (p, name) = parent(fs, path)?;
+            fs.mkdir(p, name, 0o755, OWNER).map(drop)
+        }
+        Op::Create { path } => {
+            let (p, name) = parent(fs, path)?;
+            fs.mknod(p, name, FileKind::Regular, 0o644, 0, OWNER)
+                .map(drop)
+        }
+        Op::Symlink { path, target } => {
+            let (p, name) = parent(fs, path)?;
+            fs.symlink(p, name, target.as_bytes(), OWNER).map(drop)
+        }
+        Op::Link { from, to } => {
+            let ino = resolve(fs, from)?;
+            let (p, name) = parent(fs, to)?;
+            fs.link(ino, p, name).map(drop)
+        }
+        Op::Unlink { path } => {
+            let (p, name) = parent(fs, path)?;
+            fs.unlink(p, name)
+        }
+        Op::Rmdir { path } => {
+            let (p, name) = parent(fs, path)?;
+            fs.rmdir(p, name)
+        }
+        Op::Rename { from, to, mode } => {
+            let (p, name) = parent(fs, from)?;
+            let (np, newname) = parent(fs, to)?;
+            fs.rename(p, name, np, newname, *mode)
+        }
+        Op::Truncate { path, size } => set(
+            fs,
+            path,
+            SetAttr {
+                size: Some(*size),
+                ..Default::default()
+            },
+        ),
+        Op::Write {
+            path,
+            at,
+            len,
+            seed,
+        } => {
+            let ino = resolve(fs, path)?;
+            let off = match at {
+                WriteAt::Offset(o) => Some(*o),
+                WriteAt::Append => None,
+            };
+            let data = rng::bytes(*seed, *len as usize);
+            fs.write(ino, off, &data, false).map(drop)
+        }
+        Op::Chmod { path, perm } => set(
+            fs,
+            path,
+            SetAttr {
+                perm: Some(*perm),
+                ..Default::default()
+            },
+        ),
+        Op::Chown { path, uid, gid } => set(
+            fs,
+            path,
+            SetAttr {
+                uid: Some(*uid),
+                gid: Some(*gid),
+                ..Default::default()
+            },
+        ),
+        Op::Utimens { path, atime, mtime } => set(
+            fs,
+            path,
+            SetAttr {
+                atime: Some(TimeSet::At(*atime)),
+                mtime: Some(TimeSet::At(*mtime)),
+                ..Default::default()
+            },
+        ),
+        Op::Fsync { path } => fs.fsync(resolve(fs, path)?),
+        Op::Open { path, handle } => {
+            let ino = resolve(fs, path)?;
+            fs.open(ino)?;
+            if handles.open.len() <= *handle {
+                handles.open.resize(handle + 1, None);
+            }
+            if let Some(old) = handles.open[*handle].replace(ino) {
+                fs.release(old)?;
+            }
+            Ok(())
+        }
+        Op::WriteHandle {
+            handle,
+            off,
+            len,
+            seed,
+        } => {
+            let data = rng::bytes(*seed, *len as usize);
+            fs.write(handles.get(*handle)?, Some(*off), &data, false)
+                .map(drop)
+        }
+        Op::Release { handle } => {
+            let ino = handles.get(*handle)?;
+            handles.open[*handle] = None;
+            fs.release(ino)
+        }
+    }
+}

@@ -1,0 +1,472 @@
+//! Amber's crash-consistency harness, in the manner of Chipmunk: run a
+//! workload on the crash simulator's recording device, and at every fence
+//! of every operation build the crash images the enumerator picks, recover
+//! each on a copy-on-write overlay, and require the recovered pool to
+//! (1) mount, (2) pass fsck, (3) show exactly the state before or after the
+//! interrupted operation (data writes may tear byte-wise inside their
+//! range, as the direct policy documents), and (4) take new files and
+//! delete everything. `amberfs crashtest` and CI call [`run`].
+//!
+//! The oracle compares with the states the same run observed before and
+//! after each op rather than replaying on a fresh pool: the core is
+//! deterministic given the ops, so these are the states a replay would
+//! give, and inode numbers can be compared too.
+#![forbid(unsafe_code)]
+
+mod exec;
+mod image;
+mod rng;
+mod state;
+mod workload;
+
+pub use state::{capture, diff, judge, Content, FsState, Node, WriteRange};
+pub use workload::{random, Op, Workload, WriteAt, RANDOM_OPS};
+
+use amber_core::fs::{format, mount};
+use amber_core::MountOptions;
+use amber_format::FormatParams;
+use amber_sim::{enumerate, CrashImage, CrashPoint, EnumConfig, OverlayDevice, RecordingDevice};
+use serde::Serialize;
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// Pool the workloads run on: small so every crash image's recovery scans
+/// little, yet big enough for a multi-block file beside a tree.
+pub const POOL_SIZE: u64 = 1 << 20;
+
+/// Violations kept in a report; more are counted, not stored, so a badly
+/// broken build cannot exhaust memory.
+const MAX_KEPT_VIOLATIONS: usize = 1000;
+/// Failing images saved per run, for the same reason on disk.
+const MAX_SAVED_IMAGES: usize = 20;
+
+fn format_params() -> FormatParams {
+    FormatParams {
+        pool_size: POOL_SIZE,
+        inode_count: 64,
+        journal_count: 2,
+        journal_blocks: 8,
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct CrashConfig {
+    /// A name from [`workload_names`].
+    pub workload: String,
+    /// Generates the `random` workload and seeds the enumerator's sampling
+    /// (it replaces `enum_config.seed`), so one number replays a run.
+    pub seed: u64,
+    pub enum_config: EnumConfig,
+    /// Stop checking after this many images in total (quick runs); the
+    /// workload still runs to the end.
+    pub max_images: Option<u64>,
+    /// Where to save failing pre-recovery images (replay one with
+    /// `RecordingDevice::from_image` and `amber_core::fs::mount`).
+    pub save_dir: Option<PathBuf>,
+}
+
+impl CrashConfig {
+    /// Every workload, default enumeration, no cap.
+    pub fn new(workload: &str, seed: u64) -> Self {
+        CrashConfig {
+            workload: workload.to_string(),
+            seed,
+            enum_config: EnumConfig::default(),
+            max_images: None,
+            save_dir: None,
+        }
+    }
+}
+
+/// One crash image the oracle rejected.
+#[derive(Debug, Clone, Serialize)]
+pub struct Violation {
+    pub workload: String,
+    pub seed: u64,
+    pub op_index: usize,
+    pub op: String,
+    /// Number of the fence (drain) the crash precedes, counted from format.
+    pub fence: u64,
+    /// Which pending lines persisted, as `line@prefix`.
+    pub image: String,
+    pub what: String,
+    pub saved_image: Option<String>,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "workload {} seed {} op #{} ({}) fence {} image [{}]: {}",
+            self.workload, self.seed, self.op_index, self.op, self.fence, self.image, self.what
+        )?;
+        if let Some(p) = &self.saved_image {
+            write!(f, " (saved to {p})")?;
+        }
+        Ok(())
+    }
+}
+
+/// Counts for one workload.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkloadStats {
+    pub workload: String,
+    pub ops: usize,
+    pub fences: u64,
+    pub images_checked: u64,
+    pub violations: u64,
+    pub elapsed_secs: f64,
+    pub images_per_sec: f64,
+}
+
+/// The outcome of [`run`].
+#[derive(Debug, Clone, Serialize)]
+pub struct CrashReport {
+    pub seed: u64,
+    pub images_checked: u64,
+    /// Crash points examined (fences inside ops, plus each op's tail).
+    pub fences: u64,
+    pub ops: usize,
+    /// Up to 1000 violations; `violation_count` counts them all.
+    pub violations: Vec<Violation>,
+    pub violation_count: u64,
+    /// Whether `max_images` stopped checking early.
+    pub capped: bool,
+    pub elapsed_secs: f64,
+    pub images_per_sec: f64,
+    pub workloads: Vec<WorkloadStats>,
+}
+
+impl CrashReport {
+    /// Whether no image was rejected.
+    pub fn is_clean(&self) -> bool {
+        self.violation_count == 0
+    }
+
+    /// The report as JSON, for `--json`.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a report always serializes")
+    }
+}
+
+impl fmt::Display for CrashReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for w in &self.workloads {
+            writeln!(
+                f,
+                "{:<9} {:>3} ops {:>5} fences {:>8} images {:>8.0} images/s {:>6.2} s  {}",
+                w.workload,
+                w.ops,
+                w.fences,
+                w.images_checked,
+                w.images_per_sec,
+                w.elapsed_secs,
+                if w.violations == 0 {
+                    "ok".to_string()
+                } else {
+                    format!("{} VIOLATION(S)", w.violations)
+                }
+            )?;
+        }
+        for v in &self.violations {
+            writeln!(f, "VIOLATION: {v}")?;
+        }
+        if self.violation_count as usize > self.violations.len() {
+            writeln!(
+                f,
+                "... and {} more violation(s)",
+                self.violation_count as usize - self.violations.len()
+            )?;
+        }
+        write!(
+            f,
+            "seed {}: {} ops, {} crash points, {} images checked in {:.2} s ({:.0} images/s){}: {}",
+            self.seed,
+            self.ops,
+            self.fences,
+            self.images_checked,
+            self.elapsed_secs,
+            self.images_per_sec,
+            if self.capped { ", capped" } else { "" },
+            if self.is_clean() {
+                "no violations".to_string()
+            } else {
+                format!("{} violation(s)", self.violation_count)
+            }
+        )
+    }
+}
+
+/// Workload names `run` accepts: every named workload, then `all`.
+pub fn workload_names() -> &'static [&'static str] {
+    const ALL: &[&str] = &[
+        "files", "dirs", "rename", "links", "truncate", "writes", "attrs", "orphan", "random",
+        "all",
+    ];
+    ALL
+}
+
+/// The ops of workload `name` for `seed` (for display and replay).
+pub fn workload(name: &str, seed: u64) -> Option<Workload> {
+    workload::named(name, seed)
+}
+
+/// Runs the configured workload(s) and checks every crash image.
+pub fn run(cfg: &CrashConfig) -> Result<CrashReport, String> {
+    let names: Vec<&str> = if cfg.workload == "all" {
+        workload::NAMES.to_vec()
+    } else {
+        vec![cfg.workload.as_str()]
+    };
+    let mut loaded = Vec::with_capacity(names.len());
+    for n in names {
+        loaded.push(workload::named(n, cfg.seed).ok_or_else(|| {
+            format!(
+                "unknown workload {n:?} (known: {})",
+                workload_names().join(", ")
+            )
+        })?);
+    }
+    run_workloads(cfg, &loaded)
+}
+
+/// Runs the given workloads (tests use it for shortened ones).
+pub fn run_workloads(cfg: &CrashConfig, workloads: &[Workload]) -> Result<CrashReport, String> {
+    let started = Instant::now();
+    let mut rep = CrashReport {
+        seed: cfg.seed,
+        images_checked: 0,
+        fences: 0,
+        ops: 0,
+        violations: Vec::new(),
+        violation_count: 0,
+        capped: false,
+        elapsed_secs: 0.0,
+        images_per_sec: 0.0,
+        workloads: Vec::new(),
+    };
+    for w in workloads {
+        let t = Instant::now();
+        let (images, fences, violations) = (rep.images_checked, rep.fences, rep.violation_count);
+        Runner {
+            cfg,
+            w,
+            rep: &mut rep,
+        }
+        .run()?;
+        let elapsed = t.elapsed().as_secs_f64();
+        let images = rep.images_checked - images;
+        rep.workloads.push(WorkloadStats {
+            workload: w.name.clone(),
+            ops: w.ops.len(),
+            fences: rep.fences - fences,
+            images_checked: images,
+            violations: rep.violation_count - violations,
+            elapsed_secs: elapsed,
+            images_per_sec: per_sec(images, elapsed),
+        });
+        rep.ops += w.ops.len();
+    }
+    rep.elapsed_secs = started.elapsed().as_secs_f64();
+    rep.images_per_sec = per_sec(rep.images_checked, rep.elapsed_secs);
+    Ok(rep)
+}
+
+fn per_sec(n: u64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        n as f64 / secs
+    } else {
+        0.0
+    }
+}
+
+/// `line@prefix` for every line an image persisted.
+fn describe(point: &CrashPoint, image: &CrashImage) -> String {
+    if image.is_nothing_persisted() {
+        return "nothing persisted".into();
+    }
+    image
+        .choices()
+        .iter()
+        .map(|c| {
+            let line = &point.lines()[c.slot as usize];
+            format!("{}@{}/{}", line.line(), c.prefix, line.stores())
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Where an image is within the run, for a violation.
+struct Site<'a> {
+    op_index: usize,
+    op: &'a Op,
+    point: &'a CrashPoint,
+    image: &'a CrashImage,
+}
+
+struct Runner<'a> {
+    cfg: &'a CrashConfig,
+    w: &'a Workload,
+    rep: &'a mut CrashReport,
+}
+
+impl Runner<'_> {
+    fn fail<T>(&self, what: String) -> Result<T, String> {
+        Err(format!(
+            "workload {} (seed {}): {what}",
+            self.w.name, self.cfg.seed
+        ))
+    }
+
+    fn run(mut self) -> Result<(), String> {
+        let dev = Arc::new(RecordingDevice::new(POOL_SIZE));
+        if let Err(e) = format(&*dev, &format_params()) {
+            return self.fail(format!("format: {e}"));
+        }
+        let fs = match mount(Arc::clone(&dev), MountOptions::default()) {
+            Ok((fs, _)) => fs,
+            Err(e) => return self.fail(format!("mount: {e}")),
+        };
+        // The hook only records: it runs inside the workload core's drain,
+        // with that core's locks held, and the images are checked after
+        // the op, once its "after" state is known.
+        let points: Arc<Mutex<Vec<CrashPoint>>> = Arc::default();
+        let sink = Arc::clone(&points);
+        dev.set_fence_hook(Some(Box::new(move |p: &CrashPoint| {
+            sink.lock().expect("hook lock").push(p.clone())
+        })));
+        let mut handles = exec::Handles::default();
+        for (i, op) in self.w.ops.iter().enumerate() {
+            let before = state::capture(&fs)
+                .or_else(|e| self.fail(format!("before op #{i} ({op}): {e}")))?;
+            let range = exec::write_range(&fs, op, &handles);
+            dev.arm_fence_hook(true);
+            let res = exec::apply(&fs, op, &mut handles);
+            dev.arm_fence_hook(false);
+            if let Err(e) = res {
+                if !self.w.tolerate_errors {
+                    return self.fail(format!("op #{i} ({op}) failed: {e}"));
+                }
+            }
+            let after =
+                state::capture(&fs).or_else(|e| self.fail(format!("after op #{i} ({op}): {e}")))?;
+            let mut pts = std::mem::take(&mut *points.lock().expect("hook lock"));
+            let tail = dev.crash_point();
+            if !tail.lines().is_empty() {
+                pts.push(tail);
+            }
+            for p in &pts {
+                self.check_point(i, op, p, &before, &after, range.as_ref());
+            }
+        }
+        dev.set_fence_hook(None);
+        for ino in handles.drain() {
+            if let Err(e) = fs.release(ino) {
+                return self.fail(format!("release at the end: {e}"));
+            }
+        }
+        if let Err(e) = fs.unmount() {
+            return self.fail(format!("final unmount: {e}"));
+        }
+        Ok(())
+    }
+
+    fn check_point(
+        &mut self,
+        op_index: usize,
+        op: &Op,
+        point: &CrashPoint,
+        before: &FsState,
+        after: &FsState,
+        range: Option<&WriteRange>,
+    ) {
+        let ecfg = EnumConfig {
+            seed: self.cfg.seed,
+            ..self.cfg.enum_config.clone()
+        };
+        self.rep.fences += 1;
+        for image in enumerate(point, &ecfg).images {
+            if self
+                .cfg
+                .max_images
+                .is_some_and(|m| self.rep.images_checked >= m)
+            {
+                self.rep.capped = true;
+                return;
+            }
+            self.rep.images_checked += 1;
+            let dev = Arc::new(OverlayDevice::from_crash(point, &image));
+            let outcome = catch_unwind(AssertUnwindSafe(|| image::check(dev)))
+                .unwrap_or_else(|p| Err(format!("panic: {}", panic_text(&p))))
+                .and_then(|got| judge(&got, before, after, range));
+            if let Err(what) = outcome {
+                let site = Site {
+                    op_index,
+                    op,
+                    point,
+                    image: &image,
+                };
+                self.violation(&site, what);
+            }
+        }
+    }
+
+    fn violation(&mut self, site: &Site<'_>, what: String) {
+        self.rep.violation_count += 1;
+        if self.rep.violations.len() >= MAX_KEPT_VIOLATIONS {
+            return;
+        }
+        let saved_image = self.save(site);
+        self.rep.violations.push(Violation {
+            workload: self.w.name.clone(),
+            seed: self.cfg.seed,
+            op_index: site.op_index,
+            op: site.op.to_string(),
+            fence: site.point.fence(),
+            image: describe(site.point, site.image),
+            what,
+            saved_image,
+        });
+    }
+
+    /// Saves the pre-recovery image; a failure to save is reported in the
+    /// path field rather than hiding the violation.
+    fn save(&self, site: &Site<'_>) -> Option<String> {
+        let dir = self.cfg.save_dir.as_ref()?;
+        if self.rep.violations.len() >= MAX_SAVED_IMAGES {
+            return None;
+        }
+        let path = dir.join(format!(
+            "crash-{}-seed{}-op{}-fence{}-{}.img",
+            self.w.name,
+            self.cfg.seed,
+            site.op_index,
+            site.point.fence(),
+            self.rep.violations.len()
+        ));
+        let bytes = OverlayDevice::from_crash(site.point, site.image).to_image();
+        Some(
+            match std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, bytes)) {
+                Ok(()) => path.display().to_string(),
+                Err(e) => format!("(not saved: {e})"),
+            },
+        )
+    }
+}
+
+fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "(non-string panic)".into())
+}
+
+/// Recovers, fscks and uses one image, returning its recovered state: the
+/// per-image half of the oracle, for replaying a saved image.
+pub fn check_overlay(dev: Arc<OverlayDevice>) -> Result<FsState, String> {
+    image::check(dev)
+}

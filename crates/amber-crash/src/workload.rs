@@ -1,0 +1,582 @@
+//! Workloads: named, deterministic operation sequences that together touch
+//! every namespace, attribute and data operation the core offers, plus a
+//! seeded random mix. Ops name files by path so a workload reads like a
+//! shell script and needs no inode numbers, which differ per run only if
+//! the allocator changes.
+
+use crate::rng::SplitMix64;
+use amber_core::RenameMode;
+use amber_format::Timespec;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Where a write lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteAt {
+    Offset(u64),
+    /// At the end of the file, decided under the inode lock (O_APPEND).
+    Append,
+}
+
+/// One file-system operation. Paths are relative to the root, `/`-separated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    Mkdir {
+        path: String,
+    },
+    /// A regular file (mknod with S_IFREG).
+    Create {
+        path: String,
+    },
+    Symlink {
+        path: String,
+        target: String,
+    },
+    Link {
+        from: String,
+        to: String,
+    },
+    Unlink {
+        path: String,
+    },
+    Rmdir {
+        path: String,
+    },
+    Rename {
+        from: String,
+        to: String,
+        mode: RenameMode,
+    },
+    Truncate {
+        path: String,
+        size: u64,
+    },
+    /// Writes `len` bytes derived from `seed`.
+    Write {
+        path: String,
+        at: WriteAt,
+        len: u64,
+        seed: u64,
+    },
+    Chmod {
+        path: String,
+        perm: u32,
+    },
+    Chown {
+        path: String,
+        uid: u32,
+        gid: u32,
+    },
+    Utimens {
+        path: String,
+        atime: Timespec,
+        mtime: Timespec,
+    },
+    Fsync {
+        path: String,
+    },
+    /// Opens `path` as handle number `handle` (an index the workload picks),
+    /// so the file outlives an unlink until [`Op::Release`].
+    Open {
+        path: String,
+        handle: usize,
+    },
+    /// Writes through an open handle, which reaches a file even after its
+    /// last name is gone.
+    WriteHandle {
+        handle: usize,
+        off: u64,
+        len: u64,
+        seed: u64,
+    },
+    Release {
+        handle: usize,
+    },
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Op::Mkdir { path } => write!(f, "mkdir {path}"),
+            Op::Create { path } => write!(f, "create {path}"),
+            Op::Symlink { path, target } => {
+                write!(f, "symlink {path} -> ({} bytes) {target:.40}", target.len())
+            }
+            Op::Link { from, to } => write!(f, "link {from} {to}"),
+            Op::Unlink { path } => write!(f, "unlink {path}"),
+            Op::Rmdir { path } => write!(f, "rmdir {path}"),
+            Op::Rename { from, to, mode } => write!(f, "rename({mode:?}) {from} {to}"),
+            Op::Truncate { path, size } => write!(f, "truncate {path} {size}"),
+            Op::Write {
+                path,
+                at,
+                len,
+                seed,
+            } => match at {
+                WriteAt::Offset(o) => write!(f, "write {path} @{o} len {len} seed {seed}"),
+                WriteAt::Append => write!(f, "append {path} len {len} seed {seed}"),
+            },
+            Op::Chmod { path, perm } => write!(f, "chmod {perm:o} {path}"),
+            Op::Chown { path, uid, gid } => write!(f, "chown {uid}:{gid} {path}"),
+            Op::Utimens { path, atime, mtime } => write!(
+                f,
+                "utimens {path} atime {}.{:09} mtime {}.{:09}",
+                atime.secs, atime.nsecs, mtime.secs, mtime.nsecs
+            ),
+            Op::Fsync { path } => write!(f, "fsync {path}"),
+            Op::Open { path, handle } => write!(f, "open {path} as #{handle}"),
+            Op::WriteHandle {
+                handle,
+                off,
+                len,
+                seed,
+            } => write!(f, "write #{handle} @{off} len {len} seed {seed}"),
+            Op::Release { handle } => write!(f, "release #{handle}"),
+        }
+    }
+}
+
+/// A workload and whether its ops may fail: a named workload is written to
+/// succeed step by step, so a failing op there means the harness is no
+/// longer testing what it claims to; random ops are expected to fail often
+/// (and a failed op must leave the pool unchanged, which the oracle checks).
+#[derive(Debug, Clone)]
+pub struct Workload {
+    pub name: String,
+    pub ops: Vec<Op>,
+    pub tolerate_errors: bool,
+}
+
+/// Every named workload, in the order `all` runs them.
+pub const NAMES: &[&str] = &[
+    "files", "dirs", "rename", "links", "truncate", "writes", "attrs", "orphan", "random",
+];
+
+/// Ops of the `random` workload; enough to reach renames over non-empty
+/// trees and hard links to renamed files, small enough for CI.
+pub const RANDOM_OPS: usize = 40;
+
+fn s(p: &str) -> String {
+    p.to_string()
+}
+
+fn mkdir(p: &str) -> Op {
+    Op::Mkdir { path: s(p) }
+}
+
+fn create(p: &str) -> Op {
+    Op::Create { path: s(p) }
+}
+
+fn write(p: &str, off: u64, len: u64, seed: u64) -> Op {
+    Op::Write {
+        path: s(p),
+        at: WriteAt::Offset(off),
+        len,
+        seed,
+    }
+}
+
+fn append(p: &str, len: u64, seed: u64) -> Op {
+    Op::Write {
+        path: s(p),
+        at: WriteAt::Append,
+        len,
+        seed,
+    }
+}
+
+fn rename(from: &str, to: &str, mode: RenameMode) -> Op {
+    Op::Rename {
+        from: s(from),
+        to: s(to),
+        mode,
+    }
+}
+
+fn truncate(p: &str, size: u64) -> Op {
+    Op::Truncate { path: s(p), size }
+}
+
+fn unlink(p: &str) -> Op {
+    Op::Unlink { path: s(p) }
+}
+
+fn rmdir(p: &str) -> Op {
+    Op::Rmdir { path: s(p) }
+}
+
+fn files() -> Vec<Op> {
+    vec![
+        create("a"),
+        mkdir("d"),
+        create("d/b"),
+        write("d/b", 0, 100, 1),
+        unlink("a"),
+        // The slot "a" freed is reused by a new entry.
+        create("c"),
+        unlink("d/b"),
+        Op::Fsync { path: s("c") },
+    ]
+}
+
+/// A 240-byte name takes 4 of a block's 64 dirent slots, so 17 of them
+/// force the directory onto a second block.
+fn long_name(i: usize) -> String {
+    format!("{i:03}{}", "n".repeat(237))
+}
+
+fn dirs() -> Vec<Op> {
+    let mut ops = vec![mkdir("a"), mkdir("a/b"), mkdir("a/b/c"), create("a/b/f")];
+    for i in 0..17 {
+        ops.push(create(&format!("a/{}", long_name(i))));
+    }
+    ops.push(unlink(&format!("a/{}", long_name(3))));
+    ops.push(create("a/short"));
+    ops.push(rmdir("a/b/c"));
+    ops.push(unlink("a/b/f"));
+    ops.push(rmdir("a/b"));
+    ops
+}
+
+fn renames() -> Vec<Op> {
+    use RenameMode::{Exchange, NoReplace, Replace};
+    vec![
+        mkdir("x"),
+        mkdir("y"),
+        create("x/f"),
+        write("x/f", 0, 300, 2),
+        create("x/g"),
+        rename("x/f", "x/f2", Replace),
+        rename("x/f2", "y/f", Replace),
+        // Replacing an existing file frees the old target.
+        rename("x/g", "y/f", Replace),
+        mkdir("x/sub"),
+        create("x/sub/inner"),
+        // A directory moves across parents: its ".." changes too.
+        rename("x/sub", "y/sub", Replace),
+        mkdir("x/empty"),
+        mkdir("y/victim"),
+        rename("x/empty", "y/victim", Replace),
+        rename("y/f", "x/nr", NoReplace),
+        mkdir("y/dd"),
+        rename("x/nr", "y/dd", Exchange),
+        mkdir("x/e1"),
+        create("x/e1/in1"),
+        rename("x/e1", "y/sub", Exchange),
+    ]
+}
+
+fn links() -> Vec<Op> {
+    vec![
+        mkdir("d"),
+        create("f"),
+        write("f", 0, 500, 3),
+        Op::Link {
+            from: s("f"),
+            to: s("g"),
+        },
+        Op::Link {
+            from: s("f"),
+            to: s("d/h"),
+        },
+        unlink("f"),
+        // Renaming one name of an inode over another name of it does
+        // nothing (POSIX).
+        rename("g", "d/h", RenameMode::Replace),
+        Op::Symlink {
+            path: s("s"),
+            target: s("d/h"),
+        },
+        Op::Symlink {
+            path: s("d/long"),
+            target: format!("{}/end", "segment".repeat(20)),
+        },
+        rename("d/long", "l2", RenameMode::Replace),
+        unlink("s"),
+        unlink("l2"),
+        unlink("g"),
+        unlink("d/h"),
+    ]
+}
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
+
+fn truncates() -> Vec<Op> {
+    vec![
+        create("t"),
+        write("t", 0, 100, 4),
+        truncate("t", 3000),
+        // Past 4 KiB: the map grows from a bare block to a node.
+        truncate("t", 10 * KIB),
+        write("t", 5000, 100, 5),
+        // Past 2 MiB: a second level of map nodes.
+        truncate("t", 2 * MIB + 100),
+        write("t", 2 * MIB + 10, 50, 6),
+        truncate("t", 5000),
+        truncate("t", 100),
+        truncate("t", 0),
+    ]
+}
+
+fn writes() -> Vec<Op> {
+    vec![
+        create("w"),
+        append("w", 100, 7),
+        append("w", 9000, 8),
+        // Past EOF: the gap must read as zeros.
+        write("w", 20 * KIB, 100, 9),
+        // Into the hole the gap left, inside EOF.
+        write("w", 13 * KIB, 2000, 10),
+        write("w", 50, 20, 11),
+        write("w", 1000, 10 * KIB, 12),
+        write("w", 4090, 12, 13),
+        Op::Fsync { path: s("w") },
+    ]
+}
+
+fn attrs() -> Vec<Op> {
+    let t = |secs| Timespec { secs, nsecs: 5 };
+    vec![
+        mkdir("d"),
+        create("d/f"),
+        Op::Symlink {
+            path: s("l"),
+            target: s("d/f"),
+        },
+        Op::Chmod {
+            path: s("d/f"),
+            perm: 0o600,
+        },
+        Op::Chmod {
+            path: s("d"),
+            perm: 0o700,
+        },
+        Op::Chown {
+            path: s("d/f"),
+            uid: 1234,
+            gid: 5678,
+        },
+        Op::Chown {
+            path: s("l"),
+            uid: 7,
+            gid: 8,
+        },
+        Op::Utimens {
+            path: s("d/f"),
+            atime: t(1_000_000),
+            mtime: t(2_000_000),
+        },
+        Op::Utimens {
+            path: s("d"),
+            atime: t(3),
+            mtime: t(4),
+        },
+    ]
+}
+
+fn orphan() -> Vec<Op> {
+    vec![
+        create("o"),
+        write("o", 0, 6000, 14),
+        Op::Open {
+            path: s("o"),
+            handle: 0,
+        },
+        // The last name goes while the file is open: an orphan.
+        unlink("o"),
+        Op::WriteHandle {
+            handle: 0,
+            off: 6000,
+            len: 5000,
+            seed: 15,
+        },
+        Op::Release { handle: 0 },
+        create("p"),
+        Op::Open {
+            path: s("p"),
+            handle: 1,
+        },
+        unlink("p"),
+    ]
+}
+
+/// What the generator believes exists, to aim most random ops at real
+/// paths; wrong guesses just make an op fail, which is also tested.
+struct Model {
+    nodes: BTreeMap<String, bool>,
+}
+
+impl Model {
+    fn pick(&self, r: &mut SplitMix64, dirs: bool) -> Option<String> {
+        let v: Vec<&String> = self
+            .nodes
+            .iter()
+            .filter(|(_, d)| **d == dirs)
+            .map(|(p, _)| p)
+            .collect();
+        (!v.is_empty()).then(|| v[r.below(v.len() as u64) as usize].clone())
+    }
+
+    fn parent(&self, r: &mut SplitMix64) -> String {
+        let n = self.nodes.values().filter(|d| **d).count() as u64;
+        match r.below(n + 1) {
+            0 => String::new(),
+            _ => self.pick(r, true).expect("a directory exists"),
+        }
+    }
+
+    fn fresh(&self, r: &mut SplitMix64, prefix: &str) -> String {
+        let parent = self.parent(r);
+        let name = format!("{prefix}{}", r.below(1000));
+        if parent.is_empty() {
+            name
+        } else {
+            format!("{parent}/{name}")
+        }
+    }
+
+    fn remove(&mut self, p: &str) {
+        let under = format!("{p}/");
+        self.nodes
+            .retain(|k, _| k.as_str() != p && !k.starts_with(&under));
+    }
+
+    fn rename(&mut self, from: &str, to: &str) {
+        if to == from || to.starts_with(&format!("{from}/")) {
+            return;
+        }
+        let under = format!("{from}/");
+        let moved: Vec<(String, bool)> = self
+            .nodes
+            .iter()
+            .filter(|(k, _)| k.as_str() == from || k.starts_with(&under))
+            .map(|(k, d)| (format!("{to}{}", &k[from.len()..]), *d))
+            .collect();
+        self.remove(from);
+        self.remove(to);
+        self.nodes.extend(moved);
+    }
+}
+
+/// The `random` workload for `seed`: a reproducible mix over a small tree.
+pub fn random(seed: u64, ops: usize) -> Vec<Op> {
+    let mut r = SplitMix64::new(seed ^ 0x5EED_0F0F_A11C_E5ED);
+    let mut m = Model {
+        nodes: BTreeMap::new(),
+    };
+    let mut out = Vec::with_capacity(ops);
+    for _ in 0..ops {
+        let file = m.pick(&mut r, false);
+        let dir = m.pick(&mut r, true);
+        let op = match (r.below(12), file, dir) {
+            (0 | 1, _, _) => {
+                let p = m.fresh(&mut r, "f");
+                m.nodes.insert(p.clone(), false);
+                Op::Create { path: p }
+            }
+            (2, _, _) => {
+                let p = m.fresh(&mut r, "d");
+                m.nodes.insert(p.clone(), true);
+                Op::Mkdir { path: p }
+            }
+            (3, Some(f), _) => Op::Write {
+                path: f,
+                at: if r.below(2) == 0 {
+                    WriteAt::Append
+                } else {
+                    WriteAt::Offset(r.below(12 * KIB))
+                },
+                len: 1 + r.below(6 * KIB),
+                seed: r.next_u64(),
+            },
+            (4, Some(f), _) => Op::Truncate {
+                path: f,
+                size: r.below(16 * KIB),
+            },
+            (5, Some(f), _) => {
+                let to = m.fresh(&mut r, "h");
+                m.nodes.insert(to.clone(), false);
+                Op::Link { from: f, to }
+            }
+            (6, Some(f), _) => {
+                m.remove(&f);
+                Op::Unlink { path: f }
+            }
+            (7, _, Some(d)) => {
+                let empty = !m.nodes.keys().any(|k| k.starts_with(&format!("{d}/")));
+                if empty {
+                    m.remove(&d);
+                }
+                Op::Rmdir { path: d }
+            }
+            (8 | 9, f, d) => {
+                let from = match (r.below(2), f, d) {
+                    (0, Some(f), _) | (1, Some(f), None) => f,
+                    (_, _, Some(d)) => d,
+                    _ => continue,
+                };
+                let mode = match r.below(4) {
+                    0 => RenameMode::NoReplace,
+                    1 => RenameMode::Exchange,
+                    _ => RenameMode::Replace,
+                };
+                let to = if mode == RenameMode::Exchange {
+                    let dirs = r.below(2) == 0;
+                    match m.pick(&mut r, dirs) {
+                        Some(t) => t,
+                        None => continue,
+                    }
+                } else {
+                    m.fresh(&mut r, "r")
+                };
+                if mode != RenameMode::Exchange {
+                    m.rename(&from, &to);
+                }
+                Op::Rename { from, to, mode }
+            }
+            (10, _, _) => {
+                let p = m.fresh(&mut r, "s");
+                m.nodes.insert(p.clone(), false);
+                let len = if r.below(2) == 0 { 8 } else { 150 };
+                Op::Symlink {
+                    path: p,
+                    target: "t".repeat(len),
+                }
+            }
+            (11, Some(f), _) => Op::Chmod {
+                path: f,
+                perm: 0o600 + r.below(0o100) as u32,
+            },
+            _ => {
+                let p = m.fresh(&mut r, "f");
+                m.nodes.insert(p.clone(), false);
+                Op::Create { path: p }
+            }
+        };
+        out.push(op);
+    }
+    out
+}
+
+/// The workload called `name`, or None if there is none.
+pub fn named(name: &str, seed: u64) -> Option<Workload> {
+    let ops = match name {
+        "files" => files(),
+        "dirs" => dirs(),
+        "rename" => renames(),
+        "links" => links(),
+        "truncate" => truncates(),
+        "writes" => writes(),
+        "attrs" => attrs(),
+        "orphan" => orphan(),
+        "random" => random(seed, RANDOM_OPS),
+        _ => return None,
+    };
+    Some(Workload {
+        name: name.to_string(),
+        ops,
+        tolerate_errors: name == "random",
+    })
+}
