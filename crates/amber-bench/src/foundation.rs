@@ -293,9 +293,130 @@ pub fn mount_time(cfg: &Config) -> Result<Vec<Record>, String> {
     ])
 }
 
+/// Appends `bytes` in 4 KiB writes to a new file per thread, `threads`
+/// threads at once; returns aggregate GiB/s.
+fn parallel_append(
+    dev: &Arc<BenchDevice>,
+    params: &FormatParams,
+    threads: u32,
+    bytes: u64,
+) -> Result<f64, String> {
+    let fs = Arc::new(fresh_fs(dev, params)?);
+    let owner = Owner { uid: 0, gid: 0 };
+    let mut inos = Vec::new();
+    for t in 0..threads {
+        let name = format!("t{t}");
+        let a = fs.mknod(
+            ROOT_INO,
+            name.as_bytes(),
+            FileKind::Regular,
+            0o644,
+            0,
+            owner,
+        );
+        inos.push(a.map_err(|e| e.to_string())?.ino);
+    }
+    let per_thread = bytes / threads as u64 / CHUNK as u64;
+    let barrier = Arc::new(std::sync::Barrier::new(threads as usize + 1));
+    let handles: Vec<_> = inos
+        .into_iter()
+        .map(|ino| {
+            let (fs, barrier) = (fs.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let buf = vec![0x5au8; CHUNK];
+                barrier.wait();
+                for i in 0..per_thread {
+                    fs.write(ino, Some(i * CHUNK as u64), &buf, false)
+                        .map_err(|e| e.to_string())?;
+                }
+                Ok::<(), String>(())
+            })
+        })
+        .collect();
+    barrier.wait();
+    let t = Instant::now();
+    for h in handles {
+        h.join()
+            .map_err(|_| "writer thread panicked".to_string())??;
+    }
+    let rate = gib_per_s(per_thread * threads as u64 * CHUNK as u64, t.elapsed());
+    Arc::try_unwrap(fs)
+        .map_err(|_| "file system still shared".to_string())?
+        .unmount()
+        .map_err(|e| e.to_string())?;
+    Ok(rate)
+}
+
+/// The bare baseline of `parallel_append`: each thread NT-copies its
+/// share 4 KiB at a time into its own region, fencing after each.
+fn parallel_bare(
+    dev: &Arc<BenchDevice>,
+    base: u64,
+    threads: u32,
+    bytes: u64,
+) -> Result<f64, String> {
+    let per_thread = bytes / threads as u64 / CHUNK as u64;
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads as u64)
+            .map(|k| {
+                s.spawn(move || {
+                    let buf = vec![0x5au8; CHUNK];
+                    let start = base + k * per_thread * CHUNK as u64;
+                    for i in 0..per_thread {
+                        dev.write_nt(start + i * CHUNK as u64, &buf);
+                        dev.drain().map_err(|e| e.to_string())?;
+                    }
+                    Ok::<(), String>(())
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .try_for_each(|h| h.join().map_err(|_| "copy thread panicked".to_string())?)
+    })?;
+    Ok(gib_per_s(
+        per_thread * threads as u64 * CHUNK as u64,
+        t.elapsed(),
+    ))
+}
+
+/// Two threads appending to two files against one thread, and the same
+/// for the bare copy: does per-CPU allocation let Amber scale as far as
+/// the memory system does?
+pub fn scaling(cfg: &Config) -> Result<Vec<Record>, String> {
+    let bytes = cfg.seq_file_bytes / 2;
+    let size = bytes + (256 << 20);
+    let dev = Arc::new(open_pool(&cfg.pool, size, &cfg.preset)?);
+    let params = FormatParams::for_size(size);
+    let base = amber_format::Layout::compute(&params)
+        .map_err(|e| e.to_string())?
+        .data_start
+        * amber_format::BLOCK_SIZE;
+    let (mut one, mut two, mut bare1, mut bare2) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..cfg.reps {
+        bare1.push(parallel_bare(&dev, base, 1, bytes)?);
+        one.push(parallel_append(&dev, &params, 1, bytes)?);
+        bare2.push(parallel_bare(&dev, base, 2, bytes)?);
+        two.push(parallel_append(&dev, &params, 2, bytes)?);
+    }
+    let bench = "append-4k-own-file";
+    let b1 = record(cfg, bench, "bare-nt-copy", "bandwidth", "GiB/s", &bare1);
+    let mut b2 = record(cfg, bench, "bare-nt-copy", "bandwidth", "GiB/s", &bare2);
+    b2.threads = 2;
+    b2.notes
+        .push(format!("{:.2}x one thread", b2.value / b1.value));
+    let a = record(cfg, bench, "amberfs:direct", "bandwidth", "GiB/s", &one);
+    let mut b = record(cfg, bench, "amberfs:direct", "bandwidth", "GiB/s", &two);
+    b.threads = 2;
+    b.notes
+        .push(format!("{:.2}x one thread", b.value / a.value));
+    Ok(vec![b1, b2, a, b])
+}
+
 /// Every foundation measurement.
 pub fn run(cfg: &Config) -> Result<Vec<Record>, String> {
     let mut out = seq_write(cfg)?;
+    out.extend(scaling(cfg)?);
     out.extend(rand_write(cfg)?);
     out.extend(mount_time(cfg)?);
     let _ = std::fs::remove_file(&cfg.pool);

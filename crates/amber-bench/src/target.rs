@@ -3,7 +3,7 @@
 //! emulator preset the run asked for. Baselines and Amber use the very same
 //! device, so they pay the same emulated costs.
 
-use amber_pmem::{Emulated, EmulatorSpec, MapOptions, MmapDevice};
+use amber_pmem::{Emulated, EmulatorSpec, MapOptions, MmapDevice, PmDevice};
 use std::path::Path;
 
 /// The device every benchmark runs on.
@@ -18,5 +18,9 @@ pub fn open_pool(path: &Path, size: u64, preset: &str) -> Result<BenchDevice, St
     }
     let dev = MmapDevice::create(path, size, &MapOptions::default())
         .map_err(|e| format!("cannot create pool {}: {e}", path.display()))?;
+    // Warm-up: fault every page in now, so no measured run pays for the
+    // first touch of a fresh tmpfs file.
+    dev.zero_nt(0, size);
+    dev.drain().map_err(|e| e.to_string())?;
     Ok(Emulated::new(dev, spec))
 }
