@@ -1,2 +1,99 @@
+//! `amberfs`: create, inspect and use Amber pools from the shell, without
+//! mounting them in the kernel.
 #![forbid(unsafe_code)]
-fn main() {}
+
+mod cmd;
+mod common;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use common::{warn, CliResult, MountConfig};
+
+#[derive(Parser)]
+#[command(
+    name = "amberfs",
+    version,
+    about = "Amber persistent-memory file system tool"
+)]
+struct Cli {
+    /// Make the pool write like slower media while mounted: a preset
+    /// (dram, pcm, optane, cxl) or keys like `lat=200ns,per=line,bw=1GB/s`.
+    #[arg(long, global = true, value_name = "PRESET")]
+    emulate: Option<String>,
+    /// Mount options, e.g. `sync` or `policy=direct`.
+    #[arg(short = 'o', global = true, value_name = "OPTIONS")]
+    options: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create a pool file, or reformat an existing pool with --force.
+    Mkfs(cmd::mkfs::Args),
+    /// Show a pool's superblock and how it is mapped.
+    Info(cmd::info::Args),
+    /// List a directory in the pool.
+    Ls(cmd::ls::Args),
+    /// Copy a local file into the pool.
+    Put(cmd::put::Args),
+    /// Copy a file out of the pool.
+    Get(cmd::get::Args),
+    /// Create a directory in the pool.
+    Mkdir(cmd::mkdir::Args),
+    /// Remove a file or (with -r) a directory tree from the pool.
+    Rm(cmd::rm::Args),
+    /// Write a file from the pool to standard output.
+    Cat(cmd::cat::Args),
+}
+
+impl Command {
+    /// Whether the command mounts the pool: only then do `--emulate` and
+    /// `-o` mean anything, and silently ignoring them would mislead.
+    fn mounts(&self) -> bool {
+        !matches!(self, Command::Mkfs(_) | Command::Info(_))
+    }
+}
+
+fn run(cli: Cli) -> CliResult<ExitCode> {
+    if !cli.command.mounts() && (cli.emulate.is_some() || cli.options.is_some()) {
+        return Err(common::CliError::new(
+            "--emulate and -o apply only to commands that mount the pool \
+             (ls, put, get, mkdir, rm, cat); drop them here",
+        ));
+    }
+    let mount = || MountConfig::parse(cli.emulate.as_deref(), cli.options.as_deref());
+    match cli.command {
+        Command::Mkfs(args) => cmd::mkfs::run(args),
+        Command::Info(args) => cmd::info::run(args),
+        Command::Ls(args) => cmd::ls::run(args, &mount()?),
+        Command::Put(args) => cmd::put::run(args, &mount()?),
+        Command::Get(args) => cmd::get::run(args, &mount()?),
+        Command::Mkdir(args) => cmd::mkdir::run(args, &mount()?),
+        Command::Rm(args) => cmd::rm::run(args, &mount()?),
+        Command::Cat(args) => cmd::cat::run(args, &mount()?),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            // Usage errors follow the same `amberfs:` form and exit status
+            // as every other failure, so scripts need one rule.
+            let text = e.render().to_string();
+            eprint!("amberfs: {}", text.strip_prefix("error: ").unwrap_or(&text));
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            warn(e);
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! `amberfs cat`: write a file from the pool to standard output.
+
+use std::io::{ErrorKind, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::common::{
+    copy_out, path_error, with_mounted, CliError, CliResult, CopyOutError, MountConfig,
+};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The pool file or device.
+    pool: PathBuf,
+    /// File in the pool.
+    path: String,
+}
+
+pub fn run(args: Args, config: &MountConfig) -> CliResult<ExitCode> {
+    with_mounted(&args.pool, config, |fs| {
+        let fail = |e| path_error(&args.pool, "read", &args.path, e);
+        let file = fs.open(&args.path).map_err(fail)?;
+        let mut out = std::io::stdout().lock();
+        match copy_out(&file, &mut out).and_then(|_| out.flush().map_err(CopyOutError::Output)) {
+            Ok(()) => Ok(()),
+            // `amberfs cat ... | head` closing the pipe early is not an error.
+            Err(CopyOutError::Output(e)) if e.kind() == ErrorKind::BrokenPipe => Ok(()),
+            Err(CopyOutError::Output(e)) => Err(CliError::new(format!(
+                "writing to standard output failed: {e}"
+            ))),
+            Err(CopyOutError::Pool(e)) => Err(fail(e)),
+        }
+    })?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,216 @@
+//! `amberfs info`: what a pool is and how this machine maps it.
+//!
+//! Reads the superblock without mounting, so it writes nothing and works on
+//! a pool that needs recovery. The mapping facts (DAX or page cache, flush
+//! instruction) are printed beside it because the same pool performs and
+//! persists very differently depending on them.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use amber_format::{PoolState, Superblock, BLOCK_SIZE};
+use amber_pmem::MapInfo;
+use serde::Serialize;
+
+use crate::common::{format_time, human_bytes, open_device, pool_error, CliError, CliResult};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The pool file or device.
+    pool: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct Info {
+    pool: String,
+    version: u32,
+    features: Features,
+    uuid: String,
+    state: &'static str,
+    generation: u64,
+    mount_count: u64,
+    /// Seconds since the epoch; 0 if never.
+    last_mount_secs: u64,
+    /// Seconds since the epoch; 0 if never.
+    last_clean_unmount_secs: u64,
+    pool_size: u64,
+    geometry: Geometry,
+    device: Device,
+}
+
+#[derive(Serialize)]
+struct Features {
+    compat: u64,
+    incompat: u64,
+    ro_compat: u64,
+}
+
+#[derive(Serialize)]
+struct Geometry {
+    block_size: u64,
+    total_blocks: u64,
+    inode_count: u64,
+    journal_count: u32,
+    journal_blocks: u32,
+    journal_start: u64,
+    inode_table_start: u64,
+    bitmap_start: u64,
+    bitmap_blocks: u64,
+    data_start: u64,
+    data_blocks: u64,
+}
+
+#[derive(Serialize)]
+struct Device {
+    kind: String,
+    size: u64,
+    map_sync: bool,
+    huge_page_aligned: bool,
+    flush: String,
+    nt_store: String,
+    nt_store_bytes: usize,
+    cpu_model: String,
+}
+
+pub fn run(args: Args) -> CliResult<ExitCode> {
+    let dev = open_device(&args.pool)?;
+    let sb = amber_core::fs::read_superblock(&dev).map_err(|e| pool_error(&args.pool, e))?;
+    let info = describe(&args, &sb, dev.info());
+    if args.json {
+        let text = serde_json::to_string_pretty(&info)
+            .map_err(|e| CliError::new(format!("could not encode the report as JSON: {e}")))?;
+        println!("{text}");
+    } else {
+        print_text(&info, dev.info());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn describe(args: &Args, sb: &Superblock, map: &MapInfo) -> Info {
+    let l = &sb.layout;
+    Info {
+        pool: args.pool.display().to_string(),
+        version: sb.version,
+        features: Features {
+            compat: sb.feature_compat,
+            incompat: sb.feature_incompat,
+            ro_compat: sb.feature_ro_compat,
+        },
+        uuid: uuid_text(&sb.uuid),
+        state: match sb.state {
+            PoolState::Clean => "clean",
+            PoolState::Dirty => "dirty",
+        },
+        generation: sb.generation,
+        mount_count: sb.mount_count,
+        last_mount_secs: sb.last_mount_secs,
+        last_clean_unmount_secs: sb.last_clean_secs,
+        pool_size: sb.pool_size,
+        geometry: Geometry {
+            block_size: BLOCK_SIZE,
+            total_blocks: l.total_blocks,
+            inode_count: l.inode_count,
+            journal_count: l.journal_count,
+            journal_blocks: l.journal_blocks,
+            journal_start: l.journal_start,
+            inode_table_start: l.itable_start,
+            bitmap_start: l.bitmap_start,
+            bitmap_blocks: l.bitmap_blocks,
+            data_start: l.data_start,
+            data_blocks: l.data_blocks(),
+        },
+        device: Device {
+            kind: map.kind.to_string(),
+            size: map.size,
+            map_sync: map.map_sync,
+            huge_page_aligned: map.huge_page_aligned,
+            flush: map.flush.name().to_string(),
+            nt_store: map.nt_store.to_string(),
+            nt_store_bytes: map.nt_store.bytes(),
+            cpu_model: map.cpu_model.clone(),
+        },
+    }
+}
+
+/// The usual 8-4-4-4-12 hex form, so the uuid can be compared with what
+/// other tools print.
+fn uuid_text(u: &[u8; 16]) -> String {
+    let hex: String = u.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+fn when(secs: u64) -> String {
+    match i64::try_from(secs) {
+        Ok(0) => "never".to_string(),
+        Ok(s) => format!(
+            "{} UTC",
+            format_time(amber_format::Timespec { secs: s, nsecs: 0 })
+        ),
+        Err(_) => format!("{secs} (out of range)"),
+    }
+}
+
+fn print_text(i: &Info, map: &MapInfo) {
+    let row = |label: &str, value: String| println!("{:<20}{value}", format!("{label}:"));
+    let g = &i.geometry;
+    let f = &i.features;
+    row("pool", i.pool.clone());
+    row("format version", i.version.to_string());
+    row(
+        "features",
+        format!(
+            "compat {:#x}, incompat {:#x}, ro_compat {:#x}",
+            f.compat, f.incompat, f.ro_compat
+        ),
+    );
+    row("uuid", i.uuid.clone());
+    row("state", i.state.to_string());
+    row("generation", i.generation.to_string());
+    row("mount count", i.mount_count.to_string());
+    row("last mount", when(i.last_mount_secs));
+    row("last clean unmount", when(i.last_clean_unmount_secs));
+    row(
+        "pool size",
+        format!("{} bytes ({})", i.pool_size, human_bytes(i.pool_size)),
+    );
+    row(
+        "blocks",
+        format!("{} of {} bytes", g.total_blocks, g.block_size),
+    );
+    row("inodes", g.inode_count.to_string());
+    row(
+        "journals",
+        format!(
+            "{} of {} blocks, from block {}",
+            g.journal_count, g.journal_blocks, g.journal_start
+        ),
+    );
+    row("inode table", format!("from block {}", g.inode_table_start));
+    row(
+        "bitmap",
+        format!("{} block(s) from block {}", g.bitmap_blocks, g.bitmap_start),
+    );
+    row(
+        "data area",
+        format!(
+            "{} blocks ({}) from block {}",
+            g.data_blocks,
+            human_bytes(g.data_blocks * g.block_size),
+            g.data_start
+        ),
+    );
+    println!("device:");
+    for line in map.to_string().lines() {
+        println!("  {line}");
+    }
+}
