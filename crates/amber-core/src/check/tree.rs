@@ -80,13 +80,12 @@ pub(super) fn check<D: PmDevice>(cx: &mut Ctx<'_, D>, scan: &mut Scan, ents: Vec
     let inos: Vec<u64> = scan.recs.keys().copied().collect();
     for ino in inos {
         let rec = &scan.recs[&ino];
-        if rec.condemned || rec.kind.is_none() {
+        let Some(kind) = rec.kind.filter(|_| !rec.condemned) else {
             continue;
-        }
+        };
         let nlink = rec.disk.nlink;
-        let kind = rec.kind;
         if let Some(path) = paths.get(&ino) {
-            let want = if kind == Some(FileKind::Directory) {
+            let want = if kind == FileKind::Directory {
                 subdirs.get(&ino).copied().unwrap_or(0).saturating_add(2)
             } else {
                 links.get(&ino).copied().unwrap_or(0)
