@@ -34,6 +34,9 @@ use amber_pmem::PmDevice;
 /// than store + clwb for 4 KiB on this machine; short writes would pay for
 /// partial-line handling).
 const NT_MIN: usize = 256;
+/// A file fsync'd within this many writes is treated as fsync-heavy: its
+/// overwrites persist their times in the data's fence.
+const FSYNC_HEAVY_WRITES: u32 = 4;
 
 /// The direct-access policy.
 pub struct Direct;
@@ -118,7 +121,7 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         st: &mut InodeState,
         off: u64,
         data: &[u8],
-        _sync: bool,
+        sync: bool,
     ) -> Result<usize> {
         if data.is_empty() {
             return Ok(0);
@@ -223,9 +226,23 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         }
         d.mtime = now;
         d.ctime = now;
-        if !grows && new_blocks.is_empty() && old_mode == d.mode {
-            // A pure overwrite: the data's fence is the only one.
-            st.times_dirty = true;
+        st.writes_since_fsync = st.writes_since_fsync.saturating_add(1);
+        if !grows && new_blocks.is_empty() && old_mode == st.disk.mode {
+            // A pure overwrite: the data's fence is the only one. Its times
+            // ride along when a sync is coming anyway (O_SYNC, or a file
+            // fsync'd after nearly every write); otherwise they wait.
+            if sync || st.writes_since_fsync <= FSYNC_HEAVY_WRITES {
+                let base = l.inode_offset(st.ino);
+                let d = &st.disk;
+                dev.write(
+                    base + OFF_SIZE as u64,
+                    &encode_first_line(d.size, d.blocks, d.mtime, d.ctime),
+                );
+                dev.flush(base, 64);
+                st.times_dirty = false;
+            } else {
+                st.times_dirty = true;
+            }
             return fs.drain().map(|()| data.len());
         }
         fs.drain()?;
@@ -297,6 +314,7 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         // Data was durable on return; only times may be left in DRAM.
         // Otherwise a fence keeps the promise even for stores other
         // handles issued.
+        st.writes_since_fsync = 0;
         if st.times_dirty {
             persist_times(fs, st)
         } else {

@@ -229,6 +229,7 @@ impl<D: PmDevice> Core<D> {
             dir: is_dir.then(DirIndex::default),
             open_count: 0,
             times_dirty: false,
+            writes_since_fsync: u32::MAX,
         };
         let attr = attr_of(&state);
         self.cache.insert(ino, state);

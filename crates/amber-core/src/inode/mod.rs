@@ -32,6 +32,10 @@ pub struct InodeState {
     /// the times, which are persisted by fsync, unmount or the next
     /// transaction that writes this inode.
     pub times_dirty: bool,
+    /// Writes since the last fsync (saturating; u32::MAX before the
+    /// first): a file fsync'd after nearly every write gets its times
+    /// persisted with the data instead of in a fence of their own.
+    pub writes_since_fsync: u32,
 }
 
 impl InodeState {
@@ -74,6 +78,7 @@ impl InodeState {
             dir,
             open_count: 0,
             times_dirty: false,
+            writes_since_fsync: u32::MAX,
         })
     }
 
