@@ -7,6 +7,7 @@ mod common;
 
 use std::process::ExitCode;
 
+use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
 
 use common::{warn, CliResult, MountConfig};
@@ -81,6 +82,11 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => e.exit(),
+        // Bare `amberfs`: the help is the message.
+        Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            eprint!("{}", e.render());
+            return ExitCode::FAILURE;
+        }
         Err(e) => {
             // Usage errors follow the same `amberfs:` form and exit status
             // as every other failure, so scripts need one rule.

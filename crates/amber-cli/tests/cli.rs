@@ -1,0 +1,444 @@
+//! The amberfs binary as a user runs it: real processes, real pool files.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use amber_format::superblock::SUPERBLOCK_SIZE;
+use amber_format::Superblock;
+use amber_pmem::{MapOptions, MmapDevice};
+use tempfile::TempDir;
+
+fn amberfs<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_amberfs"))
+        .args(args)
+        .output()
+        .expect("run amberfs")
+}
+
+/// Runs amberfs, expecting success; returns stdout.
+fn ok<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
+    let out = amberfs(args);
+    assert!(
+        out.status.success(),
+        "amberfs {:?} failed: {}",
+        args.iter().map(|a| a.as_ref()).collect::<Vec<_>>(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+/// Runs amberfs, expecting exit status 1 and an `amberfs:` message;
+/// returns the message.
+fn fails<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
+    let out = amberfs(args);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "expected failure, stderr: {err}"
+    );
+    assert!(err.starts_with("amberfs: "), "unprefixed message: {err}");
+    assert!(!err.contains("panicked"), "panic: {err}");
+    err
+}
+
+struct Pool {
+    _dir: TempDir,
+    path: PathBuf,
+}
+
+impl Pool {
+    fn dir(&self) -> &Path {
+        self.path.parent().unwrap()
+    }
+
+    fn p(&self) -> &str {
+        self.path.to_str().unwrap()
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        std::fs::read(&self.path).unwrap()
+    }
+}
+
+fn new_pool(size: &str) -> Pool {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pool");
+    ok(&["mkfs", path.to_str().unwrap(), "--size", size]);
+    Pool { _dir: dir, path }
+}
+
+fn no_pool() -> Pool {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pool");
+    Pool { _dir: dir, path }
+}
+
+/// Deterministic pseudo-random bytes (xorshift64*), so a failure can be
+/// reproduced without a seed printout.
+fn random_bytes(len: usize, mut state: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        out.extend_from_slice(&state.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// Runs amberfs on a pool expected to be refused, and checks the refusal
+/// left every byte of it as it was.
+fn refused_unchanged(pool: &Pool, args: &[&str]) -> String {
+    let before = pool.bytes();
+    let err = fails(args);
+    assert!(pool.bytes() == before, "pool changed by refused {args:?}");
+    err
+}
+
+#[test]
+fn mkfs_then_info_as_text_and_json() {
+    let pool = new_pool("8M");
+    let text = ok(&["info", pool.p()]);
+    assert!(text.contains("format version:     1"), "{text}");
+    assert!(text.contains("state:              clean"), "{text}");
+    assert!(text.contains("flush:"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&ok(&["info", pool.p(), "--json"])).unwrap();
+    assert_eq!(json["version"], 1);
+    assert_eq!(json["state"], "clean");
+    assert_eq!(json["pool_size"], 8 << 20);
+    assert_eq!(json["mount_count"], 0);
+    assert_eq!(json["geometry"]["total_blocks"], 2048);
+    assert_eq!(json["geometry"]["block_size"], 4096);
+    assert_eq!(json["device"]["size"], 8 << 20);
+    assert!(json["device"]["flush"].is_string());
+    assert!(json["device"]["map_sync"].is_boolean());
+    assert_eq!(json["uuid"].as_str().unwrap().len(), 36);
+    ok(&["ls", pool.p()]);
+    let json: serde_json::Value = serde_json::from_str(&ok(&["info", pool.p(), "--json"])).unwrap();
+    assert_eq!(json["mount_count"], 1, "ls mounts once");
+    assert_eq!(json["state"], "clean", "ls unmounts cleanly");
+}
+
+#[test]
+fn mkfs_prints_geometry_and_honours_parameters() {
+    let pool = no_pool();
+    let out = ok(&[
+        "mkfs",
+        pool.p(),
+        "--size",
+        "16M",
+        "--inodes",
+        "128",
+        "--journals",
+        "2",
+        "--journal-blocks",
+        "8",
+    ]);
+    for word in ["blocks:", "inodes:", "journals:", "data area:"] {
+        assert!(out.contains(word), "{out}");
+    }
+    assert!(out.contains("journals:  2 of 8 blocks"), "{out}");
+    let json: serde_json::Value = serde_json::from_str(&ok(&["info", pool.p(), "--json"])).unwrap();
+    assert_eq!(json["geometry"]["inode_count"], 128);
+    assert_eq!(json["geometry"]["journal_count"], 2);
+    assert_eq!(std::fs::metadata(&pool.path).unwrap().len(), 16 << 20);
+}
+
+#[test]
+fn mkfs_refuses_to_overwrite_without_force() {
+    let pool = new_pool("4M");
+    ok(&["mkdir", pool.p(), "/keep"]);
+    let err = refused_unchanged(&pool, &["mkfs", pool.p(), "--size", "4M"]);
+    assert!(
+        err.contains("already exists") && err.contains("--force"),
+        "{err}"
+    );
+    let err = refused_unchanged(&pool, &["mkfs", pool.p(), "--size", "8M", "--force"]);
+    assert!(err.contains("does not match"), "{err}");
+    ok(&["mkfs", pool.p(), "--force"]);
+    assert_eq!(ok(&["ls", pool.p()]), "", "reformatted pool is empty");
+}
+
+#[test]
+fn mkfs_rejects_bad_parameters_without_leaving_a_file() {
+    let pool = no_pool();
+    for (args, needle) in [
+        (vec!["--size", "64X"], "unknown suffix"),
+        (vec!["--size", "M"], "does not start with a number"),
+        (vec!["--size", "100K"], "smallest pool"),
+        (vec!["--size", "8M", "--journals", "0"], "--journals"),
+        (
+            vec!["--size", "8M", "--journal-blocks", "2"],
+            "--journal-blocks",
+        ),
+        (vec!["--size", "1M", "--inodes", "100000"], "larger --size"),
+        (vec![], "--size is required"),
+    ] {
+        let mut all = vec!["mkfs", pool.p()];
+        all.extend(args);
+        let err = fails(&all);
+        assert!(err.contains(needle), "{all:?}: {err}");
+        assert!(!pool.path.exists(), "{all:?} left a file");
+    }
+}
+
+#[test]
+fn put_get_cat_round_trip_a_3mib_file() {
+    let pool = new_pool("32M");
+    let data = random_bytes(3 << 20, 0x9e37_79b9_7f4a_7c15);
+    let local = pool.dir().join("blob.bin");
+    std::fs::write(&local, &data).unwrap();
+    ok(&["mkdir", pool.p(), "/in"]);
+    let l = local.to_str().unwrap();
+    let out = ok(&["put", pool.p(), l, "/in"]);
+    assert!(
+        out.contains("/in/blob.bin"),
+        "put into a directory keeps the name: {out}"
+    );
+    ok(&["put", pool.p(), l, "/copy"]);
+
+    let back = pool.dir().join("back.bin");
+    ok(&["get", pool.p(), "/in/blob.bin", back.to_str().unwrap()]);
+    assert!(
+        std::fs::read(&back).unwrap() == data,
+        "get returned other bytes"
+    );
+    let into_dir = pool.dir().join("outdir");
+    std::fs::create_dir(&into_dir).unwrap();
+    ok(&["get", pool.p(), "/copy", into_dir.to_str().unwrap()]);
+    assert!(std::fs::read(into_dir.join("copy")).unwrap() == data);
+
+    let cat = Command::new(env!("CARGO_BIN_EXE_amberfs"))
+        .args(["cat", pool.p(), "/in/blob.bin"])
+        .output()
+        .unwrap();
+    assert!(cat.status.success());
+    assert!(cat.stdout == data, "cat returned other bytes");
+}
+
+#[test]
+fn mkdir_ls_long_and_recursive_rm() {
+    let pool = new_pool("8M");
+    ok(&["mkdir", pool.p(), "/a/b/c", "-p"]);
+    ok(&["mkdir", pool.p(), "/a/b/c", "-p"]);
+    let err = fails(&["mkdir", pool.p(), "/a/b/c"]);
+    assert!(err.contains("exists"), "{err}");
+    let err = fails(&["mkdir", pool.p(), "/x/y"]);
+    assert!(
+        err.contains("no such file") && err.contains("amberfs ls"),
+        "{err}"
+    );
+    let local = pool.dir().join("f.txt");
+    std::fs::write(&local, b"hello").unwrap();
+    ok(&["put", pool.p(), local.to_str().unwrap(), "/a/f.txt"]);
+
+    assert_eq!(ok(&["ls", pool.p(), "/a"]), "b\nf.txt\n");
+    let long = ok(&["ls", pool.p(), "/a", "-l"]);
+    let lines: Vec<&str> = long.lines().collect();
+    assert_eq!(lines.len(), 2, "{long}");
+    assert!(lines[0].starts_with("drwxr-xr-x "), "{long}");
+    assert!(lines[0].ends_with(" b"), "{long}");
+    assert!(lines[1].starts_with("-rw-r--r-- "), "{long}");
+    let fields: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(fields[1], "1", "nlink: {long}");
+    assert_eq!(fields[4], "5", "size: {long}");
+    assert_eq!(fields[5].len(), 10, "date: {long}");
+    assert_eq!(fields[7], "f.txt", "{long}");
+    assert_eq!(ok(&["ls", pool.p(), "/a/f.txt"]), "/a/f.txt\n");
+
+    let err = fails(&["rm", pool.p(), "/a"]);
+    assert!(
+        err.contains("is a directory") && err.contains("rm -r"),
+        "{err}"
+    );
+    let err = fails(&["rm", pool.p(), "/", "-r"]);
+    assert!(err.contains("root"), "{err}");
+    ok(&["rm", pool.p(), "/a/f.txt"]);
+    ok(&["rm", pool.p(), "-r", "/a"]);
+    assert_eq!(ok(&["ls", pool.p()]), "");
+    let err = fails(&["rm", pool.p(), "/a"]);
+    assert!(err.contains("no such file"), "{err}");
+}
+
+#[test]
+fn recovery_is_reported_and_symlinks_listed() {
+    let pool = new_pool("8M");
+    {
+        let dev = MmapDevice::open(&pool.path, &MapOptions::default()).unwrap();
+        let (fs, _) = amber_core::Fs::mount(dev, amber_core::MountOptions::default()).unwrap();
+        fs.write("/target", b"data").unwrap();
+        fs.symlink("/target", "/link").unwrap();
+        // Dropped without unmount: the pool stays dirty, as after a crash.
+    }
+    let out = amberfs(&["ls", pool.p(), "-l"]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("recovered after a crash"), "{err}");
+    let long = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        long.lines()
+            .any(|l| l.starts_with('l') && l.ends_with("link -> /target")),
+        "{long}"
+    );
+    let again = amberfs(&["ls", pool.p()]);
+    assert!(again.stderr.is_empty(), "a clean mount reports nothing");
+    assert_eq!(ok(&["cat", pool.p(), "/link"]), "data");
+}
+
+#[test]
+fn missing_pool_says_how_to_create_one() {
+    let pool = no_pool();
+    for cmd in ["ls", "info"] {
+        let err = fails(&[cmd, pool.p()]);
+        assert!(err.contains("no such file"), "{err}");
+        assert!(
+            err.contains(&format!("amberfs mkfs {} --size", pool.p())),
+            "{err}"
+        );
+    }
+    assert!(!pool.path.exists());
+}
+
+#[test]
+fn not_a_pool_is_refused_unchanged() {
+    let pool = no_pool();
+    for content in [vec![0u8; 1 << 20], random_bytes(1 << 20, 7)] {
+        std::fs::write(&pool.path, content).unwrap();
+        for args in [
+            vec!["ls", pool.p()],
+            vec!["info", pool.p()],
+            vec!["cat", pool.p(), "/x"],
+        ] {
+            let err = refused_unchanged(&pool, &args);
+            assert!(err.contains("not an Amber pool"), "{err}");
+        }
+    }
+}
+
+/// Rewrites both superblock copies with `patch` applied to the raw bytes.
+fn patch_superblocks(pool: &Pool, patch: impl Fn(&mut [u8; SUPERBLOCK_SIZE])) {
+    let mut bytes = pool.bytes();
+    for off in Superblock::copy_offsets() {
+        let off = off as usize;
+        let copy: &mut [u8; SUPERBLOCK_SIZE] =
+            (&mut bytes[off..off + SUPERBLOCK_SIZE]).try_into().unwrap();
+        patch(copy);
+    }
+    std::fs::write(&pool.path, bytes).unwrap();
+}
+
+#[test]
+fn newer_version_and_bad_checksum_are_refused_unchanged() {
+    let pool = new_pool("4M");
+    patch_superblocks(&pool, |b| b[8..12].copy_from_slice(&2u32.to_le_bytes()));
+    let err = refused_unchanged(&pool, &["ls", pool.p()]);
+    assert!(
+        err.contains("checksum"),
+        "version patched without CRC: {err}"
+    );
+
+    let pool = new_pool("4M");
+    patch_superblocks(&pool, |b| {
+        let mut sb = Superblock::decode(b).unwrap();
+        sb.version = 2;
+        *b = sb.encode();
+    });
+    for args in [
+        vec!["ls", pool.p()],
+        vec!["info", pool.p()],
+        vec!["cat", pool.p(), "/x"],
+    ] {
+        let err = refused_unchanged(&pool, &args);
+        assert!(err.contains("newer"), "{err}");
+        assert!(err.contains("version 2"), "{err}");
+    }
+}
+
+#[test]
+fn truncated_pool_is_refused_unchanged() {
+    let pool = new_pool("4M");
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&pool.path)
+        .unwrap();
+    file.set_len(2 << 20).unwrap();
+    let err = refused_unchanged(&pool, &["ls", pool.p()]);
+    assert!(err.contains("truncated"), "{err}");
+    file.set_len(100).unwrap();
+    let err = refused_unchanged(&pool, &["info", pool.p()]);
+    assert!(err.contains("too small"), "{err}");
+}
+
+#[test]
+fn bad_options_are_refused_before_the_pool_is_touched() {
+    let pool = new_pool("4M");
+    let err = refused_unchanged(&pool, &["ls", pool.p(), "-o", "bogus"]);
+    assert!(err.contains("unknown mount option"), "{err}");
+    let err = refused_unchanged(&pool, &["ls", pool.p(), "-o", "policy=nope"]);
+    assert!(err.contains("policy"), "{err}");
+    let err = refused_unchanged(&pool, &["--emulate", "warp", "ls", pool.p()]);
+    assert!(err.contains("preset") && err.contains("optane"), "{err}");
+    let err = refused_unchanged(&pool, &["info", pool.p(), "--emulate", "pcm"]);
+    assert!(err.contains("only to commands that mount"), "{err}");
+    let err = refused_unchanged(&pool, &["ls", pool.p(), "--bogus-flag"]);
+    assert!(err.contains("--bogus-flag"), "{err}");
+    // Valid settings work.
+    ok(&[
+        "ls",
+        pool.p(),
+        "--emulate",
+        "optane",
+        "-o",
+        "sync,policy=direct",
+    ]);
+}
+
+#[test]
+fn pool_held_by_another_process_is_reported_in_use() {
+    let pool = new_pool("4M");
+    let held = MmapDevice::open(&pool.path, &MapOptions::default()).unwrap();
+    for args in [
+        vec!["ls", pool.p()],
+        vec!["info", pool.p()],
+        vec!["mkfs", pool.p(), "--force"],
+    ] {
+        let err = refused_unchanged(&pool, &args);
+        assert!(err.contains("in use"), "{err}");
+    }
+    drop(held);
+    ok(&["ls", pool.p()]);
+}
+
+#[test]
+fn local_side_errors_are_clear() {
+    let pool = new_pool("4M");
+    let missing = pool.dir().join("nope.bin");
+    let err = refused_unchanged(&pool, &["put", pool.p(), missing.to_str().unwrap(), "/x"]);
+    assert!(err.contains("cannot read local file"), "{err}");
+    let dir = pool.dir().to_str().unwrap().to_string();
+    let err = refused_unchanged(&pool, &["put", pool.p(), &dir, "/x"]);
+    assert!(err.contains("not a regular file"), "{err}");
+    let err = fails(&[
+        "get",
+        pool.p(),
+        "/nope",
+        pool.dir().join("o").to_str().unwrap(),
+    ]);
+    assert!(err.contains("no such file"), "{err}");
+    assert!(
+        !pool.dir().join("o").exists(),
+        "failed get left a local file"
+    );
+    ok(&["mkdir", pool.p(), "/d"]);
+    let err = fails(&[
+        "get",
+        pool.p(),
+        "/d",
+        pool.dir().join("o").to_str().unwrap(),
+    ]);
+    assert!(err.contains("is a directory"), "{err}");
+    let err = fails(&["cat", pool.p(), "/d"]);
+    assert!(err.contains("is a directory"), "{err}");
+}
