@@ -405,25 +405,36 @@ fn orphan() -> Vec<Op> {
 /// What the generator believes exists, to aim most random ops at real
 /// paths; wrong guesses just make an op fail, which is also tested.
 struct Model {
-    nodes: BTreeMap<String, bool>,
+    nodes: BTreeMap<String, Kind>,
+}
+
+/// What the generator believes a path is. Data ops go to regular files
+/// only, as a front end's file handles do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    File,
+    Dir,
+    Symlink,
 }
 
 impl Model {
-    fn pick(&self, r: &mut SplitMix64, dirs: bool) -> Option<String> {
+    fn pick(&self, r: &mut SplitMix64, want: impl Fn(Kind) -> bool) -> Option<String> {
         let v: Vec<&String> = self
             .nodes
             .iter()
-            .filter(|(_, d)| **d == dirs)
+            .filter(|(_, k)| want(**k))
             .map(|(p, _)| p)
             .collect();
         (!v.is_empty()).then(|| v[r.below(v.len() as u64) as usize].clone())
     }
 
     fn parent(&self, r: &mut SplitMix64) -> String {
-        let n = self.nodes.values().filter(|d| **d).count() as u64;
+        let n = self.nodes.values().filter(|k| **k == Kind::Dir).count() as u64;
         match r.below(n + 1) {
             0 => String::new(),
-            _ => self.pick(r, true).expect("a directory exists"),
+            _ => self
+                .pick(r, |k| k == Kind::Dir)
+                .expect("a directory exists"),
         }
     }
 
@@ -448,7 +459,7 @@ impl Model {
             return;
         }
         let under = format!("{from}/");
-        let moved: Vec<(String, bool)> = self
+        let moved: Vec<(String, Kind)> = self
             .nodes
             .iter()
             .filter(|(k, _)| k.as_str() == from || k.starts_with(&under))
@@ -468,17 +479,17 @@ pub fn random(seed: u64, ops: usize) -> Vec<Op> {
     };
     let mut out = Vec::with_capacity(ops);
     for _ in 0..ops {
-        let file = m.pick(&mut r, false);
-        let dir = m.pick(&mut r, true);
+        let file = m.pick(&mut r, |k| k == Kind::File);
+        let dir = m.pick(&mut r, |k| k == Kind::Dir);
         let op = match (r.below(12), file, dir) {
             (0 | 1, _, _) => {
                 let p = m.fresh(&mut r, "f");
-                m.nodes.insert(p.clone(), false);
+                m.nodes.insert(p.clone(), Kind::File);
                 Op::Create { path: p }
             }
             (2, _, _) => {
                 let p = m.fresh(&mut r, "d");
-                m.nodes.insert(p.clone(), true);
+                m.nodes.insert(p.clone(), Kind::Dir);
                 Op::Mkdir { path: p }
             }
             (3, Some(f), _) => Op::Write {
@@ -497,7 +508,7 @@ pub fn random(seed: u64, ops: usize) -> Vec<Op> {
             },
             (5, Some(f), _) => {
                 let to = m.fresh(&mut r, "h");
-                m.nodes.insert(to.clone(), false);
+                m.nodes.insert(to.clone(), Kind::File);
                 Op::Link { from: f, to }
             }
             (6, Some(f), _) => {
@@ -524,7 +535,7 @@ pub fn random(seed: u64, ops: usize) -> Vec<Op> {
                 };
                 let to = if mode == RenameMode::Exchange {
                     let dirs = r.below(2) == 0;
-                    match m.pick(&mut r, dirs) {
+                    match m.pick(&mut r, |k| (k == Kind::Dir) == dirs) {
                         Some(t) => t,
                         None => continue,
                     }
@@ -538,7 +549,7 @@ pub fn random(seed: u64, ops: usize) -> Vec<Op> {
             }
             (10, _, _) => {
                 let p = m.fresh(&mut r, "s");
-                m.nodes.insert(p.clone(), false);
+                m.nodes.insert(p.clone(), Kind::Symlink);
                 let len = if r.below(2) == 0 { 8 } else { 150 };
                 Op::Symlink {
                     path: p,
@@ -551,7 +562,7 @@ pub fn random(seed: u64, ops: usize) -> Vec<Op> {
             },
             _ => {
                 let p = m.fresh(&mut r, "f");
-                m.nodes.insert(p.clone(), false);
+                m.nodes.insert(p.clone(), Kind::File);
                 Op::Create { path: p }
             }
         };
