@@ -1,0 +1,80 @@
+//! Model-based random testing: seeded random operation sequences applied
+//! both to Amber (through the public `Fs` API) and to a simple in-memory
+//! model, comparing every result (errors included) and, at the end and
+//! after every remount, the whole tree.
+//!
+//! * `random_ops_match_model` (proptest): short sequences, shrunk to a
+//!   minimal failing one; proptest persists failing inputs.
+//! * `seeded_long_sequence`: one long sequence from `AMBER_MODEL_SEED`
+//!   (printed at start), replayable bit for bit with our own SplitMix64.
+//! * `threads_share_one_fs`: 4 threads on one `Fs`, per-thread seeds
+//!   printed; private subtrees checked against per-thread models, shared
+//!   directories against invariants any interleaving must keep.
+
+mod model {
+    pub mod apply;
+    pub mod check;
+    pub mod harness;
+    pub mod ops;
+    pub mod rng;
+    pub mod threads;
+    pub mod tree;
+}
+
+use model::harness::Harness;
+use model::ops::Op;
+use model::rng::{seed_from_env, Rng};
+use proptest::prelude::*;
+
+/// Pool size of the single-threaded tests: room for a few sparse files
+/// past 2 MiB, small enough to format in a few milliseconds.
+const POOL: u64 = 16 << 20;
+/// Operations of the seeded single-threaded run.
+const LONG_RUN: usize = 2000;
+/// Steps per thread of the multi-threaded run.
+const THREAD_OPS: usize = 1500;
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(96)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// Each element seeds one operation, so proptest's shrinking removes
+    /// operations until the failure needs every one left.
+    #[test]
+    fn random_ops_match_model(seeds in proptest::collection::vec(any::<u64>(), 50..200)) {
+        let ops: Vec<Op> = seeds.iter().map(|s| Op::generate(&mut Rng::new(*s), false)).collect();
+        let mut h = Harness::new(POOL);
+        if let Err(e) = h.run(&ops) {
+            prop_assert!(false, "{}", e);
+        }
+    }
+}
+
+#[test]
+fn seeded_long_sequence() {
+    let seed = seed_from_env(0x5EED_A3BE_2024);
+    println!("model seed = {seed}; rerun with AMBER_MODEL_SEED={seed}");
+    let mut rng = Rng::new(seed);
+    let ops: Vec<Op> = (0..LONG_RUN)
+        .map(|_| Op::generate(&mut rng, false))
+        .collect();
+    let mut h = Harness::new(POOL);
+    if let Err(e) = h.run(&ops) {
+        panic!("model seed = {seed}: {e}");
+    }
+}
+
+#[test]
+fn threads_share_one_fs() {
+    let seed = seed_from_env(0x7EAD_5EED);
+    println!("threads base seed = {seed}; rerun with AMBER_MODEL_SEED={seed}");
+    if let Err(e) = model::threads::run(seed, THREAD_OPS) {
+        panic!("threads base seed = {seed}: {e}");
+    }
+}
