@@ -30,6 +30,12 @@ pub enum FsError {
     SymlinkLoop,
     /// The file would exceed the largest size format v1 describes.
     FileTooLarge,
+    /// No data or hole at or after the offset (ENXIO).
+    NoSuchOffset,
+    /// No such extended attribute (ENODATA).
+    NoAttribute,
+    /// An extended attribute value is too large (E2BIG).
+    AttributeTooLarge,
     /// The handle does not allow this (e.g. writing a read-only handle).
     BadHandle,
     /// Renaming a directory into its own subtree.
@@ -61,6 +67,11 @@ impl std::fmt::Display for FsError {
             FsError::SymlinkLoop => f.write_str("too many levels of symbolic links"),
             FsError::FileTooLarge => f.write_str("file too large"),
             FsError::BadHandle => f.write_str("operation not allowed by how the file was opened"),
+            FsError::NoAttribute => f.write_str("no such extended attribute"),
+            FsError::NoSuchOffset => f.write_str("no data at or after that offset"),
+            FsError::AttributeTooLarge => {
+                f.write_str("extended attribute value larger than the 4 KiB an inode holds")
+            }
             FsError::WouldCreateCycle => {
                 f.write_str("cannot move a directory into its own subdirectory")
             }

@@ -16,7 +16,7 @@
 //!  20   4  generation                   96   8  block-map root block (0: none)
 //!  24   8  size in bytes               104   1  block-map height (0..=4)
 //!  32   8  blocks allocated (data+map) 105   7  reserved, zero
-//!  40   8  mtime seconds               112   8  reserved (xattr block), zero
+//!  40   8  mtime seconds               112   8  xattr block (0: none)
 //!  48   4  mtime nanoseconds           120   8  parent directory (directories)
 //!  52   4  ctime nanoseconds           128 112  inline symlink target
 //!  56   8  ctime seconds               240  16  reserved, zero
@@ -137,6 +137,7 @@ pub struct Inode {
     pub rdev: u64,
     pub map_root: u64,
     pub map_height: u8,
+    pub xattr_block: u64,
     pub parent: u64,
     pub inline: [u8; INLINE_MAX],
 }
@@ -160,6 +161,7 @@ impl Inode {
             rdev: 0,
             map_root: 0,
             map_height: 0,
+            xattr_block: 0,
             parent: 0,
             inline: [0; INLINE_MAX],
         }
@@ -196,6 +198,7 @@ impl Inode {
         put_u64(&mut b, 88, self.rdev);
         put_u64(&mut b, 96, self.map_root);
         b[104] = self.map_height;
+        put_u64(&mut b, 112, self.xattr_block);
         put_u64(&mut b, 120, self.parent);
         b[OFF_INLINE..OFF_INLINE + INLINE_MAX].copy_from_slice(&self.inline);
         b
@@ -234,6 +237,7 @@ impl Inode {
             rdev: get_u64(b, 88),
             map_root: get_u64(b, 96),
             map_height: b[104],
+            xattr_block: get_u64(b, 112),
             parent: get_u64(b, 120),
             inline,
         }

@@ -12,6 +12,7 @@ pub mod journal;
 pub mod layout;
 pub mod le;
 pub mod superblock;
+pub mod xattr;
 
 pub use error::FormatError;
 pub use inode::{FileKind, Inode, Timespec, INODE_SIZE, ROOT_INO};

@@ -3,7 +3,7 @@
 
 use super::repair::inode_off;
 use super::Ctx;
-use amber_format::blockmap::{capacity_blocks, MAX_FILE_SIZE, MAX_HEIGHT, PTRS_PER_NODE};
+use amber_format::blockmap::{capacity_blocks, MAX_FILE_SIZE, MAX_HEIGHT};
 use amber_format::inode::{INLINE_MAX, OFF_MAP_ROOT};
 use amber_format::{FileKind, Inode, BLOCK_SIZE, INODE_SIZE, ROOT_INO};
 use amber_pmem::PmDevice;
@@ -249,7 +249,6 @@ fn walk<D: PmDevice>(
                 cx.fixable(what, "the pointer is cleared (a hole)", |f| f.zero(off, 8));
                 continue;
             }
-            debug_assert!((idx as u64) < PTRS_PER_NODE);
             stack.push((p, level - 1, fblock + idx as u64 * span));
         }
     }

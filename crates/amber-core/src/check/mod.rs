@@ -207,7 +207,7 @@ impl<D: PmDevice> Ctx<'_, D> {
     fn fixable(&mut self, what: String, fix: &str, writes: impl FnOnce(&mut Fixes)) {
         let (severity, tail) = if self.repair {
             writes(&mut self.fixes);
-            (Severity::Repaired, "repaired")
+            (Severity::Repaired, "fixed")
         } else {
             (Severity::Error, "with --repair")
         };

@@ -6,7 +6,7 @@ use super::{Problem, Severity};
 use crate::error::FsError;
 use crate::fs::read_superblock;
 use amber_format::superblock::SUPERBLOCK_SIZE;
-use amber_format::Superblock;
+use amber_format::{FormatError, Superblock};
 use amber_pmem::PmDevice;
 
 /// Reserved bytes of a v1 superblock (after the state word, and after the
@@ -32,10 +32,7 @@ pub(super) fn check<D: PmDevice>(
     let mut push = |what: String, fixed: bool| {
         let (severity, tail) = match (fixed, repair) {
             (false, _) => (Severity::Note, ""),
-            (true, true) => (
-                Severity::Repaired,
-                "; repaired: rewritten from the good copy",
-            ),
+            (true, true) => (Severity::Repaired, "; fixed: rewritten from the good copy"),
             (true, false) => (
                 Severity::Error,
                 "; with --repair: rewritten from the good copy",
@@ -50,9 +47,14 @@ pub(super) fn check<D: PmDevice>(
         let other = NAMES[1 - i];
         let rewrite = match Superblock::decode(bytes) {
             Err(e) => {
+                let why = match e {
+                    FormatError::BadMagic => "bad magic".to_string(),
+                    FormatError::BadChecksum => "checksum mismatch".to_string(),
+                    e => e.to_string(),
+                };
                 push(
                     format!(
-                        "superblock copy {} is unusable ({e}); the pool is read through copy {other}",
+                        "superblock copy {} is unusable ({why}); the pool is read through copy {other}",
                         NAMES[i]
                     ),
                     true,

@@ -19,10 +19,10 @@
 //!   the line). An overwrite is not atomic: after a crash each byte is old
 //!   or new.
 
-use super::DataPolicy;
+use super::{DataPolicy, FallocMode};
 use crate::error::{FsError, Result};
 use crate::fs::Core;
-use crate::inode::{plan_insert, plan_truncate, InodeState, MapPlan};
+use crate::inode::{plan_insert, plan_punch, plan_truncate, InodeState, MapPlan};
 use crate::journal::Tx;
 use crate::time;
 use amber_format::blockmap::MAX_FILE_SIZE;
@@ -43,6 +43,102 @@ pub struct Direct;
 
 fn block_range(off: u64, end: u64) -> std::ops::RangeInclusive<u64> {
     off / BLOCK_SIZE..=(end - 1) / BLOCK_SIZE
+}
+
+/// Allocates a block for every unmapped file block of `[off, end)` and
+/// plans linking it; all or nothing (on ENOSPC nothing stays allocated).
+fn allocate<D: PmDevice>(
+    fs: &Core<D>,
+    st: &InodeState,
+    off: u64,
+    end: u64,
+) -> Result<(MapPlan, Vec<(u64, u64)>)> {
+    let dev = &**fs.device();
+    let l = fs.layout();
+    let mut plan = MapPlan::new(st.disk.map_root, st.disk.map_height);
+    let mut new_blocks: Vec<(u64, u64)> = Vec::new();
+    let mut nodes: Vec<u64> = Vec::new();
+    let first = off / BLOCK_SIZE;
+    let mut hint = first
+        .checked_sub(1)
+        .and_then(|f| st.map.get(f))
+        .map(|b| b + 1);
+    let mut failed = None;
+    for fb in block_range(off, end) {
+        if let Some(b) = st.map.get(fb) {
+            hint = Some(b + 1);
+            continue;
+        }
+        let Some(b) = fs.blocks.alloc(hint) else {
+            failed = Some(FsError::NoSpace);
+            break;
+        };
+        new_blocks.push((fb, b));
+        hint = Some(b + 1);
+        let r = plan_insert(dev, l, &mut plan, fb, b, &mut || {
+            let n = fs.blocks.alloc(None)?;
+            nodes.push(n);
+            Some(n)
+        });
+        if let Err(e) = r {
+            failed = Some(e);
+            break;
+        }
+    }
+    if let Some(e) = failed {
+        fs.blocks.free_all(&nodes);
+        new_blocks.iter().for_each(|(_, b)| fs.blocks.free(*b));
+        return Err(e);
+    }
+    Ok((plan, new_blocks))
+}
+
+/// Links planned blocks: new map nodes, and a new block filling a hole
+/// inside the old size, are fenced before anything points at them; then
+/// the pointer stores and the (root, height) store. The caller fences
+/// before the inode line. Returns the new root, if any.
+fn link<D: PmDevice>(
+    fs: &Core<D>,
+    st: &InodeState,
+    plan: &MapPlan,
+    new_blocks: &[(u64, u64)],
+    old_size: u64,
+) -> Result<Option<(u64, u8)>> {
+    let dev = &**fs.device();
+    let l = fs.layout();
+    let hole_inside = new_blocks.iter().any(|(fb, _)| fb * BLOCK_SIZE < old_size);
+    plan.write_nodes(dev, l);
+    if !plan.new_nodes.is_empty() || hole_inside {
+        fs.drain()?;
+    }
+    for &(o, v) in &plan.stores {
+        dev.store_u64(o, v);
+        dev.flush(o, 8);
+    }
+    let new_root = plan.new_root();
+    if let Some((root, height)) = new_root {
+        let o = l.inode_offset(st.ino) + OFF_MAP_ROOT as u64;
+        dev.store_u128(o, root as u128 | (height as u128) << 64);
+        dev.flush(o, 16);
+    }
+    Ok(new_root)
+}
+
+/// Records linked blocks in the DRAM inode.
+fn record_links(
+    st: &mut InodeState,
+    plan: &MapPlan,
+    new_blocks: &[(u64, u64)],
+    root: Option<(u64, u8)>,
+) {
+    st.disk.blocks += (new_blocks.len() + plan.new_nodes.len()) as u64;
+    if let Some((r, h)) = root {
+        st.disk.map_root = r;
+        st.disk.map_height = h;
+    }
+    for &(fb, b) in new_blocks {
+        st.map.set(fb, b);
+    }
 }
 
 /// Zeroes the mapped bytes of `[from, to)` so a size increase over them
@@ -135,41 +231,7 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         let old_size = st.disk.size;
 
         // 1. Allocate every block the write needs, or nothing.
-        let mut plan = MapPlan::new(st.disk.map_root, st.disk.map_height);
-        let mut new_blocks: Vec<(u64, u64)> = Vec::new();
-        let mut nodes: Vec<u64> = Vec::new();
-        let first = off / BLOCK_SIZE;
-        let mut hint = first
-            .checked_sub(1)
-            .and_then(|f| st.map.get(f))
-            .map(|b| b + 1);
-        let mut failed = None;
-        for fb in block_range(off, end) {
-            if let Some(b) = st.map.get(fb) {
-                hint = Some(b + 1);
-                continue;
-            }
-            let Some(b) = fs.blocks.alloc(hint) else {
-                failed = Some(FsError::NoSpace);
-                break;
-            };
-            new_blocks.push((fb, b));
-            hint = Some(b + 1);
-            let r = plan_insert(dev, l, &mut plan, fb, b, &mut || {
-                let n = fs.blocks.alloc(None)?;
-                nodes.push(n);
-                Some(n)
-            });
-            if let Err(e) = r {
-                failed = Some(e);
-                break;
-            }
-        }
-        if let Some(e) = failed {
-            fs.blocks.free_all(&nodes);
-            new_blocks.iter().for_each(|(_, b)| fs.blocks.free(*b));
-            return Err(e);
-        }
+        let (plan, new_blocks) = allocate(fs, st, off, end)?;
 
         // 2. Bytes between the old end and the write become visible: zero.
         zero_exposed(fs, st, old_size, off);
@@ -199,21 +261,7 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         }
 
         // 4. Link new blocks, in the order the crash argument needs.
-        let hole_inside = new_blocks.iter().any(|(fb, _)| fb * BLOCK_SIZE < old_size);
-        plan.write_nodes(dev, l);
-        if !plan.new_nodes.is_empty() || hole_inside {
-            fs.drain()?;
-        }
-        for &(o, v) in &plan.stores {
-            dev.store_u64(o, v);
-            dev.flush(o, 8);
-        }
-        let new_root = plan.new_root();
-        if let Some((root, height)) = new_root {
-            let o = l.inode_offset(st.ino) + OFF_MAP_ROOT as u64;
-            dev.store_u128(o, root as u128 | (height as u128) << 64);
-            dev.flush(o, 16);
-        }
+        let new_root = link(fs, st, &plan, &new_blocks, old_size)?;
         let grows = end > old_size;
         let now = time::now();
         let d = &mut st.disk;
@@ -248,16 +296,8 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         fs.drain()?;
 
         // 5. The inode's first line commits the write.
-        let d = &mut st.disk;
-        d.size = d.size.max(end);
-        d.blocks += (new_blocks.len() + plan.new_nodes.len()) as u64;
-        if let Some((root, height)) = new_root {
-            d.map_root = root;
-            d.map_height = height;
-        }
-        for &(fb, b) in &new_blocks {
-            st.map.set(fb, b);
-        }
+        st.disk.size = st.disk.size.max(end);
+        record_links(st, &plan, &new_blocks, new_root);
         store_first_line(fs, st, old_mode != st.disk.mode)?;
         st.times_dirty = false;
         Ok(data.len())
@@ -310,6 +350,26 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         Ok(())
     }
 
+    fn fallocate(
+        &self,
+        fs: &Core<D>,
+        st: &mut InodeState,
+        off: u64,
+        len: u64,
+        mode: FallocMode,
+    ) -> Result<()> {
+        let end = off
+            .checked_add(len)
+            .filter(|&e| e <= MAX_FILE_SIZE && len > 0)
+            .ok_or(FsError::InvalidArgument(
+                "fallocate range is empty or beyond the largest file",
+            ))?;
+        match mode {
+            FallocMode::Allocate { keep_size } => allocate_zeroed(fs, st, off, end, keep_size),
+            FallocMode::PunchHole => punch(fs, st, off, end),
+        }
+    }
+
     fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
         // Data was durable on return; only times may be left in DRAM.
         // Otherwise a fence keeps the promise even for stores other
@@ -321,4 +381,102 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
             fs.drain()
         }
     }
+}
+
+/// fallocate's allocation: zeroed blocks for the holes of `[off, end)`,
+/// fenced before they are linked (some may lie inside the size), then the
+/// size grows over the range unless `keep_size`.
+fn allocate_zeroed<D: PmDevice>(
+    fs: &Core<D>,
+    st: &mut InodeState,
+    off: u64,
+    end: u64,
+    keep_size: bool,
+) -> Result<()> {
+    let dev = &**fs.device();
+    let old_size = st.disk.size;
+    let (plan, new_blocks) = allocate(fs, st, off, end)?;
+    for &(_, b) in &new_blocks {
+        dev.zero_nt(fs.layout().block_offset(b), BLOCK_SIZE);
+    }
+    let grows = !keep_size && end > old_size;
+    if grows {
+        zero_exposed(fs, st, old_size, end);
+    }
+    fs.drain()?;
+    let root = link(fs, st, &plan, &new_blocks, u64::MAX)?;
+    fs.drain()?;
+    if !grows && new_blocks.is_empty() {
+        return Ok(());
+    }
+    let now = time::now();
+    if grows {
+        st.disk.size = end;
+        st.disk.mtime = now;
+    }
+    st.disk.ctime = now;
+    record_links(st, &plan, &new_blocks, root);
+    store_first_line(fs, st, false)?;
+    st.times_dirty = false;
+    Ok(())
+}
+
+/// Punching a hole: partial blocks at the edges are zeroed in place; whole
+/// blocks are unmapped leaf by leaf, each step one transaction (a crash
+/// between steps leaves part of the range punched, which reads as zeros
+/// like the rest: the contents are the same either way).
+fn punch<D: PmDevice>(fs: &Core<D>, st: &mut InodeState, off: u64, end: u64) -> Result<()> {
+    let size = st.disk.size;
+    let end = end.min(size);
+    if off >= end {
+        return Ok(());
+    }
+    let l = fs.layout();
+    let dev = &**fs.device();
+    let first_whole = off.div_ceil(BLOCK_SIZE);
+    let end_whole = end / BLOCK_SIZE;
+    for fb in block_range(off, end) {
+        if fb >= first_whole && fb < end_whole {
+            continue;
+        }
+        if let Some(b) = st.map.get(fb) {
+            let bstart = fb * BLOCK_SIZE;
+            let s = off.max(bstart);
+            let e = end.min(bstart + BLOCK_SIZE);
+            dev.zero_nt(l.block_offset(b) + (s - bstart), e - s);
+        }
+    }
+    fs.drain()?;
+    let steps = plan_punch(
+        dev,
+        l,
+        st.disk.map_root,
+        st.disk.map_height,
+        first_whole,
+        end_whole,
+    )?;
+    let now = time::now();
+    for step in steps {
+        let mut d = st.disk.clone();
+        let mut tx = Tx::new();
+        match step.clear {
+            Some((o, len)) => tx.write(o, &vec![0u8; len as usize]),
+            None => {
+                d.map_root = 0;
+                d.map_height = 0;
+            }
+        }
+        d.blocks = d.blocks.saturating_sub(step.freed.len() as u64);
+        d.mtime = now;
+        d.ctime = now;
+        tx.inode(l, st.ino, &d);
+        fs.commit(tx)?;
+        for &(fb, b) in &step.freed {
+            st.map.remove(fb);
+            fs.blocks.free(b);
+        }
+        st.disk = d;
+    }
+    st.times_dirty = false;
+    Ok(())
 }

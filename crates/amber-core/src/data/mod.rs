@@ -36,8 +36,27 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
     /// Sets the file's size, freeing blocks past it or exposing zeros.
     fn truncate(&self, fs: &Core<D>, st: &mut InodeState, size: u64) -> Result<()>;
 
+    /// Allocates (zeroed) or punches out the blocks of `[off, off + len)`.
+    fn fallocate(
+        &self,
+        fs: &Core<D>,
+        st: &mut InodeState,
+        off: u64,
+        len: u64,
+        mode: FallocMode,
+    ) -> Result<()>;
+
     /// Makes everything written to this file durable.
     fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()>;
+}
+
+/// What fallocate does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FallocMode {
+    /// Allocate zeroed blocks; grow the size unless `keep_size`.
+    Allocate { keep_size: bool },
+    /// Free the blocks of the range; it reads as zeros (size unchanged).
+    PunchHole,
 }
 
 /// Names of the policies this build offers.

@@ -9,12 +9,14 @@ mod mount;
 mod namespace;
 mod options;
 mod rename;
+mod xattr;
 
 pub use mount::{format, mount, read_superblock, RecoveryReport};
 pub use options::MountOptions;
+pub use xattr::XattrSet;
 
 use crate::alloc::{BlockAllocator, InodeAllocator};
-use crate::data::DataPolicy;
+use crate::data::{DataPolicy, FallocMode};
 use crate::error::{FsError, Result};
 use crate::inode::{InodeCache, InodeRef, InodeState};
 use crate::journal::{Journals, Tx};
@@ -150,6 +152,45 @@ impl<D: PmDevice> Core<D> {
         let at = off.unwrap_or(st.disk.size);
         let n = self.policy.write(self, &mut st, at, data, sync);
         Ok((self.guard(n)?, at))
+    }
+
+    /// Preallocates zeroed blocks or punches a hole (fallocate).
+    pub fn fallocate(&self, ino: u64, off: u64, len: u64, mode: FallocMode) -> Result<()> {
+        self.check_writable()?;
+        let r = self.inode(ino)?;
+        let mut st = r.write();
+        live(&st)?;
+        if st.kind() != amber_format::FileKind::Regular {
+            return Err(FsError::InvalidArgument("fallocate needs a regular file"));
+        }
+        let res = self.policy.fallocate(self, &mut st, off, len, mode);
+        self.guard(res)
+    }
+
+    /// The next offset at or after `off` that holds data (`data`) or is a
+    /// hole (`!data`): SEEK_DATA / SEEK_HOLE. The end of the file counts as
+    /// a hole. Fails with `NoSuchOffset` at or past the end, or when no
+    /// data follows.
+    pub fn seek_data(&self, ino: u64, off: u64, data: bool) -> Result<u64> {
+        let r = self.inode(ino)?;
+        let st = r.read();
+        live(&st)?;
+        let size = st.disk.size;
+        if off >= size {
+            return Err(FsError::NoSuchOffset);
+        }
+        let limit = size.div_ceil(BLOCK_SIZE);
+        let fb = off / BLOCK_SIZE;
+        let found = if data {
+            st.map.next_mapped(fb, limit)
+        } else {
+            st.map.next_hole(fb, limit)
+        };
+        match (found, data) {
+            (Some(f), _) => Ok((f * BLOCK_SIZE).max(off)),
+            (None, true) => Err(FsError::NoSuchOffset),
+            (None, false) => Ok(size),
+        }
     }
 
     /// Makes a file's data and metadata durable.

@@ -224,12 +224,15 @@ fn rebuild_used<D: PmDevice>(dev: &D, l: &Layout, report: &mut RecoveryReport) -
             )));
         }
         let t = walk(dev, l, i.map_root, i.map_height)?;
-        for b in t
-            .data
-            .iter()
-            .map(|(_, b)| *b)
-            .chain(t.nodes.iter().copied())
-        {
+        if i.xattr_block != 0 && !l.is_data_block(i.xattr_block) {
+            return Err(FsError::Corrupted(format!(
+                "inode {ino} has xattr block {}, outside the data area",
+                i.xattr_block
+            )));
+        }
+        let xattr = (i.xattr_block != 0).then_some(i.xattr_block);
+        let data = t.data.iter().map(|(_, b)| *b);
+        for b in data.chain(t.nodes.iter().copied()).chain(xattr) {
             if used.set(b) {
                 return Err(FsError::Corrupted(format!("block {b} is owned twice")));
             }

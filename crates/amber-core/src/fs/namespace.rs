@@ -386,6 +386,9 @@ impl<D: PmDevice> Core<D> {
         )?;
         let mut blocks: Vec<u64> = t.data.iter().map(|(_, b)| *b).collect();
         blocks.extend(t.nodes);
+        if st.disk.xattr_block != 0 {
+            blocks.push(st.disk.xattr_block);
+        }
         let mut free = Inode::free();
         free.generation = st.disk.generation;
         tx.inode(&self.layout, st.ino, &free);

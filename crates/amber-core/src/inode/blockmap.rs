@@ -40,6 +40,23 @@ impl BlockIndex {
         *slot = b;
     }
 
+    /// Forgets one mapping.
+    pub fn remove(&mut self, fblock: u64) {
+        if let Some(c) = self.chunks.get_mut(&(fblock / CHUNK)) {
+            let e = &mut c[(fblock % CHUNK) as usize];
+            if *e != 0 {
+                *e = 0;
+                self.mapped -= 1;
+            }
+        }
+    }
+
+    /// The first file block at or after `fblock` and below `limit` that is
+    /// not mapped.
+    pub fn next_hole(&self, fblock: u64, limit: u64) -> Option<u64> {
+        (fblock..limit).find(|&f| self.get(f).is_none())
+    }
+
     /// Forgets every mapping at or after `fblock`.
     pub fn truncate(&mut self, fblock: u64) {
         let mut removed = 0;
@@ -383,4 +400,80 @@ fn trunc_node<D: PmDevice>(
         }
     }
     Ok(())
+}
+
+/// One leaf's share of a punched range: zero `len` bytes of pointers at
+/// `offset` (or the root, for a height-0 tree) and free `freed`.
+#[derive(Debug)]
+pub struct PunchStep {
+    /// Byte range of pointers to zero; None when the root itself goes.
+    pub clear: Option<(u64, u64)>,
+    /// File blocks unmapped and the PM blocks they held.
+    pub freed: Vec<(u64, u64)>,
+}
+
+/// Plans unmapping file blocks `[first, end)`, leaf by leaf, so each step
+/// is one small transaction. Map nodes stay (they are reused by later
+/// writes and freed with the file).
+pub fn plan_punch<D: PmDevice>(
+    dev: &D,
+    layout: &Layout,
+    root: u64,
+    height: u8,
+    first: u64,
+    end: u64,
+) -> Result<Vec<PunchStep>> {
+    let mut steps = Vec::new();
+    if root == 0 || first >= end {
+        return Ok(steps);
+    }
+    if height == 0 {
+        if first == 0 {
+            steps.push(PunchStep {
+                clear: None,
+                freed: vec![(0, root)],
+            });
+        }
+        return Ok(steps);
+    }
+    let end = end.min(capacity_blocks(height));
+    let mut fb = first;
+    while fb < end {
+        // Descend to the leaf holding `fb`, skipping absent subtrees.
+        let mut node = root;
+        let mut level = height;
+        let mut skip_to = None;
+        while level > 1 {
+            let child = read_ptr(dev, layout, node, index_at(fb, level))?;
+            if child == 0 {
+                let span = capacity_blocks(level - 1);
+                skip_to = Some((fb / span + 1) * span);
+                break;
+            }
+            node = child;
+            level -= 1;
+        }
+        if let Some(next) = skip_to {
+            fb = next;
+            continue;
+        }
+        let leaf_end = ((fb / PTRS_PER_NODE + 1) * PTRS_PER_NODE).min(end);
+        let i0 = index_at(fb, 1);
+        let mut freed = Vec::new();
+        for f in fb..leaf_end {
+            let p = read_ptr(dev, layout, node, index_at(f, 1))?;
+            if p != 0 {
+                freed.push((f, p));
+            }
+        }
+        if !freed.is_empty() {
+            let len = (leaf_end - fb) * 8;
+            steps.push(PunchStep {
+                clear: Some((node_off(layout, node, i0), len)),
+                freed,
+            });
+        }
+        fb = leaf_end;
+    }
+    Ok(steps)
 }

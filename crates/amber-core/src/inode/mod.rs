@@ -8,7 +8,8 @@ mod blockmap;
 mod cache;
 
 pub use blockmap::{
-    load_index, plan_insert, plan_truncate, walk, BlockIndex, MapPlan, TreeBlocks, TruncatePlan,
+    load_index, plan_insert, plan_punch, plan_truncate, walk, BlockIndex, MapPlan, PunchStep,
+    TreeBlocks, TruncatePlan,
 };
 pub use cache::{InodeCache, InodeRef};
 

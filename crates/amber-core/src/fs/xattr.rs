@@ -1,0 +1,171 @@
+//! Extended attributes (getxattr, setxattr, listxattr, removexattr). An
+//! inode's attributes share one block (format::xattr); every change
+//! rewrites that block inside a journal transaction, so it is atomic.
+//! Names must lie in the user., trusted., security. or system. namespace;
+//! who may use which namespace is the FUSE adapter's decision.
+
+use super::{live, Core};
+use crate::error::{FsError, Result};
+use crate::inode::InodeState;
+use crate::journal::Tx;
+use crate::time;
+use amber_format::xattr::{self, Xattr, NAME_MAX, VALUE_MAX};
+use amber_format::BLOCK_SIZE;
+use amber_pmem::PmDevice;
+
+/// Namespaces an attribute name may start with.
+const NAMESPACES: [&[u8]; 4] = [b"user.", b"trusted.", b"security.", b"system."];
+
+/// How setxattr treats an existing attribute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum XattrSet {
+    /// Create or replace.
+    #[default]
+    Either,
+    /// Fail if it exists (XATTR_CREATE).
+    Create,
+    /// Fail if it does not exist (XATTR_REPLACE).
+    Replace,
+}
+
+fn check_name(name: &[u8]) -> Result<()> {
+    if name.len() > NAME_MAX {
+        return Err(FsError::NameTooLong);
+    }
+    if name.contains(&0)
+        || !NAMESPACES
+            .iter()
+            .any(|ns| name.len() > ns.len() && name.starts_with(ns))
+    {
+        return Err(FsError::InvalidArgument(
+            "attribute names start with user., trusted., security. or system.",
+        ));
+    }
+    Ok(())
+}
+
+impl<D: PmDevice> Core<D> {
+    /// The attributes of a loaded inode.
+    fn xattrs_of(&self, st: &InodeState) -> Result<Vec<Xattr>> {
+        let b = st.disk.xattr_block;
+        if b == 0 {
+            return Ok(Vec::new());
+        }
+        if !self.layout.is_data_block(b) {
+            return Err(FsError::Corrupted(format!(
+                "inode {} has xattr block {b}",
+                st.ino
+            )));
+        }
+        let mut buf = vec![0u8; BLOCK_SIZE as usize];
+        self.dev.read(self.layout.block_offset(b), &mut buf);
+        xattr::decode(&buf).map_err(|e| FsError::Corrupted(format!("inode {}: {e}", st.ino)))
+    }
+
+    /// The value of attribute `name`.
+    pub fn getxattr(&self, ino: u64, name: &[u8]) -> Result<Vec<u8>> {
+        check_name(name)?;
+        let r = self.inode(ino)?;
+        let st = r.read();
+        live(&st)?;
+        let attrs = self.xattrs_of(&st)?;
+        attrs
+            .into_iter()
+            .find(|a| a.name == name)
+            .map(|a| a.value)
+            .ok_or(FsError::NoAttribute)
+    }
+
+    /// Names of every attribute.
+    pub fn listxattr(&self, ino: u64) -> Result<Vec<Vec<u8>>> {
+        let r = self.inode(ino)?;
+        let st = r.read();
+        live(&st)?;
+        Ok(self.xattrs_of(&st)?.into_iter().map(|a| a.name).collect())
+    }
+
+    /// Sets attribute `name` to `value`.
+    pub fn setxattr(&self, ino: u64, name: &[u8], value: &[u8], how: XattrSet) -> Result<()> {
+        check_name(name)?;
+        if value.len() > VALUE_MAX {
+            return Err(FsError::AttributeTooLarge);
+        }
+        self.change_xattrs(ino, |attrs| {
+            let pos = attrs.iter().position(|a| a.name == name);
+            match (pos, how) {
+                (Some(_), XattrSet::Create) => Err(FsError::AlreadyExists),
+                (None, XattrSet::Replace) => Err(FsError::NoAttribute),
+                (Some(i), _) => {
+                    attrs[i].value = value.to_vec();
+                    Ok(())
+                }
+                (None, _) => {
+                    attrs.push(Xattr {
+                        name: name.to_vec(),
+                        value: value.to_vec(),
+                    });
+                    Ok(())
+                }
+            }
+        })
+    }
+
+    /// Removes attribute `name`.
+    pub fn removexattr(&self, ino: u64, name: &[u8]) -> Result<()> {
+        check_name(name)?;
+        self.change_xattrs(ino, |attrs| {
+            let i = attrs
+                .iter()
+                .position(|a| a.name == name)
+                .ok_or(FsError::NoAttribute)?;
+            attrs.remove(i);
+            Ok(())
+        })
+    }
+
+    /// Applies `f` to the attribute list and commits the new block (a
+    /// fresh block is written and fenced before the transaction links it;
+    /// an emptied list frees the block after the transaction).
+    fn change_xattrs(&self, ino: u64, f: impl FnOnce(&mut Vec<Xattr>) -> Result<()>) -> Result<()> {
+        self.check_writable()?;
+        let r = self.inode(ino)?;
+        let mut st = r.write();
+        live(&st)?;
+        let mut attrs = self.xattrs_of(&st)?;
+        f(&mut attrs)?;
+        let mut d = st.disk.clone();
+        d.ctime = time::now();
+        let mut tx = Tx::new();
+        let old = st.disk.xattr_block;
+        let mut fresh = None;
+        if attrs.is_empty() {
+            d.xattr_block = 0;
+        } else {
+            let bytes = xattr::encode(&attrs).ok_or(FsError::NoSpace)?;
+            if old == 0 {
+                let b = self.blocks.alloc(None).ok_or(FsError::NoSpace)?;
+                self.dev.write_nt(self.layout.block_offset(b), &bytes);
+                if let Err(e) = self.drain() {
+                    self.blocks.free(b);
+                    return Err(e);
+                }
+                d.xattr_block = b;
+                fresh = Some(b);
+            } else {
+                tx.write(self.layout.block_offset(old), &bytes);
+            }
+        }
+        tx.inode(&self.layout, ino, &d);
+        if let Err(e) = self.commit(tx) {
+            if let Some(b) = fresh {
+                self.blocks.free(b);
+            }
+            return Err(e);
+        }
+        if old != 0 && d.xattr_block == 0 {
+            self.blocks.free(old);
+        }
+        st.disk = d;
+        Ok(())
+    }
+}

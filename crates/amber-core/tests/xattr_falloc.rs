@@ -1,0 +1,143 @@
+//! Extended attributes, fallocate and SEEK_DATA/SEEK_HOLE, across
+//! remounts and crashes.
+
+use amber_core::data::FallocMode;
+use amber_core::fs::{format, mount, XattrSet};
+use amber_core::{Core, FsError, MountOptions, Owner};
+use amber_format::{FileKind, FormatParams, ROOT_INO};
+use amber_pmem::{MapOptions, MmapDevice};
+use std::sync::Arc;
+
+const ME: Owner = Owner { uid: 0, gid: 0 };
+
+fn fresh() -> (Arc<MmapDevice>, Core<MmapDevice>) {
+    let size = 32 << 20;
+    let dev = Arc::new(MmapDevice::anonymous(size, &MapOptions::default()).unwrap());
+    format(&*dev, &FormatParams::for_size(size)).unwrap();
+    let (fs, _) = mount(dev.clone(), MountOptions::default()).unwrap();
+    (dev, fs)
+}
+
+#[test]
+fn xattrs_set_get_list_remove_and_survive_remount_and_crash() {
+    let (dev, fs) = fresh();
+    let f = fs
+        .mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, ME)
+        .unwrap();
+    assert_eq!(fs.getxattr(f.ino, b"user.a"), Err(FsError::NoAttribute));
+    fs.setxattr(f.ino, b"user.a", b"one", XattrSet::Either)
+        .unwrap();
+    fs.setxattr(f.ino, b"trusted.b", &[0u8; 1000], XattrSet::Create)
+        .unwrap();
+    assert_eq!(
+        fs.setxattr(f.ino, b"user.a", b"x", XattrSet::Create),
+        Err(FsError::AlreadyExists)
+    );
+    assert_eq!(
+        fs.setxattr(f.ino, b"user.z", b"x", XattrSet::Replace),
+        Err(FsError::NoAttribute)
+    );
+    fs.setxattr(f.ino, b"user.a", b"two", XattrSet::Replace)
+        .unwrap();
+    assert!(fs
+        .setxattr(f.ino, b"bad.name", b"x", XattrSet::Either)
+        .is_err());
+    assert_eq!(
+        fs.setxattr(f.ino, b"user.big", &vec![0u8; 5000], XattrSet::Either),
+        Err(FsError::AttributeTooLarge)
+    );
+    assert_eq!(
+        fs.setxattr(f.ino, b"user.fill", &vec![0u8; 3500], XattrSet::Either),
+        Err(FsError::NoSpace)
+    );
+    fs.unmount().unwrap();
+    drop(fs);
+    let (fs, _) = mount(dev.clone(), MountOptions::default()).unwrap();
+    assert_eq!(fs.getxattr(f.ino, b"user.a").unwrap(), b"two");
+    let mut names = fs.listxattr(f.ino).unwrap();
+    names.sort();
+    assert_eq!(names, vec![b"trusted.b".to_vec(), b"user.a".to_vec()]);
+    fs.removexattr(f.ino, b"trusted.b").unwrap();
+    fs.removexattr(f.ino, b"user.a").unwrap();
+    assert!(fs.listxattr(f.ino).unwrap().is_empty());
+    let free_before = fs.statfs().blocks_free;
+    fs.setxattr(f.ino, b"user.c", b"3", XattrSet::Either)
+        .unwrap();
+    assert_eq!(fs.statfs().blocks_free, free_before - 1);
+    drop(fs); // crash
+    let (fs, rep) = mount(dev, MountOptions::default()).unwrap();
+    assert!(!rep.was_clean);
+    assert_eq!(fs.getxattr(f.ino, b"user.c").unwrap(), b"3");
+    // Removing the file frees its attribute block too.
+    let free = fs.statfs().blocks_free;
+    fs.unlink(ROOT_INO, b"f").unwrap();
+    assert_eq!(fs.statfs().blocks_free, free + 1);
+}
+
+#[test]
+fn fallocate_keep_size_punch_and_seek() {
+    let (dev, fs) = fresh();
+    let f = fs
+        .mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, ME)
+        .unwrap();
+    fs.fallocate(
+        f.ino,
+        0,
+        3 * 4096,
+        FallocMode::Allocate { keep_size: false },
+    )
+    .unwrap();
+    let a = fs.getattr(f.ino).unwrap();
+    assert_eq!(a.size, 3 * 4096);
+    assert_eq!(a.blocks, 3 * 8 + 8); // three data blocks and one map node
+    let mut buf = vec![1u8; 3 * 4096];
+    fs.read(f.ino, 0, &mut buf).unwrap();
+    assert!(buf.iter().all(|&b| b == 0));
+    fs.fallocate(
+        f.ino,
+        1 << 20,
+        4096,
+        FallocMode::Allocate { keep_size: true },
+    )
+    .unwrap();
+    assert_eq!(fs.getattr(f.ino).unwrap().size, 3 * 4096);
+    fs.write(f.ino, Some(0), &vec![9u8; 3 * 4096], false)
+        .unwrap();
+    fs.fallocate(f.ino, 100, 8900, FallocMode::PunchHole)
+        .unwrap();
+    let mut buf = vec![0u8; 3 * 4096];
+    fs.read(f.ino, 0, &mut buf).unwrap();
+    assert!(buf[..100].iter().all(|&b| b == 9));
+    assert!(buf[100..9000].iter().all(|&b| b == 0));
+    assert!(buf[9000..].iter().all(|&b| b == 9));
+    // Block 1 (4096..8192) was wholly punched and is a hole now.
+    assert_eq!(fs.seek_data(f.ino, 0, false).unwrap(), 4096);
+    assert_eq!(fs.seek_data(f.ino, 4096, true).unwrap(), 8192);
+    assert_eq!(fs.seek_data(f.ino, 8192, false).unwrap(), 3 * 4096);
+    assert_eq!(
+        fs.seek_data(f.ino, 3 * 4096, true),
+        Err(FsError::NoSuchOffset)
+    );
+    fs.unmount().unwrap();
+    drop(fs);
+    let (fs, _) = mount(dev, MountOptions::default()).unwrap();
+    let mut again = vec![0u8; 3 * 4096];
+    fs.read(f.ino, 0, &mut again).unwrap();
+    assert_eq!(again, buf);
+    assert_eq!(fs.seek_data(f.ino, 0, false).unwrap(), 4096);
+}
+
+#[test]
+fn extending_over_preallocated_blocks_reads_zeros() {
+    let (_dev, fs) = fresh();
+    let f = fs
+        .mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, ME)
+        .unwrap();
+    fs.write(f.ino, Some(0), &[5u8; 10], false).unwrap();
+    fs.fallocate(f.ino, 0, 8192, FallocMode::Allocate { keep_size: true })
+        .unwrap();
+    fs.write(f.ino, Some(6000), &[7u8; 10], false).unwrap();
+    let mut buf = vec![1u8; 6010];
+    fs.read(f.ino, 0, &mut buf).unwrap();
+    assert!(buf[10..6000].iter().all(|&b| b == 0));
+}
