@@ -36,6 +36,11 @@ enum Command {
     Mkfs(cmd::mkfs::Args),
     /// Show a pool's superblock and how it is mapped.
     Info(cmd::info::Args),
+    /// Check a pool offline (exit codes as e2fsck: 0 clean, 1 repaired,
+    /// 4 errors left, 8 could not check).
+    Fsck(cmd::fsck::Args),
+    /// Check that every crash image of the built-in workloads recovers.
+    Crashtest(cmd::crashtest::Args),
     /// List a directory in the pool.
     Ls(cmd::ls::Args),
     /// Copy a local file into the pool.
@@ -54,7 +59,10 @@ impl Command {
     /// Whether the command mounts the pool: only then do `--emulate` and
     /// `-o` mean anything, and silently ignoring them would mislead.
     fn mounts(&self) -> bool {
-        !matches!(self, Command::Mkfs(_) | Command::Info(_))
+        !matches!(
+            self,
+            Command::Mkfs(_) | Command::Info(_) | Command::Fsck(_) | Command::Crashtest(_)
+        )
     }
 }
 
@@ -69,6 +77,8 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
     match cli.command {
         Command::Mkfs(args) => cmd::mkfs::run(args),
         Command::Info(args) => cmd::info::run(args),
+        Command::Fsck(args) => cmd::fsck::run(args),
+        Command::Crashtest(args) => cmd::crashtest::run(args),
         Command::Ls(args) => cmd::ls::run(args, &mount()?),
         Command::Put(args) => cmd::put::run(args, &mount()?),
         Command::Get(args) => cmd::get::run(args, &mount()?),

@@ -1,6 +1,8 @@
 //! One module per subcommand: its arguments and what it does.
 
 pub mod cat;
+pub mod crashtest;
+pub mod fsck;
 pub mod get;
 pub mod info;
 pub mod ls;

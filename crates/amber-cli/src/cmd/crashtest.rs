@@ -1,0 +1,66 @@
+//! `amberfs crashtest`: run the crash-consistency harness on this build.
+//!
+//! Needs no pool: workloads run on the crash simulator's in-memory device.
+//! Exposed in the CLI so a user can check the build they are about to
+//! trust with data, on their own machine, the way CI checks it.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use amber_crash::{workload_names, CrashConfig};
+
+use crate::common::{CliError, CliResult};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Workload to run (files, dirs, rename, links, truncate, writes,
+    /// attrs, orphan, random, or all).
+    #[arg(long, default_value = "all")]
+    workload: String,
+    /// Seed of the random workload and of crash-image sampling; the same
+    /// seed replays the same run.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Stop checking after this many crash images (a quick run).
+    #[arg(long)]
+    max_images: Option<u64>,
+    /// Save the images that fail to this directory, for replay.
+    #[arg(long)]
+    save_dir: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> CliResult<ExitCode> {
+    if !workload_names().contains(&args.workload.as_str()) {
+        return Err(CliError::new(format!(
+            "unknown workload {:?}; choose one of {}",
+            args.workload,
+            workload_names().join(", ")
+        )));
+    }
+    if let Some(dir) = &args.save_dir {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            CliError::new(format!(
+                "cannot create --save-dir {}: {e} — choose a writable directory",
+                dir.display()
+            ))
+        })?;
+    }
+    let mut config = CrashConfig::new(&args.workload, args.seed);
+    config.max_images = args.max_images;
+    config.save_dir = args.save_dir;
+    let report = amber_crash::run(&config)
+        .map_err(|e| CliError::new(format!("crash test could not run: {e}")))?;
+    if args.json {
+        println!("{}", report.to_json());
+    } else {
+        println!("{report}");
+    }
+    Ok(if report.is_clean() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
