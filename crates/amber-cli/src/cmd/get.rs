@@ -1,12 +1,11 @@
 //! `amberfs get`: copy a file out of the pool.
 
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::common::{
     base_name, copy_out, human_bytes, path_error, warn, with_mounted, CliError, CliResult,
-    CopyOutError, MountConfig, CHUNK,
+    CopyOutError, MountConfig,
 };
 
 #[derive(clap::Args)]
@@ -37,18 +36,13 @@ pub fn run(args: Args, config: &MountConfig) -> CliResult<ExitCode> {
         // leaves nothing behind on the local side.
         let file = fs.open(&args.path).map_err(fail)?;
         let dest = destination(&args)?;
-        let out = std::fs::File::create(&dest).map_err(|e| {
+        let mut out = std::fs::File::create(&dest).map_err(|e| {
             CliError::new(format!(
                 "cannot create local file {}: {e} — check the directory exists and is writable",
                 dest.display()
             ))
         })?;
-        let mut out = BufWriter::with_capacity(CHUNK, out);
-        let copied = copy_out(&file, &mut out).and_then(|n| {
-            out.flush().map_err(CopyOutError::Output)?;
-            Ok(n)
-        });
-        match copied {
+        match copy_out(&file, &mut out) {
             Ok(n) => Ok((dest, n)),
             Err(e) => {
                 drop(out);
