@@ -3,7 +3,7 @@
 //! clean), and no image, however mangled, makes the checker panic.
 
 use amber_core::check::{check, CheckOptions, CheckReport, Severity};
-use amber_core::fs::{format, mount, read_superblock};
+use amber_core::fs::{format, mount, read_superblock, XattrSet};
 use amber_core::{MountOptions, Owner, RenameMode};
 use amber_format::dirent;
 use amber_format::journal::{encode_header, encode_payload, Entry};
@@ -33,6 +33,7 @@ fn params(size: u64) -> FormatParams {
 /// Inode numbers of the populated pool's files.
 struct Tree {
     a: u64,
+    b: u64,
     big: u64,
     small: u64,
     other: u64,
@@ -73,6 +74,8 @@ fn populated(size: u64) -> (Arc<MmapDevice>, Tree) {
     fs.symlink(a, b"long", &[b'x'; 300], ME).unwrap();
     fs.mknod(ROOT_INO, b"fifo", FileKind::Fifo, 0o644, 0, ME)
         .unwrap();
+    fs.setxattr(small, b"user.tag", b"blue", XattrSet::Either)
+        .unwrap();
     let gone = fs
         .mknod(ROOT_INO, b"gone", FileKind::Regular, 0o644, 0, ME)
         .unwrap()
@@ -86,6 +89,7 @@ fn populated(size: u64) -> (Arc<MmapDevice>, Tree) {
     drop(fs);
     let t = Tree {
         a,
+        b,
         big,
         small,
         other,
@@ -308,6 +312,42 @@ fn unreachable_directory_is_freed_with_its_subtree() {
 }
 
 #[test]
+fn directory_cycle_cut_off_from_the_root() {
+    let (dev, t) = populated(1 << 20);
+    // /a/b/loop -> /a, and /a's own entry gone: a and b only reach each other.
+    let (off, e) = entry_off(&*dev, ROOT_INO, b"a");
+    dev.write_persist(off, &vec![0u8; e.nslots * 64]).unwrap();
+    let b_block = inode(&*dev, t.b).map_root * BLOCK_SIZE;
+    let looped = dirent::encode(t.a, FileKind::Directory.dtype(), b"loop");
+    dev.write_persist(b_block + 40 * 64, &looped).unwrap();
+    let r = check(&*dev, &CHECK).unwrap();
+    let errs = errors(&r);
+    assert!(
+        errs.iter()
+            .any(|w| w.contains(&format!("directory inode {} has parent field 1", t.a))),
+        "{r}"
+    );
+    for ino in [t.a, t.b] {
+        let words = format!("inode {ino} (Directory, link count");
+        assert!(errs.iter().any(|w| w.contains(&words)), "{r}");
+    }
+    assert_eq!(check(&*dev, &REPAIR).unwrap().exit_code(), 1);
+    assert!(!inode(&*dev, t.a).in_use() && !inode(&*dev, t.b).in_use());
+    assert!(check(&*dev, &CHECK).unwrap().is_clean());
+    mount(dev, MountOptions::default()).unwrap();
+}
+
+#[test]
+fn bad_attribute_block() {
+    let (dev, t) = populated(1 << 20);
+    let b = inode(&*dev, t.small).xattr_block;
+    assert_ne!(b, 0);
+    dev.write_persist(b * BLOCK_SIZE + 20, b"?").unwrap();
+    damage_is_repaired(&dev, "attribute block fails its checksum");
+    assert_eq!(inode(&*dev, t.small).xattr_block, 0);
+}
+
+#[test]
 fn wrong_type_and_dirty_free_slot() {
     let (dev, _) = populated(1 << 20);
     let (off, e) = entry_off(&*dev, ROOT_INO, b"fifo");
@@ -435,14 +475,21 @@ proptest! {
 
     #[test]
     fn never_panics(
-        muts in prop::collection::vec((0u8..6, any::<u64>(), any::<u8>()), 1..24),
+        muts in prop::collection::vec((0u8..6, any::<u64>(), any::<u8>(), any::<bool>()), 1..48),
         truncate in prop::option::weighted(0.1, 0usize..8192),
     ) {
         let (base, l) = fuzz_base();
         let mut image = base.clone();
-        for &(region, at, value) in &muts {
+        for &(region, at, value, wide) in &muts {
             let i = target(l, image.len(), region, at);
-            image[i] = value;
+            if wide && i + 8 <= image.len() {
+                // A small number at a word: a plausible inode or block
+                // number, so maps cross-link and directories form cycles.
+                let i = i & !7;
+                image[i..i + 8].copy_from_slice(&(value as u64 % 160).to_le_bytes());
+            } else {
+                image[i] = value;
+            }
         }
         if let Some(lines) = truncate {
             image.truncate(image.len() - (lines + 1) * 64);

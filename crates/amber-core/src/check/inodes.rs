@@ -5,7 +5,7 @@ use super::repair::inode_off;
 use super::Ctx;
 use amber_format::blockmap::{capacity_blocks, MAX_FILE_SIZE, MAX_HEIGHT};
 use amber_format::inode::{INLINE_MAX, OFF_MAP_ROOT};
-use amber_format::{FileKind, Inode, BLOCK_SIZE, INODE_SIZE, ROOT_INO};
+use amber_format::{xattr, FileKind, Inode, BLOCK_SIZE, INODE_SIZE, ROOT_INO};
 use amber_pmem::PmDevice;
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
@@ -14,7 +14,9 @@ use std::collections::BTreeMap;
 const SYMLINK_MAX: u64 = 4095;
 
 /// Reserved inode bytes a v1 pool leaves zero.
-const RESERVED: [(usize, usize); 2] = [(105, 120), (240, 256)];
+const RESERVED: [(usize, usize); 2] = [(105, 112), (240, 256)];
+/// Byte offset of the xattr-block field.
+const OFF_XATTR: u64 = 112;
 
 /// One in-use inode.
 pub(super) struct Rec {
@@ -23,7 +25,7 @@ pub(super) struct Rec {
     pub kind: Option<FileKind>,
     /// Beyond repair in place: repair frees it and removes its entries.
     pub condemned: bool,
-    /// Blocks its tree owns (data and map nodes), each listed once.
+    /// Blocks it owns (data, map nodes, attribute block), each listed once.
     pub blocks: Vec<u64>,
     /// (file block, block) of directories' and symlinks' data.
     pub data: Vec<(u64, u64)>,
@@ -120,7 +122,11 @@ fn check_inode<D: PmDevice>(
     let walked = walk(cx, owners, ino, &rec.disk, kind);
     rec.blocks = walked.blocks;
     rec.data = walked.data;
+    // The attribute block is owned but, by design, not counted in `blocks`.
     let count = rec.blocks.len() as u64;
+    if let Some(b) = check_xattr(cx, owners, ino, rec.disk.xattr_block) {
+        rec.blocks.push(b);
+    }
     if walked.complete && rec.disk.blocks != count {
         let what = format!(
             "inode {ino} says it has {} block(s) but its block map holds {count}",
@@ -153,6 +159,43 @@ fn check_inode<D: PmDevice>(
         _ => {}
     }
     rec
+}
+
+/// Validates and claims an inode's attribute block; returns it if owned.
+fn check_xattr<D: PmDevice>(
+    cx: &mut Ctx<'_, D>,
+    owners: &mut Owners,
+    ino: u64,
+    b: u64,
+) -> Option<u64> {
+    if b == 0 {
+        return None;
+    }
+    let off = inode_off(&cx.layout, ino) + OFF_XATTR;
+    let (why, owned) = if !cx.layout.is_data_block(b) {
+        (
+            format!("inode {ino} has attribute block {b}, outside the data area"),
+            false,
+        )
+    } else if let Some(&first) = owners.get(&b) {
+        cx.unfixable(format!(
+            "block {b} (attribute block of inode {ino}) is also owned by inode {first}"
+        ));
+        return None;
+    } else if let Err(e) = xattr::decode(&cx.media.block(b)) {
+        owners.insert(b, ino);
+        (format!("inode {ino}: {e} (block {b})"), true)
+    } else {
+        owners.insert(b, ino);
+        return Some(b);
+    };
+    cx.fixable(
+        why,
+        "the attribute block is detached (its attributes are lost)",
+        |f| f.zero(off, 8),
+    );
+    // Until repair detaches it, the block is still the inode's on media.
+    (owned && !cx.repair).then_some(b)
 }
 
 fn check_symlink<D: PmDevice>(cx: &mut Ctx<'_, D>, ino: u64, rec: &mut Rec) {
