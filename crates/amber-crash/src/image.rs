@@ -2,7 +2,10 @@
 //! metadata, and prove it can be used, each on its own copy-on-write
 //! overlay so the workload's pool is never touched.
 //!
-//! Order, and why: mount (recovery must succeed), capture the state, then
+//! Order, and why: fsck the raw crash image first (a user may well run
+//! fsck before mounting after a crash; it must see only what mount
+//! repairs by design, such as a committed journal or an orphan, never an
+//! error), then mount (recovery must succeed), capture the state, then
 //! unmount cleanly and run fsck on the unmounted image. fsck judges the
 //! image exactly as recovery left it plus a clean unmount, which is what a
 //! user's next mount sees, and it never races a mounted core's caches.
@@ -27,15 +30,15 @@ const PROBE: &[u8] = b".crash-probe";
 /// shallower, so hitting it means a cycle.
 const MAX_DEPTH: usize = 256;
 
-/// fsck on a recovered, unmounted image. The pool must also say it was
-/// cleanly unmounted, which fsck alone reports only as a note.
-fn fsck<D: PmDevice>(dev: &D) -> Result<(), String> {
+/// fsck without repair. After a clean unmount the pool must also say so,
+/// which fsck alone reports only as a note.
+fn fsck<D: PmDevice>(dev: &D, unmounted: bool) -> Result<(), String> {
     let rep = check::check(dev, &CheckOptions { repair: false }).map_err(|e| e.to_string())?;
     if !rep.is_clean() {
         let problems: Vec<String> = rep.problems.iter().map(|p| p.to_string()).collect();
         return Err(problems.join("; "));
     }
-    if !rep.was_clean {
+    if unmounted && !rep.was_clean {
         return Err("the unmounted pool is not marked clean".into());
     }
     Ok(())
@@ -44,13 +47,14 @@ fn fsck<D: PmDevice>(dev: &D) -> Result<(), String> {
 /// Recovers `dev`, returns its state, and checks it with fsck and the
 /// usability probe. Any error names the stage that failed.
 pub fn check(dev: Arc<OverlayDevice>) -> Result<FsState, String> {
+    fsck(&*dev, false).map_err(|e| format!("fsck before recovery: {e}"))?;
     let (fs, _) =
         mount(Arc::clone(&dev), MountOptions::default()).map_err(|e| format!("recovery: {e}"))?;
     let state = capture(&fs).map_err(|e| format!("reading the recovered tree: {e}"))?;
     fs.unmount()
         .map_err(|e| format!("unmount after recovery: {e}"))?;
     drop(fs);
-    fsck(&*dev).map_err(|e| format!("fsck after recovery: {e}"))?;
+    fsck(&*dev, true).map_err(|e| format!("fsck after recovery: {e}"))?;
     prove_usable(dev).map_err(|e| format!("using the recovered pool: {e}"))?;
     Ok(state)
 }

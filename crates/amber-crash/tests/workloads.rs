@@ -3,7 +3,7 @@
 //! two pending lines, all subsets when ten or fewer are pending, each line
 //! at each store prefix), and zero violations allowed.
 
-use amber_crash::{run, CrashConfig};
+use amber_crash::{random, run, run_workloads, CrashConfig, Workload};
 
 fn check(workload: &str, seed: u64) {
     let rep = run(&CrashConfig::new(workload, seed)).unwrap_or_else(|e| panic!("{e}"));
@@ -65,7 +65,24 @@ fn random_seed_1() {
 /// non-empty trees, links to renamed files, exchanges of symlinks).
 #[test]
 fn random_more_seeds() {
-    for seed in [2, 3, 0xDEAD_BEEF] {
+    for seed in [2, 3, 4, 5, 6, 0xDEAD_BEEF] {
         check("random", seed);
     }
+}
+
+/// A longer history: later ops run on a tree with many freed and reused
+/// inodes, slots and blocks, where stale on-media bytes can mislead
+/// recovery.
+#[test]
+fn random_long() {
+    let seed = 11;
+    let w = Workload {
+        name: "random-long".into(),
+        ops: random(seed, 120),
+        tolerate_errors: true,
+    };
+    let rep =
+        run_workloads(&CrashConfig::new("random", seed), &[w]).unwrap_or_else(|e| panic!("{e}"));
+    println!("{rep}");
+    assert!(rep.is_clean(), "random-long (seed {seed}):\n{rep}");
 }
