@@ -3,6 +3,7 @@
 //! clean), and no image, however mangled, makes the checker panic.
 
 use amber_core::check::{check, CheckOptions, CheckReport, Severity};
+use amber_core::data::FallocMode;
 use amber_core::fs::{format, mount, read_superblock, XattrSet};
 use amber_core::{MountOptions, Owner, RenameMode};
 use amber_format::dirent;
@@ -76,6 +77,16 @@ fn populated(size: u64) -> (Arc<MmapDevice>, Tree) {
         .unwrap();
     fs.setxattr(small, b"user.tag", b"blue", XattrSet::Either)
         .unwrap();
+    // Blocks beyond the size, a punched hole, and a two-level sparse map.
+    let keep_size = FallocMode::Allocate { keep_size: true };
+    fs.fallocate(other, 8192, 8192, keep_size).unwrap();
+    fs.fallocate(big, 4096, 2 * 4096, FallocMode::PunchHole)
+        .unwrap();
+    let sparse = fs
+        .mknod(a, b"sparse", FileKind::Regular, 0o644, 0, ME)
+        .unwrap()
+        .ino;
+    fs.write(sparse, Some(600 * 4096), b"far", false).unwrap();
     let gone = fs
         .mknod(ROOT_INO, b"gone", FileKind::Regular, 0o644, 0, ME)
         .unwrap()
@@ -184,8 +195,8 @@ fn populated_pool_is_clean_in_both_modes() {
         let r = check(&*dev, &opts).unwrap();
         assert!(r.problems.is_empty(), "{r}");
         assert_eq!(r.exit_code(), 0);
-        // root, a, b, moved; big, small, other, linked; 2 symlinks, fifo
-        assert_eq!((r.inodes_in_use, r.directories, r.files), (11, 4, 4));
+        // root, a, b, moved; big, small, other, linked, sparse; 2 symlinks, fifo
+        assert_eq!((r.inodes_in_use, r.directories, r.files), (12, 4, 5));
         assert!(r.blocks_in_use >= 12, "{r}");
     }
 }
@@ -263,15 +274,15 @@ fn bad_map_pointer() {
     let (dev, t) = populated(1 << 20);
     let i = inode(&*dev, t.big);
     assert_eq!(i.map_height, 1);
-    // Entry 2 of the leaf node points into the inode table.
-    dev.write_persist(i.map_root * BLOCK_SIZE + 16, &5u64.to_le_bytes())
+    // Entry 4 of the leaf node points into the inode table.
+    dev.write_persist(i.map_root * BLOCK_SIZE + 32, &5u64.to_le_bytes())
         .unwrap();
     let r = damage_is_repaired(&dev, "points at block 5, outside the data area");
     // Fixing the pointer also fixes what depends on it.
     assert!(r.problems.iter().any(|p| p.what.contains("block(s)")));
     let (fs, _) = mount(dev.clone(), MountOptions::default()).unwrap();
     let mut buf = vec![1u8; 4096];
-    fs.read(t.big, 2 * 4096, &mut buf).unwrap();
+    fs.read(t.big, 4 * 4096, &mut buf).unwrap();
     assert_eq!(buf, vec![0u8; 4096], "the cleared block reads as a hole");
 }
 
