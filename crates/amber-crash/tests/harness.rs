@@ -77,6 +77,43 @@ fn oracle_rejects_a_state_the_op_cannot_leave() {
     assert!(rejected > 0, "some image persisted the mkdir");
 }
 
+/// A real ordering bug, not a fabricated state: a crash image where a
+/// store made after a fence persisted while the stores that fence ordered
+/// before it did not (as if the fence were missing). Built by laying one
+/// line of a later crash point over the durable image of the op's first
+/// fence. The harness must reject some of them, or it could not notice a
+/// missing fence in the core.
+#[test]
+fn a_dropped_fence_is_caught() {
+    let (points, before, after) = points_of(|fs, _| {
+        fs.rename(
+            ROOT_INO,
+            b"f",
+            ROOT_INO,
+            b"g",
+            amber_core::RenameMode::Replace,
+        )
+        .unwrap();
+    });
+    let base = points[0].durable();
+    let mut caught = 0;
+    let mut tried = 0;
+    for p in &points[1..] {
+        for line in p.lines() {
+            let content = *line.prefixes().last().expect("a pending line has stores");
+            let dev = Arc::new(OverlayDevice::with_lines(
+                Arc::clone(base),
+                [(line.line(), content)],
+            ));
+            tried += 1;
+            let verdict = check_overlay(dev).and_then(|s| judge(&s, &before, &after, None));
+            caught += usize::from(verdict.is_err());
+        }
+    }
+    assert!(tried > 0, "the rename had stores after its first fence");
+    assert!(caught > 0, "none of {tried} reordered images was rejected");
+}
+
 /// The write oracle lets bytes inside the written range tear but no byte
 /// outside it change, and metadata must still be all-or-nothing.
 #[test]
