@@ -125,10 +125,7 @@ impl<D: PmDevice> Core<D> {
     pub fn read(&self, ino: u64, off: u64, buf: &mut [u8]) -> Result<usize> {
         let r = self.inode(ino)?;
         let st = r.read();
-        live(&st)?;
-        if st.dir.is_some() {
-            return Err(FsError::IsADirectory);
-        }
+        regular(&st)?;
         self.policy.read(self, &st, off, buf)
     }
 
@@ -145,10 +142,7 @@ impl<D: PmDevice> Core<D> {
         self.check_writable()?;
         let r = self.inode(ino)?;
         let mut st = r.write();
-        live(&st)?;
-        if st.dir.is_some() {
-            return Err(FsError::IsADirectory);
-        }
+        regular(&st)?;
         let at = off.unwrap_or(st.disk.size);
         let n = self.policy.write(self, &mut st, at, data, sync);
         Ok((self.guard(n)?, at))
@@ -159,10 +153,7 @@ impl<D: PmDevice> Core<D> {
         self.check_writable()?;
         let r = self.inode(ino)?;
         let mut st = r.write();
-        live(&st)?;
-        if st.kind() != amber_format::FileKind::Regular {
-            return Err(FsError::InvalidArgument("fallocate needs a regular file"));
-        }
+        regular(&st)?;
         let res = self.policy.fallocate(self, &mut st, off, len, mode);
         self.guard(res)
     }
@@ -239,6 +230,17 @@ pub(crate) fn live(st: &InodeState) -> Result<()> {
         Ok(())
     } else {
         Err(FsError::NotFound)
+    }
+}
+
+/// Fails unless `st` is a live regular file: only those have contents a
+/// data policy reads and writes (a symlink's target is set at creation).
+pub(crate) fn regular(st: &InodeState) -> Result<()> {
+    live(st)?;
+    match st.kind() {
+        amber_format::FileKind::Regular => Ok(()),
+        amber_format::FileKind::Directory => Err(FsError::IsADirectory),
+        _ => Err(FsError::InvalidArgument("only regular files have readable contents")),
     }
 }
 
