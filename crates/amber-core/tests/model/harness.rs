@@ -2,11 +2,11 @@
 //! model, and the two kinds of remount (clean, and "crash": the `Fs` is
 //! dropped without unmount, so the next mount runs recovery).
 
-use super::apply::compare;
+use super::apply::{compare, first_diff, to_e};
 use super::check::check_tree;
-use super::ops::Op;
-use super::tree::Tree;
-use amber_core::{Fs, MountOptions};
+use super::ops::{pattern, Op, SLOTS};
+use super::tree::{Body, Id, Tree};
+use amber_core::{File, Fs, MountOptions, OpenOptions};
 use amber_format::FormatParams;
 use amber_pmem::{MapOptions, MmapDevice};
 use std::sync::Arc;
@@ -47,6 +47,9 @@ pub fn remount(fs: Fs<MmapDevice>, clean: bool) -> Result<Fs<MmapDevice>, String
 }
 
 pub struct Harness {
+    /// Open handles and the model node each keeps alive. Declared before
+    /// `fs` only for clarity: they are closed explicitly before remounts.
+    handles: [Option<(File<MmapDevice>, Id)>; SLOTS],
     fs: Option<Fs<MmapDevice>>,
     pub tree: Tree,
     /// Operations applied so far, for failure messages.
@@ -58,6 +61,7 @@ impl Harness {
         let fs = fresh_fs(size);
         let root = fs.metadata("/").expect("root").permissions().mode();
         Harness {
+            handles: Default::default(),
             fs: Some(fs),
             tree: Tree::new(root),
             done: Vec::new(),
@@ -74,11 +78,98 @@ impl Harness {
         self.done.push(op.clone());
         match op {
             Op::Remount | Op::CrashRemount => {
+                // A handle holds a clone of the Fs: close them all first.
+                for slot in 0..SLOTS {
+                    self.close(slot);
+                }
                 let fs = self.fs.take().expect("mounted");
                 self.fs = Some(remount(fs, *op == Op::Remount)?);
                 self.check()
             }
+            Op::Open { path, slot } => {
+                self.close(*slot);
+                let a = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(self.fs(), path)
+                    .map_err(to_e);
+                let m = self.tree.open(path);
+                match (a, m) {
+                    (Ok(f), Ok(id)) => {
+                        self.handles[*slot] = Some((f, id));
+                        Ok(())
+                    }
+                    (Err(a), Err(m)) if a == m => Ok(()),
+                    (a, m) => {
+                        if let Ok(id) = m {
+                            self.tree.close(id);
+                        }
+                        Err(format!(
+                            "{op:?}\n  amber: {:?}\n  model: {m:?}",
+                            a.map(|_| ())
+                        ))
+                    }
+                }
+            }
+            Op::HWrite {
+                slot,
+                off,
+                len,
+                fill,
+            } => {
+                let Some((f, id)) = &self.handles[*slot] else {
+                    return Ok(());
+                };
+                let data = pattern(*len, *fill);
+                let a = f.write_at(&data, *off).map_err(to_e);
+                let m = self.tree.write_id(*id, *off, &data);
+                if a != Ok(m) {
+                    return Err(format!("{op:?}: amber {a:?}, model Ok({m})"));
+                }
+                Ok(())
+            }
+            Op::HRead { slot } => {
+                let Some((f, id)) = &self.handles[*slot] else {
+                    return Ok(());
+                };
+                let Body::File(want) = &self.tree.node(*id).body else {
+                    unreachable!("handles are opened on files")
+                };
+                let meta = f
+                    .metadata()
+                    .map_err(|e| format!("{op:?}: metadata {e:?}"))?;
+                let mut got = vec![0u8; want.len() + 100];
+                let n = f
+                    .read_at(&mut got, 0)
+                    .map_err(|e| format!("{op:?}: read {e:?}"))?;
+                got.truncate(n);
+                let links = self.tree.node(*id).links;
+                if meta.len() != want.len() as u64 || meta.attr().nlink != links {
+                    return Err(format!(
+                        "{op:?}: size {} nlink {}, model {} and {links}",
+                        meta.len(),
+                        meta.attr().nlink,
+                        want.len()
+                    ));
+                }
+                if let Some(i) = first_diff(&got, want) {
+                    return Err(format!("{op:?}: contents differ at byte {i}"));
+                }
+                Ok(())
+            }
+            Op::Close { slot } => {
+                self.close(*slot);
+                Ok(())
+            }
             _ => compare(self.fs.as_ref().expect("mounted"), "", &mut self.tree, op),
+        }
+    }
+
+    /// Closes handle `slot` on both sides, if open.
+    fn close(&mut self, slot: usize) {
+        if let Some((f, id)) = self.handles[slot].take() {
+            drop(f);
+            self.tree.close(id);
         }
     }
 
@@ -100,8 +191,17 @@ impl Harness {
     /// Applies `ops`, then compares the whole tree, remounts cleanly and
     /// compares again.
     pub fn run(&mut self, ops: &[Op]) -> Result<(), String> {
-        for op in ops {
+        for (i, op) in ops.iter().enumerate() {
             self.step(op).map_err(|e| self.report(&e))?;
+            // A whole-tree check now and then catches damage to entries
+            // no later operation happens to look at.
+            if i % 50 == 49 {
+                self.check()
+                    .map_err(|e| self.report(&format!("periodic check: {e}")))?;
+            }
+        }
+        for slot in 0..SLOTS {
+            self.close(slot);
         }
         self.check()
             .map_err(|e| self.report(&format!("final check: {e}")))?;

@@ -11,6 +11,8 @@ pub const DIRS: [&str; 4] = ["d0", "d1", "d2", "d3"];
 pub const FILES: [&str; 6] = ["f0", "f1", "f2", "f3", "f4", "f5"];
 pub const LINKS: [&str; 2] = ["l0", "l1"];
 const BLOCK: u64 = 4096;
+/// Open handles the single-threaded driver keeps.
+pub const SLOTS: usize = 2;
 
 /// Symlink targets: relative, absolute, dangling, through "..", a loop
 /// (l0 -> l0 and l0 <-> l1 once both exist) and "." (the directory itself).
@@ -95,6 +97,26 @@ pub enum Op {
     },
     ReadDir {
         path: String,
+    },
+    /// Open `path` read-write into handle `slot` (closing what was there);
+    /// the handle outlives renames and unlinks of the path.
+    Open {
+        path: String,
+        slot: usize,
+    },
+    /// Write through the handle in `slot` (nothing if empty).
+    HWrite {
+        slot: usize,
+        off: u64,
+        len: u64,
+        fill: u8,
+    },
+    /// Read the whole file and its link count through the handle.
+    HRead {
+        slot: usize,
+    },
+    Close {
+        slot: usize,
     },
     /// Unmount cleanly and mount again.
     Remount,
@@ -183,7 +205,7 @@ impl Op {
     /// targets and no remounts (a thread sharing the pool).
     pub fn generate(rng: &mut Rng, confined: bool) -> Op {
         let fill = rng.next_u64() as u8;
-        match rng.below(if confined { 1000 } else { 1016 }) {
+        match rng.below(if confined { 1000 } else { 1076 }) {
             0..=89 => Op::CreateFile {
                 path: file_path(rng),
                 perm: *rng.pick(&[0o644, 0o600, 0o755, 0o4755]),
@@ -281,7 +303,23 @@ impl Op {
                 },
             },
             1000..=1007 => Op::Remount,
-            _ => Op::CrashRemount,
+            1008..=1015 => Op::CrashRemount,
+            1016..=1029 => Op::Open {
+                path: file_path(rng),
+                slot: rng.below(SLOTS as u64) as usize,
+            },
+            1030..=1054 => Op::HWrite {
+                slot: rng.below(SLOTS as u64) as usize,
+                off: offset(rng),
+                len: length(rng),
+                fill,
+            },
+            1055..=1067 => Op::HRead {
+                slot: rng.below(SLOTS as u64) as usize,
+            },
+            _ => Op::Close {
+                slot: rng.below(SLOTS as u64) as usize,
+            },
         }
     }
 }

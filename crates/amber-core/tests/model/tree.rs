@@ -78,6 +78,8 @@ pub struct Stat {
 pub struct Tree {
     pub nodes: BTreeMap<Id, Node>,
     next: Id,
+    /// Open handles per node: an unlinked file lives until the last closes.
+    open: BTreeMap<Id, u32>,
 }
 
 /// How `rename` treats an existing target (mirrors `RenameMode`).
@@ -120,7 +122,11 @@ impl Tree {
                 },
             },
         );
-        Tree { nodes, next: 1 }
+        Tree {
+            nodes,
+            next: 1,
+            open: BTreeMap::new(),
+        }
     }
 
     pub fn node(&self, id: Id) -> &Node {
@@ -385,9 +391,44 @@ impl Tree {
             return;
         }
         n.links -= 1;
-        if n.links == 0 {
+        if n.links == 0 && !self.open.contains_key(&id) {
             self.nodes.remove(&id);
         }
+    }
+
+    /// Opens `p` for reading and writing (no create): the node a handle
+    /// keeps alive.
+    pub fn open(&mut self, p: &str) -> Result<Id, E> {
+        let id = self.file_for_write(p)?;
+        *self.open.entry(id).or_insert(0) += 1;
+        Ok(id)
+    }
+
+    /// Closes a handle of `id`, freeing the file if it was unlinked.
+    pub fn close(&mut self, id: Id) {
+        let n = self.open.get_mut(&id).expect("open handle");
+        *n -= 1;
+        if *n == 0 {
+            self.open.remove(&id);
+            if self.node(id).links == 0 {
+                self.nodes.remove(&id);
+            }
+        }
+    }
+
+    /// Writes through a handle of `id` (the file may be unlinked).
+    pub fn write_id(&mut self, id: Id, off: u64, data: &[u8]) -> usize {
+        let n = self.nodes.get_mut(&id).expect("open node");
+        n.perm = kill_privs(n.perm);
+        let Body::File(bytes) = &mut n.body else {
+            unreachable!("handles are opened on files")
+        };
+        let at = off as usize;
+        if bytes.len() < at + data.len() {
+            bytes.resize(at + data.len(), 0);
+        }
+        bytes[at..at + data.len()].copy_from_slice(data);
+        data.len()
     }
 
     fn remove(&mut self, p: &str, want_dir: bool) -> Result<(), E> {
