@@ -44,7 +44,10 @@ fn wrong_magic() {
     img[0] = b'X';
     img[4096] = b'X';
     assert_eq!(refuse(img), FsError::Format(FormatError::BadMagic));
-    assert_eq!(refuse(vec![0u8; SIZE as usize]), FsError::Format(FormatError::BadMagic));
+    assert_eq!(
+        refuse(vec![0u8; SIZE as usize]),
+        FsError::Format(FormatError::BadMagic)
+    );
 }
 
 #[test]
@@ -53,7 +56,10 @@ fn newer_version() {
     patch_superblocks(&mut img, |sb| sb.version = 2);
     assert!(matches!(
         refuse(img),
-        FsError::Format(FormatError::UnsupportedVersion { found: 2, supported: 1 })
+        FsError::Format(FormatError::UnsupportedVersion {
+            found: 2,
+            supported: 1
+        })
     ));
 }
 
@@ -61,7 +67,10 @@ fn newer_version() {
 fn unknown_incompatible_feature() {
     let mut img = image();
     patch_superblocks(&mut img, |sb| sb.feature_incompat = 1 << 40);
-    assert!(matches!(refuse(img), FsError::Format(FormatError::UnknownIncompatFeatures(_))));
+    assert!(matches!(
+        refuse(img),
+        FsError::Format(FormatError::UnknownIncompatFeatures(_))
+    ));
 }
 
 #[test]
@@ -85,8 +94,14 @@ fn one_bad_copy_still_mounts() {
 fn truncated_pool() {
     let mut img = image();
     img.truncate((SIZE / 2) as usize);
-    assert!(matches!(refuse(img), FsError::Format(FormatError::Truncated { .. })));
-    assert!(matches!(refuse(vec![0u8; 4096]), FsError::Format(FormatError::Truncated { .. })));
+    assert!(matches!(
+        refuse(img),
+        FsError::Format(FormatError::Truncated { .. })
+    ));
+    assert!(matches!(
+        refuse(vec![0u8; 4096]),
+        FsError::Format(FormatError::Truncated { .. })
+    ));
 }
 
 #[test]
@@ -94,7 +109,10 @@ fn garbage_in_a_committed_journal_entry_is_refused_before_any_write() {
     let mut img = image();
     let sb = Superblock::decode(&img[..SUPERBLOCK_SIZE].try_into().unwrap()).unwrap();
     let j = sb.layout.journal_offset(0) as usize;
-    let entries = [amber_format::journal::Entry { offset: 0, data: vec![1, 2, 3] }];
+    let entries = [amber_format::journal::Entry {
+        offset: 0,
+        data: vec![1, 2, 3],
+    }];
     let payload = amber_format::journal::encode_payload(&entries);
     let header = amber_format::journal::encode_header(1, 1, &payload);
     img[j..j + 64].copy_from_slice(&header);
@@ -110,5 +128,8 @@ fn device_smaller_than_two_blocks() {
     let dev = OverlayDevice::new(Arc::new(vec![0u8; 64]));
     assert!(dev.size() < 8192);
     let err = mount(Arc::new(dev), MountOptions::default()).err().unwrap();
-    assert!(matches!(err, FsError::Format(FormatError::Truncated { .. })));
+    assert!(matches!(
+        err,
+        FsError::Format(FormatError::Truncated { .. })
+    ));
 }

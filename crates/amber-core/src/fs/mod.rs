@@ -240,7 +240,9 @@ pub(crate) fn regular(st: &InodeState) -> Result<()> {
     match st.kind() {
         amber_format::FileKind::Regular => Ok(()),
         amber_format::FileKind::Directory => Err(FsError::IsADirectory),
-        _ => Err(FsError::InvalidArgument("only regular files have readable contents")),
+        _ => Err(FsError::InvalidArgument(
+            "only regular files have readable contents",
+        )),
     }
 }
 
