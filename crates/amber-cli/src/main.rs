@@ -53,6 +53,8 @@ enum Command {
     Rm(cmd::rm::Args),
     /// Write a file from the pool to standard output.
     Cat(cmd::cat::Args),
+    /// Measure Amber beside its baselines (medians of repetitions).
+    Bench(cmd::bench::Args),
 }
 
 impl Command {
@@ -61,16 +63,21 @@ impl Command {
     fn mounts(&self) -> bool {
         !matches!(
             self,
-            Command::Mkfs(_) | Command::Info(_) | Command::Fsck(_) | Command::Crashtest(_)
+            Command::Mkfs(_)
+                | Command::Info(_)
+                | Command::Fsck(_)
+                | Command::Crashtest(_)
+                | Command::Bench(_)
         )
     }
 }
 
 fn run(cli: Cli) -> CliResult<ExitCode> {
-    if !cli.command.mounts() && (cli.emulate.is_some() || cli.options.is_some()) {
+    let emulates = cli.command.mounts() || matches!(cli.command, Command::Bench(_));
+    if (!emulates && cli.emulate.is_some()) || (!cli.command.mounts() && cli.options.is_some()) {
         return Err(common::CliError::new(
-            "--emulate and -o apply only to commands that mount the pool \
-             (ls, put, get, mkdir, rm, cat); drop them here",
+            "--emulate applies only to commands that mount the pool (ls, put, get, mkdir, \
+             rm, cat) and to bench; -o only to the former; drop them here",
         ));
     }
     let mount = || MountConfig::parse(cli.emulate.as_deref(), cli.options.as_deref());
@@ -85,6 +92,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
         Command::Mkdir(args) => cmd::mkdir::run(args, &mount()?),
         Command::Rm(args) => cmd::rm::run(args, &mount()?),
         Command::Cat(args) => cmd::cat::run(args, &mount()?),
+        Command::Bench(args) => cmd::bench::run(args, cli.emulate.as_deref()),
     }
 }
 

@@ -1,5 +1,6 @@
 //! One module per subcommand: its arguments and what it does.
 
+pub mod bench;
 pub mod cat;
 pub mod crashtest;
 pub mod fsck;

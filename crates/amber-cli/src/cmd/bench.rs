@@ -1,0 +1,93 @@
+//! `amberfs bench`: measurements beside their baselines, in one run.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use amber_bench::record::{print_table, RunInfo};
+use amber_bench::{foundation, record::Record};
+
+use crate::common::{parse_size, CliError, CliResult};
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    suite: Suite,
+}
+
+#[derive(clap::Subcommand)]
+enum Suite {
+    /// The foundation figures: 4 KiB sequential writes against a bare
+    /// non-temporal copy, 128 B random overwrite + fsync against a bare
+    /// store + flush + fence, two-thread scaling, mount time with many files.
+    Foundation(FoundationArgs),
+}
+
+#[derive(clap::Args)]
+struct FoundationArgs {
+    /// Pool file to create for the run (removed afterwards).
+    #[arg(long, default_value = "/dev/shm/amber-bench.pool")]
+    pool: PathBuf,
+    /// Repetitions of each measurement (medians are reported).
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Size of the sequentially written file.
+    #[arg(long, default_value = "1G")]
+    seq_size: String,
+    /// Random 128 B overwrites per repetition.
+    #[arg(long, default_value_t = 200_000)]
+    rand_ops: u64,
+    /// Files in the pool whose mount time is measured.
+    #[arg(long, default_value_t = 1_000_000)]
+    mount_files: u64,
+    /// A small, fast configuration (for smoke tests).
+    #[arg(long)]
+    quick: bool,
+    /// Also write the records as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
+    let Suite::Foundation(a) = args.suite;
+    let preset = emulate.unwrap_or("dram").to_string();
+    amber_pmem::EmulatorSpec::parse(&preset)
+        .map_err(|e| CliError::new(format!("--emulate: {e}")))?;
+    let seq = parse_size(&a.seq_size).map_err(|e| CliError::new(format!("--seq-size: {e}")))?;
+    if a.reps == 0 || seq < 1 << 20 {
+        return Err(CliError::new(
+            "--reps must be at least 1 and --seq-size at least 1M",
+        ));
+    }
+    let mut cfg = foundation::Config {
+        pool: a.pool,
+        preset,
+        reps: a.reps,
+        seq_file_bytes: seq,
+        rand_ops: a.rand_ops,
+        mount_files: a.mount_files,
+        ..foundation::Config::default()
+    };
+    if a.quick {
+        cfg.reps = 1;
+        cfg.seq_file_bytes = 16 << 20;
+        cfg.rand_file_bytes = 4 << 20;
+        cfg.rand_ops = 2_000;
+        cfg.mount_files = 2_000;
+    }
+    let records =
+        foundation::run(&cfg).map_err(|e| CliError::new(format!("benchmark failed: {e}")))?;
+    print_table(&records);
+    if let Some(path) = a.json {
+        write_json(&path, &records)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_json(path: &PathBuf, records: &[Record]) -> CliResult<()> {
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let flush = amber_pmem::FlushKind::best_cpu().to_string();
+    let doc = serde_json::json!({ "run": RunInfo::collect(command, flush), "records": records });
+    let text = serde_json::to_string_pretty(&doc).map_err(|e| CliError::new(e.to_string()))?;
+    std::fs::write(path, text)
+        .map_err(|e| CliError::new(format!("cannot write {}: {e}", path.display())))
+}
