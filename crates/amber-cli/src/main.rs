@@ -55,6 +55,9 @@ enum Command {
     Cat(cmd::cat::Args),
     /// Measure Amber beside its baselines (medians of repetitions).
     Bench(cmd::bench::Args),
+    /// The main job: make a pool in /dev/shm behind emulated PM (default
+    /// pcm), use it, verify it, fsck it and crash-test the build.
+    Demo(cmd::demo::Args),
 }
 
 impl Command {
@@ -68,16 +71,18 @@ impl Command {
                 | Command::Fsck(_)
                 | Command::Crashtest(_)
                 | Command::Bench(_)
+                | Command::Demo(_)
         )
     }
 }
 
 fn run(cli: Cli) -> CliResult<ExitCode> {
-    let emulates = cli.command.mounts() || matches!(cli.command, Command::Bench(_));
+    let emulates =
+        cli.command.mounts() || matches!(cli.command, Command::Bench(_) | Command::Demo(_));
     if (!emulates && cli.emulate.is_some()) || (!cli.command.mounts() && cli.options.is_some()) {
         return Err(common::CliError::new(
             "--emulate applies only to commands that mount the pool (ls, put, get, mkdir, \
-             rm, cat) and to bench; -o only to the former; drop them here",
+             rm, cat) and to bench and demo; -o only to the former; drop them here",
         ));
     }
     let mount = || MountConfig::parse(cli.emulate.as_deref(), cli.options.as_deref());
@@ -93,6 +98,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
         Command::Rm(args) => cmd::rm::run(args, &mount()?),
         Command::Cat(args) => cmd::cat::run(args, &mount()?),
         Command::Bench(args) => cmd::bench::run(args, cli.emulate.as_deref()),
+        Command::Demo(args) => cmd::demo::run(args, cli.emulate.as_deref()),
     }
 }
 

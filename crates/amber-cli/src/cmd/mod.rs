@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod cat;
 pub mod crashtest;
+pub mod demo;
 pub mod fsck;
 pub mod get;
 pub mod info;
