@@ -7,6 +7,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod atomic;
+pub mod clock;
 mod cpu;
 mod device;
 mod emulator;
