@@ -5,6 +5,8 @@
 use crate::rng;
 use crate::state::WriteRange;
 use crate::workload::{Op, WriteAt};
+use amber_core::data::FallocMode;
+use amber_core::fs::XattrSet;
 use amber_core::{Core, FsError, Owner, SetAttr, TimeSet};
 use amber_format::{FileKind, ROOT_INO};
 use amber_pmem::PmDevice;
@@ -66,6 +68,9 @@ pub fn write_range<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &Handles) -> Opt
         Op::WriteHandle {
             handle, off, len, ..
         } => (handles.get(*handle).ok()?, WriteAt::Offset(*off), len),
+        // A punch zeroes its edge blocks in place before unmapping the
+        // rest: like a write of zeros, each byte may be old or new.
+        Op::Punch { path, off, len } => (resolve(fs, path).ok()?, WriteAt::Offset(*off), len),
         _ => return None,
     };
     let off = match at {
@@ -191,6 +196,34 @@ pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Resul
             let ino = handles.get(*handle)?;
             handles.open[*handle] = None;
             fs.release(ino)
+        }
+        Op::SetXattr {
+            path,
+            name,
+            len,
+            seed,
+        } => fs.setxattr(
+            resolve(fs, path)?,
+            name.as_bytes(),
+            &rng::bytes(*seed, *len),
+            XattrSet::Either,
+        ),
+        Op::RemoveXattr { path, name } => fs.removexattr(resolve(fs, path)?, name.as_bytes()),
+        Op::Fallocate {
+            path,
+            off,
+            len,
+            keep_size,
+        } => fs.fallocate(
+            resolve(fs, path)?,
+            *off,
+            *len,
+            FallocMode::Allocate {
+                keep_size: *keep_size,
+            },
+        ),
+        Op::Punch { path, off, len } => {
+            fs.fallocate(resolve(fs, path)?, *off, *len, FallocMode::PunchHole)
         }
     }
 }

@@ -202,12 +202,10 @@ impl fmt::Display for CrashReport {
 }
 
 /// Workload names `run` accepts: every named workload, then `all`.
-pub fn workload_names() -> &'static [&'static str] {
-    const ALL: &[&str] = &[
-        "files", "dirs", "rename", "links", "truncate", "writes", "attrs", "orphan", "random",
-        "all",
-    ];
-    ALL
+pub fn workload_names() -> Vec<&'static str> {
+    let mut names = workload::NAMES.to_vec();
+    names.push("all");
+    names
 }
 
 /// The ops of workload `name` for `seed` (for display and replay).

@@ -44,6 +44,8 @@ pub struct Node {
     pub nlink: u32,
     pub size: u64,
     pub content: Content,
+    /// Extended attributes, by name.
+    pub xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
 /// Every path reachable from the root ("" is the root itself).
@@ -124,7 +126,20 @@ pub fn capture<D: PmDevice>(fs: &Core<D>) -> Result<FsState, String> {
             }
             _ => Content::Other,
         };
+        let mut xattrs = BTreeMap::new();
+        for name in fs
+            .listxattr(ino)
+            .map_err(|e| format!("listxattr /{path}: {e}"))?
+        {
+            let value = fs
+                .getxattr(ino, &name)
+                .map_err(|e| format!("getxattr /{path}: {e}"))?;
+            if xattrs.insert(name, value).is_some() {
+                return Err(format!("/{path} lists an attribute twice"));
+            }
+        }
         let node = Node {
+            xattrs,
             ino,
             kind: a.kind,
             perm: a.perm,

@@ -92,6 +92,31 @@ pub enum Op {
     Release {
         handle: usize,
     },
+    /// Sets extended attribute `name` to `len` bytes derived from `seed`.
+    SetXattr {
+        path: String,
+        name: String,
+        len: usize,
+        seed: u64,
+    },
+    RemoveXattr {
+        path: String,
+        name: String,
+    },
+    /// fallocate: zeroed blocks over the range, growing the size unless
+    /// `keep_size`.
+    Fallocate {
+        path: String,
+        off: u64,
+        len: u64,
+        keep_size: bool,
+    },
+    /// fallocate(PUNCH_HOLE | KEEP_SIZE).
+    Punch {
+        path: String,
+        off: u64,
+        len: u64,
+    },
 }
 
 impl fmt::Display for Op {
@@ -132,6 +157,20 @@ impl fmt::Display for Op {
                 seed,
             } => write!(f, "write #{handle} @{off} len {len} seed {seed}"),
             Op::Release { handle } => write!(f, "release #{handle}"),
+            Op::SetXattr {
+                path,
+                name,
+                len,
+                seed,
+            } => write!(f, "setxattr {path} {name} len {len} seed {seed}"),
+            Op::RemoveXattr { path, name } => write!(f, "removexattr {path} {name}"),
+            Op::Fallocate {
+                path,
+                off,
+                len,
+                keep_size,
+            } => write!(f, "fallocate {path} @{off} len {len} keep_size {keep_size}"),
+            Op::Punch { path, off, len } => write!(f, "punch {path} @{off} len {len}"),
         }
     }
 }
@@ -149,7 +188,17 @@ pub struct Workload {
 
 /// Every named workload, in the order `all` runs them.
 pub const NAMES: &[&str] = &[
-    "files", "dirs", "rename", "links", "truncate", "writes", "attrs", "orphan", "random",
+    "files",
+    "dirs",
+    "rename",
+    "links",
+    "truncate",
+    "writes",
+    "attrs",
+    "orphan",
+    "xattrs",
+    "fallocate",
+    "random",
 ];
 
 /// Ops of the `random` workload; enough to reach renames over non-empty
@@ -333,6 +382,73 @@ fn writes() -> Vec<Op> {
         write("w", 1000, 10 * KIB, 12),
         write("w", 4090, 12, 13),
         Op::Fsync { path: s("w") },
+    ]
+}
+
+fn setx(p: &str, name: &str, len: usize, seed: u64) -> Op {
+    Op::SetXattr {
+        path: s(p),
+        name: s(name),
+        len,
+        seed,
+    }
+}
+
+/// Extended attributes: the first one allocates the block, later ones
+/// rewrite it in place through the journal, the last removal frees it; on
+/// a file, a directory and a symlink.
+fn xattrs() -> Vec<Op> {
+    vec![
+        mkdir("d"),
+        create("d/f"),
+        setx("d/f", "user.a", 10, 1),
+        setx("d/f", "user.b", 1000, 2),
+        setx("d/f", "user.a", 3000, 3),
+        setx("d", "trusted.t", 5, 4),
+        Op::RemoveXattr {
+            path: s("d/f"),
+            name: s("user.b"),
+        },
+        Op::RemoveXattr {
+            path: s("d/f"),
+            name: s("user.a"),
+        },
+        Op::Symlink {
+            path: s("l"),
+            target: s("d/f"),
+        },
+        setx("l", "security.s", 64, 5),
+        Op::Unlink { path: s("d/f") },
+    ]
+}
+
+/// fallocate: allocation with and without keep-size, filling holes inside
+/// the size, punching whole and partial blocks.
+fn fallocates() -> Vec<Op> {
+    let fa = |off, len, keep_size| Op::Fallocate {
+        path: s("f"),
+        off,
+        len,
+        keep_size,
+    };
+    vec![
+        create("f"),
+        write("f", 0, 100, 1),
+        fa(0, 3 * KIB, false),
+        fa(8 * KIB, 8 * KIB, false),
+        fa(64 * KIB, 4 * KIB, true),
+        write("f", 16 * KIB, 5000, 2),
+        Op::Punch {
+            path: s("f"),
+            off: 50,
+            len: 9000,
+        },
+        Op::Punch {
+            path: s("f"),
+            off: 0,
+            len: 4 * KIB,
+        },
+        truncate("f", 100 * KIB),
     ]
 }
 
@@ -582,6 +698,8 @@ pub fn named(name: &str, seed: u64) -> Option<Workload> {
         "writes" => writes(),
         "attrs" => attrs(),
         "orphan" => orphan(),
+        "xattrs" => xattrs(),
+        "fallocate" => fallocates(),
         "random" => random(seed, RANDOM_OPS),
         _ => return None,
     };

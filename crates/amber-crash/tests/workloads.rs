@@ -52,6 +52,16 @@ fn attrs() {
 }
 
 #[test]
+fn xattrs() {
+    check("xattrs", 1);
+}
+
+#[test]
+fn fallocate() {
+    check("fallocate", 1);
+}
+
+#[test]
 fn orphan() {
     check("orphan", 1);
 }
