@@ -26,7 +26,7 @@ use crate::inode::{plan_insert, plan_punch, plan_truncate, InodeState, MapPlan};
 use crate::journal::Tx;
 use crate::time;
 use amber_format::blockmap::MAX_FILE_SIZE;
-use amber_format::inode::{encode_first_line, mode, OFF_MAP_ROOT, OFF_SIZE};
+use amber_format::inode::{mode, OFF_MAP_ROOT};
 use amber_format::BLOCK_SIZE;
 use amber_pmem::PmDevice;
 
@@ -161,25 +161,28 @@ fn zero_exposed<D: PmDevice>(fs: &Core<D>, st: &InodeState, from: u64, to: u64) 
     }
 }
 
-/// Stores the inode's first line (size, blocks, times) and, if it
-/// changed, its mode; then flush and fence: the commit point of a write.
-fn store_first_line<D: PmDevice>(fs: &Core<D>, st: &InodeState, mode_changed: bool) -> Result<()> {
-    let dev = &**fs.device();
-    let base = fs.layout().inode_offset(st.ino);
-    let d = &st.disk;
-    if mode_changed {
-        dev.write(base, &d.mode.to_le_bytes());
-    }
-    let line = encode_first_line(d.size, d.blocks, d.mtime, d.ctime);
-    dev.write(base + OFF_SIZE as u64, &line);
-    dev.flush(base, 64);
+/// Stores the inode's first line and fences: the commit point of a
+/// size-growing write.
+fn store_first_line<D: PmDevice>(fs: &Core<D>, st: &InodeState) -> Result<()> {
+    write_first_line(fs, st);
     fs.drain()
+}
+
+/// Writes the inode's first line (mode, links, owner, size, blocks,
+/// times) from the DRAM inode as one non-temporal store: no read of the
+/// line that clwb evicted last time, and no flush. Every field in it is
+/// changed only under the inode lock, in DRAM and on PM alike, so the DRAM
+/// copy is the line's true value. The caller fences.
+fn write_first_line<D: PmDevice>(fs: &Core<D>, st: &InodeState) {
+    let base = fs.layout().inode_offset(st.ino);
+    let full = st.disk.encode();
+    fs.device().write_nt(base, &full[..64]);
 }
 
 /// Persists times an overwrite left in DRAM.
 fn persist_times<D: PmDevice>(fs: &Core<D>, st: &mut InodeState) -> Result<()> {
     if st.times_dirty {
-        store_first_line(fs, st, false)?;
+        store_first_line(fs, st)?;
         st.times_dirty = false;
     }
     Ok(())
@@ -280,13 +283,7 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
             // ride along when a sync is coming anyway (O_SYNC, or a file
             // fsync'd after nearly every write); otherwise they wait.
             if sync || st.writes_since_fsync <= FSYNC_HEAVY_WRITES {
-                let base = l.inode_offset(st.ino);
-                let d = &st.disk;
-                dev.write(
-                    base + OFF_SIZE as u64,
-                    &encode_first_line(d.size, d.blocks, d.mtime, d.ctime),
-                );
-                dev.flush(base, 64);
+                write_first_line(fs, st);
                 st.times_dirty = false;
             } else {
                 st.times_dirty = true;
@@ -298,7 +295,7 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         // 5. The inode's first line commits the write.
         st.disk.size = st.disk.size.max(end);
         record_links(st, &plan, &new_blocks, new_root);
-        store_first_line(fs, st, old_mode != st.disk.mode)?;
+        store_first_line(fs, st)?;
         st.times_dirty = false;
         Ok(data.len())
     }
@@ -315,7 +312,7 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
             st.disk.size = size;
             st.disk.mtime = now;
             st.disk.ctime = now;
-            store_first_line(fs, st, false)?;
+            store_first_line(fs, st)?;
             st.times_dirty = false;
             return Ok(());
         }
@@ -416,7 +413,7 @@ fn allocate_zeroed<D: PmDevice>(
     }
     st.disk.ctime = now;
     record_links(st, &plan, &new_blocks, root);
-    store_first_line(fs, st, false)?;
+    store_first_line(fs, st)?;
     st.times_dirty = false;
     Ok(())
 }
