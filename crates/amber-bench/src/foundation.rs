@@ -8,13 +8,13 @@
 //! * mount time of a pool holding N files (clean and after a crash).
 
 use crate::record::Record;
-use crate::rng::Rng;
 use crate::stats::summarize;
 use crate::target::{open_pool, BenchDevice};
 use amber_core::fs::{format, mount};
 use amber_core::{Core, MountOptions, Owner};
 use amber_format::{FileKind, FormatParams, ROOT_INO};
 use amber_pmem::{PmDevice, WriteStats};
+use amber_sim::SplitMix64 as Rng;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -5,6 +5,5 @@
 
 pub mod foundation;
 pub mod record;
-pub mod rng;
 pub mod stats;
 pub mod target;

@@ -2,7 +2,6 @@
 //! from the root, as a front end would, so the op itself is the only
 //! call that writes.
 
-use crate::rng;
 use crate::state::WriteRange;
 use crate::workload::{Op, WriteAt};
 use amber_core::data::FallocMode;
@@ -10,6 +9,7 @@ use amber_core::fs::XattrSet;
 use amber_core::{Core, FsError, Owner, SetAttr, TimeSet};
 use amber_format::{FileKind, ROOT_INO};
 use amber_pmem::PmDevice;
+use amber_sim::rng;
 
 /// Owner of everything the workloads create; not root, so chown is a change.
 pub const OWNER: Owner = Owner {

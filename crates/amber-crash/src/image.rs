@@ -14,13 +14,13 @@
 //! ones.
 
 use crate::exec::OWNER;
-use crate::rng;
 use crate::state::{capture, FsState};
 use amber_core::check::{self, CheckOptions};
 use amber_core::fs::mount;
 use amber_core::{Core, MountOptions};
 use amber_format::{FileKind, ROOT_INO};
 use amber_pmem::PmDevice;
+use amber_sim::rng;
 use amber_sim::OverlayDevice;
 use std::sync::Arc;
 

@@ -15,7 +15,6 @@
 
 mod exec;
 mod image;
-mod rng;
 mod state;
 mod workload;
 

@@ -4,9 +4,9 @@
 //! shell script and needs no inode numbers, which differ per run only if
 //! the allocator changes.
 
-use crate::rng::SplitMix64;
 use amber_core::RenameMode;
 use amber_format::Timespec;
+use amber_sim::SplitMix64;
 use std::collections::BTreeMap;
 use std::fmt;
 

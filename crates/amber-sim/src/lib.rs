@@ -15,7 +15,8 @@ mod enumerate;
 mod overlay;
 mod record;
 mod recording;
-mod rng;
+pub mod rng;
+pub use rng::SplitMix64;
 mod span;
 
 pub use crash_point::{CrashPoint, PendingLine};

@@ -1,20 +1,21 @@
-//! A tiny seeded generator, so that every sampled crash image can be
-//! regenerated from the seed printed in a failure report, on any machine and
-//! with no dependency whose output could change between versions.
+//! The project's one seeded generator, so that every sampled crash image,
+//! crash workload and benchmark access pattern can be regenerated from the
+//! seed printed in a report, on any machine and with no dependency whose
+//! output could change between versions.
 
 /// SplitMix64 (Steele, Lea, Flood 2014): one add and two multiplies per
 /// output, and every seed (including 0) gives a full-period stream.
 #[derive(Debug, Clone)]
-pub(crate) struct SplitMix64 {
+pub struct SplitMix64 {
     state: u64,
 }
 
 impl SplitMix64 {
-    pub(crate) fn new(seed: u64) -> Self {
+    pub fn new(seed: u64) -> Self {
         SplitMix64 { state: seed }
     }
 
-    pub(crate) fn next_u64(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.state;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -25,10 +26,26 @@ impl SplitMix64 {
     /// A value in `0..n`. Uses the high half of a 128-bit product (Lemire)
     /// rather than a rejection loop, so it always finishes in one step; the
     /// bias is below 2^-32 for every `n` the enumerator uses.
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
+    pub fn below(&mut self, n: u64) -> u64 {
         assert!(n > 0, "empty range");
         ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
     }
+
+    /// Fills `buf` with the next bytes of the stream.
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            let v = self.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&v[..chunk.len()]);
+        }
+    }
+}
+
+/// `len` bytes determined by `seed`, so data need not be stored to be
+/// checked later.
+pub fn bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut out = vec![0u8; len];
+    SplitMix64::new(seed).fill(&mut out);
+    out
 }
 
 #[cfg(test)]

@@ -1,27 +1,25 @@
-//! A tiny SplitMix64 generator: the deterministic tests need a seed that
-//! prints as one number and replays bit for bit, with no dependency whose
-//! algorithm could change under us between releases.
+//! The project's seeded generator (amber_sim's SplitMix64) with the
+//! helpers the model tests draw their operations with: a seed prints as
+//! one number and replays bit for bit.
 
-/// SplitMix64 (Steele, Lea, Flood 2014): 64 bits of state, full period.
+use amber_sim::SplitMix64;
+
+/// SplitMix64 plus range, chance and pick.
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub struct Rng(SplitMix64);
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        Rng(seed)
+        Rng(SplitMix64::new(seed))
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
-    /// A value in `0..n` (`n` > 0); the modulo bias is irrelevant here.
+    /// A value in `0..n` (`n` > 0).
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
+        self.0.below(n)
     }
 
     /// A value in `lo..=hi`.
