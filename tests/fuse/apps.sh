@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Real applications on a mounted Amber pool, each followed by unmount,
+# fsck and a fresh mount that must still show the content.
+#
+#   bash tests/fuse/apps.sh AMBERFS POOL MOUNTPOINT WORKDIR   (pool mounted)
+set -euo pipefail
+amberfs=$1 pool=$2 mnt=$3 work=$4
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+
+step() { printf '\n== %s\n' "$*"; }
+cycle() {
+    "$amberfs" umount "$mnt"
+    "$amberfs" fsck "$pool"
+    "$amberfs" mount "$pool" "$mnt" --log "$work/daemon.log"
+}
+
+step "git: init, add, commit, clone, gc, fsck"
+g="git -c user.name=amber -c user.email=amber@example.invalid -c init.defaultBranch=main"
+mkdir "$mnt/git"
+cp -r "$top/crates/amber-format/src" "$mnt/git/repo"
+( cd "$mnt/git/repo" && $g init -q && $g add -A && $g commit -qm "first" \
+  && echo "// more" >> lib.rs && $g commit -qam "second" )
+$g clone -q "$mnt/git/repo" "$mnt/git/clone"
+( cd "$mnt/git/clone" && $g gc -q && $g fsck --full --strict )
+head_repo=$(cd "$mnt/git/repo" && git rev-parse HEAD)
+cycle
+( cd "$mnt/git/clone" && git fsck --full --strict >/dev/null && test "$(git rev-parse HEAD)" = "$head_repo" )
+echo "git ok ($head_repo)"
+
+step "tar: create and extract a source tree, byte-identical round trip"
+tar -C "$top" -cf "$work/src.tar" crates docs
+mkdir "$mnt/tar"
+tar -C "$mnt/tar" -xf "$work/src.tar"
+tar -C "$mnt/tar" -df "$work/src.tar"           # contents, modes, times, sizes
+tar -C "$mnt/tar" -cf "$work/back.tar" crates docs
+mkdir "$work/a" "$work/b"
+tar -C "$work/a" -xf "$work/src.tar"
+tar -C "$work/b" -xf "$work/back.tar"
+diff -r "$work/a" "$work/b"
+cycle
+tar -C "$mnt/tar" -df "$work/src.tar"
+echo "tar ok ($(tar -tf "$work/src.tar" | wc -l) entries)"
+
+step "sqlite3: 10,000 inserts in transactions, integrity_check"
+{
+    echo "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);"
+    for tx in $(seq 1 100); do
+        echo "BEGIN;"
+        for i in $(seq 1 100); do echo "INSERT INTO t(v) VALUES ('row $tx-$i');"; done
+        echo "COMMIT;"
+    done
+} > "$work/inserts.sql"
+mkdir "$mnt/db"
+sqlite3 "$mnt/db/test.db" < "$work/inserts.sql"
+test "$(sqlite3 "$mnt/db/test.db" 'PRAGMA integrity_check;')" = ok
+test "$(sqlite3 "$mnt/db/test.db" 'SELECT count(*) FROM t;')" = 10000
+cycle
+test "$(sqlite3 "$mnt/db/test.db" 'PRAGMA integrity_check;')" = ok
+test "$(sqlite3 "$mnt/db/test.db" 'SELECT count(*) FROM t;')" = 10000
+echo "sqlite3 ok"
+
+step "make: build a small C project"
+mkdir -p "$mnt/cproj"
+cat > "$mnt/cproj/util.c" <<'C'
+int add(int a, int b) { return a + b; }
+C
+cat > "$mnt/cproj/main.c" <<'C'
+#include <stdio.h>
+int add(int, int);
+int main(void) { printf("%d\n", add(40, 2)); return 0; }
+C
+printf 'hello: main.o util.o\n\tcc -o $@ $^\n%%.o: %%.c\n\tcc -c -o $@ $<\nclean:\n\trm -f hello *.o\n' > "$mnt/cproj/Makefile"
+make -s -C "$mnt/cproj"
+test "$("$mnt/cproj/hello")" = 42
+make -s -C "$mnt/cproj"    # up to date: timestamps must say so
+cycle
+test "$("$mnt/cproj/hello")" = 42
+test -z "$(make -s -n -C "$mnt/cproj")"    # still up to date after remount
+echo "make ok"
+
+step "cp -a: modes and timestamps preserved"
+src=$work/cpsrc
+mkdir -p "$src/sub/deeper"
+echo one > "$src/a"; echo two > "$src/sub/b"; echo three > "$src/sub/deeper/c"
+chmod 0640 "$src/a"; chmod 0751 "$src/sub"; chmod 4755 "$src/sub/b"
+ln -s ../a "$src/sub/link"
+ln "$src/sub/deeper/c" "$src/sub/hard"
+touch -d '2001-02-03 04:05:06.123456789' "$src/a" "$src/sub/deeper/c"
+cp -a "$src" "$mnt/cpdst"
+listing() { (cd "$1" && find . -printf '%p %y %m %s %n %T@ %l\n' | sort); }
+diff <(listing "$src") <(listing "$mnt/cpdst")
+cycle
+diff <(listing "$src") <(listing "$mnt/cpdst")
+echo "cp -a ok"
+
+step "extended attributes through setfattr/getfattr"
+touch "$mnt/x"
+setfattr -n user.color -v blue "$mnt/x"
+test "$(getfattr --only-values -n user.color "$mnt/x")" = blue
+cycle
+test "$(getfattr --only-values -n user.color "$mnt/x")" = blue
+echo "xattr ok"

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# FUSE conformance and real applications on an Amber mount (issue 3).
+#
+#   bash tests/fuse/run.sh [AMBERFS_BINARY]
+#
+# Needs root and /dev/fuse; without them it says so and exits 0 (skipped).
+# Installs what it needs: pjdfstest (crates.io), sqlite3, attr (Debian).
+# Every step prints what it does; any failure exits non-zero.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+amberfs=${1:-$top/target/release/amberfs}
+
+if [ "$(id -u)" != 0 ] || [ ! -e /dev/fuse ]; then
+    echo "tests/fuse: skipped: needs root and /dev/fuse"
+    exit 0
+fi
+[ -x "$amberfs" ] || { echo "tests/fuse: $amberfs not built (cargo build --release --bin amberfs)"; exit 1; }
+
+need_apt=()
+command -v sqlite3 >/dev/null || need_apt+=(sqlite3)
+command -v setfattr >/dev/null || need_apt+=(attr)
+command -v make >/dev/null || need_apt+=(make)
+command -v cc >/dev/null || need_apt+=(gcc)
+command -v git >/dev/null || need_apt+=(git)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+pjd=${PJDFSTEST:-$(command -v pjdfstest || true)}
+if [ -z "$pjd" ]; then
+    cargo install --quiet --locked pjdfstest --version 0.2.2 --root "$top/target/tools"
+    pjd=$top/target/tools/bin/pjdfstest
+fi
+getent group tests >/dev/null || groupadd tests
+getent passwd tests >/dev/null || useradd -g tests -M -N -s /usr/sbin/nologin tests
+
+work=$(mktemp -d /tmp/amberfs-fuse.XXXXXX)
+pool=/dev/shm/amberfs-fuse-$$.pool
+mnt=$work/mnt
+mkdir -p "$mnt"
+cleanup() {
+    "$amberfs" umount "$mnt" >/dev/null 2>&1 || umount -l "$mnt" >/dev/null 2>&1 || true
+    rm -f "$pool"
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+step() { printf '\n== %s\n' "$*"; }
+mount_pool() { "$amberfs" mount "$pool" "$mnt" --log "$work/daemon.log"; }
+cycle() {
+    # Unmount (the pool is marked clean), check it, mount again.
+    "$amberfs" umount "$mnt"
+    "$amberfs" fsck "$pool"
+    mount_pool
+}
+
+step "mkfs and mount"
+"$amberfs" mkfs "$pool" --size 2G --inodes 262144
+mount_pool
+
+step "pjdfstest $("$pjd" --version 2>/dev/null || true)"
+mkdir "$mnt/pjd"
+chmod 0777 "$mnt/pjd"
+( cd "$mnt/pjd" && "$pjd" -c "$here/pjdfstest.toml" -p "$mnt/pjd" ) 2>&1 | tee "$work/pjd.log" | tail -n 15
+if grep -Eq '^[0-9]+ tests? failed|FAILED' "$work/pjd.log"; then
+    echo "pjdfstest reported failures"; grep -E 'FAILED' "$work/pjd.log" | head -50; exit 1
+fi
+rm -rf "$mnt/pjd"
+
+bash "$here/apps.sh" "$amberfs" "$pool" "$mnt" "$work"
+echo
+echo "tests/fuse: all passed"
