@@ -1,4 +1,5 @@
-//! `amberfs bench`: measurements beside their baselines, in one run.
+//! `amberfs bench foundation`: the foundation issue's figures beside their
+//! baselines, in one run.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,20 +11,6 @@ use crate::common::{parse_size, CliError, CliResult};
 
 #[derive(clap::Args)]
 pub struct Args {
-    #[command(subcommand)]
-    suite: Suite,
-}
-
-#[derive(clap::Subcommand)]
-enum Suite {
-    /// The foundation figures: 4 KiB sequential writes against a bare
-    /// non-temporal copy, 128 B random overwrite + fsync against a bare
-    /// store + flush + fence, two-thread scaling, mount time with many files.
-    Foundation(FoundationArgs),
-}
-
-#[derive(clap::Args)]
-struct FoundationArgs {
     /// Pool file to create for the run (removed afterwards).
     #[arg(long, default_value = "/dev/shm/amber-bench.pool")]
     pool: PathBuf,
@@ -47,8 +34,7 @@ struct FoundationArgs {
     json: Option<PathBuf>,
 }
 
-pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
-    let Suite::Foundation(a) = args.suite;
+pub fn run(a: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
     let preset = emulate.unwrap_or("dram").to_string();
     amber_pmem::EmulatorSpec::parse(&preset)
         .map_err(|e| CliError::new(format!("--emulate: {e}")))?;
