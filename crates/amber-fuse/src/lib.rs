@@ -1,0 +1,684 @@
+//! Amber in the kernel's namespace: a FUSE file system that turns each
+//! request into one call of the inode-level API ([`amber_core::Core`]) and
+//! each [`amber_core::FsError`] into an errno (`errno.rs`, the only place
+//! that mapping lives). Inode numbers are the core's own (the root is 1 in
+//! both), so no table translates them, and `forget` has nothing to drop.
+//!
+//! How it is mounted ([`session_config`]), and why:
+//!
+//! * `default_permissions`: the kernel checks permission bits, sticky
+//!   directories and search permission on every path component, with all
+//!   of the caller's groups, as for a local file system. The adapter does
+//!   no permission checks of its own beyond what only it can know (the
+//!   namespace rules of extended attributes, and `access` for mounts
+//!   without that option).
+//! * `allow_other`: pjdfstest and multi-user workloads switch uids.
+//! * No writeback cache: every write reaches the core before the syscall
+//!   returns, so `fsync`, O_SYNC and O_DSYNC give exactly the library's
+//!   guarantees (README, "Durability guarantees"); with a writeback cache
+//!   the kernel would hold dirty pages and a crash of the daemon's machine
+//!   could lose writes the application saw succeed. Reads still use the
+//!   page cache, which stays coherent because this daemon owns the pool.
+//! * Attribute and entry TTL of 1 s, nanosecond timestamps: nothing but
+//!   this daemon changes the pool, so the kernel's cache is never stale.
+//! * POSIX record locks and flock are not implemented: FUSE then keeps
+//!   them in the kernel, local to this mount, which is where the FUSE
+//!   protocol allows them to be correct (a single daemon, a single host).
+//! * New inodes belong to the requesting uid and gid; the core applies
+//!   the set-group-id directory rule.
+#![forbid(unsafe_code)]
+
+mod attr;
+mod dir;
+mod errno;
+mod handles;
+mod xattr;
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use amber_core::data::FallocMode;
+use amber_core::{Attr, Core, FsError, Owner, RenameMode, SetAttr, TimeSet};
+use amber_format::FileKind;
+use amber_pmem::PmDevice;
+use fuser::{
+    AccessFlags, Config, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, SessionACL, TimeOrNow, WriteFlags,
+};
+
+use crate::attr::{file_attr, may_access, timespec};
+use crate::errno::errno;
+use crate::handles::Handles;
+use crate::xattr::Access;
+
+/// How long the kernel may cache attributes and names.
+const TTL: Duration = Duration::from_secs(1);
+
+/// Session threads when the caller does not say: one can wait in a slow
+/// (synchronous) write while the other answers lookups and reads.
+pub const DEFAULT_THREADS: usize = 2;
+
+/// The fuser configuration Amber is mounted with (see the crate doc).
+/// `fsname` shows as the mount's source, e.g. `amberfs:/dev/shm/a.pool`.
+pub fn session_config(fsname: &str, threads: usize) -> Config {
+    let mut c = Config::default();
+    c.mount_options = vec![
+        MountOption::FSName(fsname.to_string()),
+        MountOption::Subtype("amberfs".into()),
+        MountOption::DefaultPermissions,
+    ];
+    c.acl = SessionACL::All;
+    c.n_threads = Some(threads.max(1));
+    // Each thread reads its own /dev/fuse clone rather than all contending
+    // for one descriptor.
+    c.clone_fd = true;
+    c
+}
+
+/// The FUSE file system over one mounted pool.
+pub struct AmberFuse<D: PmDevice> {
+    core: Arc<Core<D>>,
+    handles: Handles,
+}
+
+impl<D: PmDevice> AmberFuse<D> {
+    pub fn new(core: Arc<Core<D>>) -> Self {
+        AmberFuse {
+            core,
+            handles: Handles::default(),
+        }
+    }
+
+    /// Counts an open of `ino` in the core and gives it a handle.
+    fn open_handle(&self, ino: u64) -> Result<FileHandle, FsError> {
+        self.core.open(ino)?;
+        Ok(FileHandle(self.handles.insert(ino)))
+    }
+
+    /// Drops handle `fh`: the core frees an unlinked inode at its last
+    /// release.
+    fn release_handle(&self, fh: FileHandle, reply: ReplyEmpty) {
+        match self.handles.remove(fh.0) {
+            Some(ino) => empty(reply, self.core.release(ino)),
+            None => reply.error(Errno::EBADF),
+        }
+    }
+}
+
+fn owner(req: &Request) -> Owner {
+    Owner {
+        uid: req.uid(),
+        gid: req.gid(),
+    }
+}
+
+fn entry(reply: ReplyEntry, r: Result<Attr, FsError>) {
+    match r {
+        Ok(a) => reply.entry(&TTL, &file_attr(&a), Generation(a.generation.into())),
+        Err(e) => reply.error(errno(&e)),
+    }
+}
+
+fn attr_reply(reply: ReplyAttr, r: Result<Attr, FsError>) {
+    match r {
+        Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+        Err(e) => reply.error(errno(&e)),
+    }
+}
+
+fn empty(reply: ReplyEmpty, r: Result<(), FsError>) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(errno(&e)),
+    }
+}
+
+fn time_set(t: TimeOrNow) -> TimeSet {
+    match t {
+        TimeOrNow::Now => TimeSet::Now,
+        TimeOrNow::SpecificTime(t) => TimeSet::At(timespec(t)),
+    }
+}
+
+/// The kind of node a mknod mode asks for; directories and symlinks have
+/// their own requests.
+fn node_kind(mode: u32) -> Option<FileKind> {
+    match mode & libc::S_IFMT {
+        libc::S_IFREG | 0 => Some(FileKind::Regular),
+        libc::S_IFIFO => Some(FileKind::Fifo),
+        libc::S_IFSOCK => Some(FileKind::Socket),
+        libc::S_IFCHR => Some(FileKind::CharDevice),
+        libc::S_IFBLK => Some(FileKind::BlockDevice),
+        _ => None,
+    }
+}
+
+/// The permission bits a create asks for, less the caller's umask. The
+/// kernel usually applied the umask already; applying it twice is
+/// harmless and keeps mounts that pass it through correct.
+fn masked(mode: u32, umask: u32) -> u32 {
+    mode & 0o7777 & !umask
+}
+
+impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        // Each is an optimization a kernel may lack; without it the kernel
+        // simply does not use it, so a refusal is not an error.
+        for wanted in [
+            InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO,
+            InitFlags::FUSE_PARALLEL_DIROPS,
+        ] {
+            if config.add_capabilities(wanted).is_err() {
+                eprintln!("amberfs: kernel lacks {wanted:?}; continuing without it");
+            }
+        }
+        Ok(())
+    }
+
+    /// Releases what the kernel left open (a lazy unmount, a connection
+    /// abort), so unlinked files are freed before the pool is marked clean.
+    fn destroy(&mut self) {
+        for ino in self.handles.drain() {
+            if let Err(e) = self.core.release(ino) {
+                eprintln!("amberfs: releasing inode {ino} at unmount: {e}");
+            }
+        }
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        entry(reply, self.core.lookup(parent.0, name.as_bytes()));
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        attr_reply(reply, self.core.getattr(ino.0));
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<std::time::SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<std::time::SystemTime>,
+        _chgtime: Option<std::time::SystemTime>,
+        _bkuptime: Option<std::time::SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let set = SetAttr {
+            perm: mode.map(|m| m & 0o7777),
+            uid,
+            gid,
+            size,
+            atime: atime.map(time_set),
+            mtime: mtime.map(time_set),
+        };
+        attr_reply(reply, self.core.setattr(ino.0, &set));
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.core.readlink(ino.0) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let Some(kind) = node_kind(mode) else {
+            return reply.error(Errno::EINVAL);
+        };
+        let perm = masked(mode, umask);
+        let r = self.core.mknod(
+            parent.0,
+            name.as_bytes(),
+            kind,
+            perm,
+            rdev.into(),
+            owner(req),
+        );
+        entry(reply, r);
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let perm = masked(mode, umask);
+        entry(
+            reply,
+            self.core.mkdir(parent.0, name.as_bytes(), perm, owner(req)),
+        );
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        empty(reply, self.core.unlink(parent.0, name.as_bytes()));
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        empty(reply, self.core.rmdir(parent.0, name.as_bytes()));
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let target = target.as_os_str().as_bytes();
+        let r = self
+            .core
+            .symlink(parent.0, link_name.as_bytes(), target, owner(req));
+        entry(reply, r);
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let mode = if flags.is_empty() {
+            RenameMode::Replace
+        } else if flags == RenameFlags::RENAME_NOREPLACE {
+            RenameMode::NoReplace
+        } else if flags == RenameFlags::RENAME_EXCHANGE {
+            RenameMode::Exchange
+        } else {
+            // RENAME_WHITEOUT (overlayfs) and combinations.
+            return reply.error(Errno::EINVAL);
+        };
+        let r = self.core.rename(
+            parent.0,
+            name.as_bytes(),
+            newparent.0,
+            newname.as_bytes(),
+            mode,
+        );
+        empty(reply, r);
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        entry(
+            reply,
+            self.core.link(ino.0, newparent.0, newname.as_bytes()),
+        );
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.open_handle(ino.0) {
+            Ok(fh) => reply.opened(fh, FopenFlags::empty()),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let mut buf = vec![0u8; size as usize];
+        match self.core.read(ino.0, offset, &mut buf) {
+            Ok(n) => reply.data(&buf[..n]),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    /// O_APPEND and O_SYNC/O_DSYNC are read from the flags the kernel
+    /// sends with every write (the file's flags now, after any fcntl, plus
+    /// RWF_DSYNC/RWF_SYNC), not from the open: they can change after it.
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        write_flags: WriteFlags,
+        flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        // A page written back from a shared mapping has a fixed offset,
+        // whichever open file the kernel sends it through.
+        let page_writeback = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
+        let append = flags.0 & libc::O_APPEND != 0 && !page_writeback;
+        // O_SYNC includes the O_DSYNC bit on Linux.
+        let sync = flags.0 & libc::O_DSYNC != 0;
+        let at = if append { None } else { Some(offset) };
+        match self.core.write(ino.0, at, data, sync) {
+            Ok((n, _)) => reply.written(n as u32),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    /// Nothing to do at close: every write is already in the pool.
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.release_handle(fh, reply);
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        empty(reply, self.core.fsync(ino.0));
+    }
+
+    /// Directories are counted as open too, so one removed while a
+    /// process still lists it stays readable (and empty) until closed.
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.open_handle(ino.0) {
+            Ok(fh) => reply.opened(fh, FopenFlags::empty()),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        reply: ReplyDirectory,
+    ) {
+        dir::readdir(&self.core, ino.0, offset, reply);
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        reply: ReplyDirectoryPlus,
+    ) {
+        dir::readdirplus(&self.core, ino.0, offset, &TTL, reply);
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.release_handle(fh, reply);
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        empty(reply, self.core.fsync(ino.0));
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let s = self.core.statfs();
+        let bsize = s.block_size as u32;
+        reply.statfs(
+            s.blocks,
+            s.blocks_free,
+            s.blocks_free,
+            s.inodes,
+            s.inodes_free,
+            bsize,
+            s.name_max as u32,
+            bsize,
+        );
+    }
+
+    fn setxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let name = name.as_bytes();
+        let how = match xattr::set_mode(flags) {
+            Ok(how) => how,
+            Err(e) => return reply.error(e),
+        };
+        let kind = match self.core.getattr(ino.0) {
+            Ok(a) => a.kind,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        if let Err(e) = xattr::check(name, kind, req.uid(), Access::Write) {
+            return reply.error(e);
+        }
+        empty(reply, self.core.setxattr(ino.0, name, value, how));
+    }
+
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let name = name.as_bytes();
+        let kind = match self.core.getattr(ino.0) {
+            Ok(a) => a.kind,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        if let Err(e) = xattr::check(name, kind, req.uid(), Access::Read) {
+            return reply.error(e);
+        }
+        match self.core.getxattr(ino.0, name) {
+            Ok(v) => xattr::reply_sized(&v, size, reply),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        match self.core.listxattr(ino.0) {
+            Ok(names) => xattr::reply_sized(&xattr::name_list(&names, req.uid()), size, reply),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let name = name.as_bytes();
+        let kind = match self.core.getattr(ino.0) {
+            Ok(a) => a.kind,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        if let Err(e) = xattr::check(name, kind, req.uid(), Access::Write) {
+            return reply.error(e);
+        }
+        empty(reply, self.core.removexattr(ino.0, name));
+    }
+
+    /// Only called on mounts without `default_permissions` (ours have it);
+    /// answers from the permission bits for those.
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        match self.core.getattr(ino.0) {
+            Ok(a) if may_access(&a, req.uid(), req.gid(), mask.bits()) => reply.ok(),
+            Ok(_) => reply.error(Errno::EACCES),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        if node_kind(mode) != Some(FileKind::Regular) {
+            return reply.error(Errno::EINVAL);
+        }
+        let perm = masked(mode, umask);
+        let made = self
+            .core
+            .mknod(
+                parent.0,
+                name.as_bytes(),
+                FileKind::Regular,
+                perm,
+                0,
+                owner(req),
+            )
+            .and_then(|a| Ok((self.open_handle(a.ino)?, a)));
+        match made {
+            Ok((fh, a)) => reply.created(
+                &TTL,
+                &file_attr(&a),
+                Generation(a.generation.into()),
+                fh,
+                FopenFlags::empty(),
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    /// Modes the core has: allocate (0), allocate keeping the size, and
+    /// punch a hole (which Linux requires to keep the size). The kernel
+    /// refuses modes FUSE does not carry before they reach us.
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        const KEEP: i32 = libc::FALLOC_FL_KEEP_SIZE;
+        const PUNCH: i32 = libc::FALLOC_FL_PUNCH_HOLE;
+        let how = match mode {
+            0 => FallocMode::Allocate { keep_size: false },
+            KEEP => FallocMode::Allocate { keep_size: true },
+            m if m == PUNCH | KEEP => FallocMode::PunchHole,
+            _ => return reply.error(Errno::EOPNOTSUPP),
+        };
+        if length == 0 {
+            return reply.error(Errno::EINVAL);
+        }
+        empty(reply, self.core.fallocate(ino.0, offset, length, how));
+    }
+
+    /// The kernel sends only SEEK_DATA and SEEK_HOLE: it answers SEEK_SET,
+    /// SEEK_CUR and SEEK_END itself from the file position and cached size.
+    fn lseek(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        let data = match whence {
+            libc::SEEK_DATA => true,
+            libc::SEEK_HOLE => false,
+            _ => return reply.error(Errno::EINVAL),
+        };
+        let Ok(off) = u64::try_from(offset) else {
+            return reply.error(Errno::ENXIO);
+        };
+        match self.core.seek_data(ino.0, off, data) {
+            Ok(at) => reply.offset(at as i64),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_kinds_and_umask() {
+        assert_eq!(node_kind(libc::S_IFIFO | 0o644), Some(FileKind::Fifo));
+        assert_eq!(node_kind(0o644), Some(FileKind::Regular));
+        assert_eq!(node_kind(libc::S_IFDIR | 0o755), None);
+        assert_eq!(masked(libc::S_IFREG | 0o4777, 0o022), 0o4755);
+    }
+
+    #[test]
+    fn config_carries_the_documented_options() {
+        let c = session_config("amberfs:/p", 0);
+        assert_eq!(c.n_threads, Some(1));
+        assert_eq!(c.acl, SessionACL::All);
+        assert!(c.mount_options.contains(&MountOption::DefaultPermissions));
+        assert!(c
+            .mount_options
+            .contains(&MountOption::FSName("amberfs:/p".into())));
+    }
+}
