@@ -139,6 +139,10 @@ impl MmapDevice {
     pub fn info(&self) -> &MapInfo {
         &self.info
     }
+
+    pub(crate) fn region(&self) -> &Region {
+        &self.region
+    }
 }
 
 /// Maps a locked pool, preferring `MAP_SYNC` (DAX) and falling back to a

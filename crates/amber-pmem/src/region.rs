@@ -65,7 +65,7 @@ impl Region {
     /// Makes `[off, off + len)` reach the persistence domain (up to the next
     /// drain) without counting it: the shared step of `flush` and of the
     /// cached head and tail of non-temporal writes.
-    fn write_back(&self, off: u64, len: u64) {
+    pub(crate) fn write_back(&self, off: u64, len: u64) {
         match self.flush {
             FlushKind::Msync => {
                 if let Err(err) = self.map.msync(off as usize, len as usize) {
@@ -137,6 +137,22 @@ impl Region {
             // SAFETY: the destination range was checked against the mapping.
             None => unsafe { std::ptr::write_bytes(dst, 0, len as usize) },
         }
+    }
+
+    /// The words of `[off, off + len)` for load/store access, after the
+    /// bounds check every access makes; whole aligned words only, so no
+    /// access is split or unaligned.
+    pub(crate) fn words(&self, off: u64, len: u64) -> *mut u64 {
+        assert!(
+            off.is_multiple_of(8) && len.is_multiple_of(8),
+            "PM word access misaligned: off={off} len={len} need multiples of 8"
+        );
+        check_range(self.size, off, len);
+        self.at(off).cast()
+    }
+
+    pub(crate) fn counter(&self) -> &StatsCounter {
+        &self.stats
     }
 
     fn aligned_word(&self, off: u64, align: u64) -> *mut u8 {
