@@ -9,7 +9,7 @@ use std::fmt;
 use std::io::Write;
 use std::path::Path;
 
-use amber_core::{File, Fs, FsError, MountOptions};
+use amber_core::{File, Fs, FsError, MountOptions, RecoveryReport};
 use amber_format::Timespec;
 use amber_pmem::{
     Emulated, EmulatorSpec, MapError, MapOptions, MmapDevice, PersistError, PmDevice, WriteStats,
@@ -271,6 +271,17 @@ impl PmDevice for PoolDevice {
 /// A mounted pool for the offline tools.
 pub type PoolFs = Fs<PoolDevice>;
 
+/// Opens `pool` (behind the emulator if asked) and mounts it, recovering
+/// it if the last session did not end cleanly.
+pub fn mount_pool(pool: &Path, config: &MountConfig) -> CliResult<(PoolFs, RecoveryReport)> {
+    let dev = open_device(pool)?;
+    let dev = match config.emulate {
+        Some(spec) => PoolDevice::Emulated(Emulated::new(dev, spec)),
+        None => PoolDevice::Plain(dev),
+    };
+    Fs::mount(dev, config.options.clone()).map_err(|e| pool_error(pool, e))
+}
+
 /// Mounts `pool`, runs `action`, and unmounts cleanly whatever `action`
 /// returned, so a failed `put` still leaves a pool that needs no recovery.
 /// If the mount had to recover from a crash, says so: the user should know
@@ -280,12 +291,7 @@ pub fn with_mounted<T>(
     config: &MountConfig,
     action: impl FnOnce(&PoolFs) -> CliResult<T>,
 ) -> CliResult<T> {
-    let dev = open_device(pool)?;
-    let dev = match config.emulate {
-        Some(spec) => PoolDevice::Emulated(Emulated::new(dev, spec)),
-        None => PoolDevice::Plain(dev),
-    };
-    let (fs, report) = Fs::mount(dev, config.options.clone()).map_err(|e| pool_error(pool, e))?;
+    let (fs, report) = mount_pool(pool, config)?;
     if !report.was_clean {
         warn(format!("{}: {report}", pool.display()));
     }

@@ -1,5 +1,5 @@
-//! `amberfs`: create, inspect and use Amber pools from the shell, without
-//! mounting them in the kernel.
+//! `amberfs`: create, inspect and use Amber pools from the shell, offline
+//! or mounted in the kernel's namespace through FUSE.
 #![forbid(unsafe_code)]
 
 mod cmd;
@@ -53,6 +53,10 @@ enum Command {
     Rm(cmd::rm::Args),
     /// Write a file from the pool to standard output.
     Cat(cmd::cat::Args),
+    /// Serve a pool at a directory through FUSE (a daemon unless --foreground).
+    Mount(cmd::mount::Args),
+    /// Unmount a pool and wait until its daemon has closed it cleanly.
+    Umount(cmd::umount::Args),
     /// Measure Amber beside its baselines (medians of repetitions).
     Bench(cmd::bench::Args),
     /// The main job: make a pool in /dev/shm behind emulated PM (default
@@ -72,6 +76,7 @@ impl Command {
                 | Command::Crashtest(_)
                 | Command::Bench(_)
                 | Command::Demo(_)
+                | Command::Umount(_)
         )
     }
 }
@@ -82,7 +87,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
     if (!emulates && cli.emulate.is_some()) || (!cli.command.mounts() && cli.options.is_some()) {
         return Err(common::CliError::new(
             "--emulate applies only to commands that mount the pool (ls, put, get, mkdir, \
-             rm, cat) and to bench and demo; -o only to the former; drop them here",
+             rm, cat, mount) and to bench and demo; -o only to the former; drop them here",
         ));
     }
     let mount = || MountConfig::parse(cli.emulate.as_deref(), cli.options.as_deref());
@@ -97,6 +102,10 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
         Command::Mkdir(args) => cmd::mkdir::run(args, &mount()?),
         Command::Rm(args) => cmd::rm::run(args, &mount()?),
         Command::Cat(args) => cmd::cat::run(args, &mount()?),
+        Command::Mount(args) => {
+            cmd::mount::run(args, cli.emulate.as_deref(), cli.options.as_deref())
+        }
+        Command::Umount(args) => cmd::umount::run(args),
         Command::Bench(args) => cmd::bench::run(args, cli.emulate.as_deref()),
         Command::Demo(args) => cmd::demo::run(args, cli.emulate.as_deref()),
     }

@@ -10,5 +10,7 @@ pub mod info;
 pub mod ls;
 pub mod mkdir;
 pub mod mkfs;
+pub mod mount;
 pub mod put;
 pub mod rm;
+pub mod umount;
