@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod foundation;
+pub mod iozone;
 pub mod record;
 pub mod stats;
 pub mod target;
