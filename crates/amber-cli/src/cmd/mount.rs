@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use amber_core::fs::read_superblock;
 use amber_fuse::{session_config, AmberFuse, DEFAULT_THREADS};
 use amber_pmem::{MapError, MapOptions, MmapDevice};
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::common::{
@@ -47,7 +47,7 @@ pub struct Args {
     pool: PathBuf,
     /// The directory to mount it at.
     dir: PathBuf,
-    /// Serve in this process until unmounted (SIGTERM or SIGINT unmounts)
+    /// Serve in this process until unmounted (SIGTERM, SIGINT or SIGHUP unmount)
     /// instead of starting a daemon.
     #[arg(long)]
     foreground: bool,
@@ -336,8 +336,10 @@ enum Stop {
 fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliResult<ExitCode> {
     // Registered before mounting, so a signal that arrives during the
     // mount unmounts cleanly instead of killing us with the pool dirty.
-    let mut signals = Signals::new([SIGTERM, SIGINT])
-        .map_err(|e| CliError::new(format!("cannot catch SIGTERM and SIGINT: {e}")))?;
+    // SIGHUP too: a terminal closing under a --foreground mount ends it
+    // cleanly rather than killing it with the pool dirty.
+    let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP])
+        .map_err(|e| CliError::new(format!("cannot catch SIGTERM, SIGINT and SIGHUP: {e}")))?;
     let pid_file = PidFile::create(dir, pool)?;
     let (fs, report) = mount_pool(pool, config)?;
     log(&format!("{}: {report}", pool.display()));
@@ -383,7 +385,11 @@ fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliRe
     });
     match rx.recv() {
         Ok(Stop::Signal(sig)) => {
-            let name = if sig == SIGTERM { "SIGTERM" } else { "SIGINT" };
+            let name = match sig {
+                SIGTERM => "SIGTERM",
+                SIGINT => "SIGINT",
+                _ => "SIGHUP",
+            };
             log(&format!("{name}: unmounting {}", dir.display()));
             if let Err(e) = unmounter.unmount() {
                 log(&format!(
