@@ -9,7 +9,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use tempfile::TempDir;
 
@@ -410,7 +410,7 @@ fn foreground_serves_until_sigint() {
         return;
     }
     let s = Setup::new();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_amberfs"))
+    let child = Command::new(env!("CARGO_BIN_EXE_amberfs"))
         .args(["mount", s.p(), s.d(), "--foreground", "--threads", "4"])
         .stderr(Stdio::piped())
         .spawn()
