@@ -393,7 +393,8 @@ fn sigterm_and_kill_dash_nine() {
     wait_gone(pid);
     run("umount", &["-l", s.d()]);
     drop(m);
-    let mount = amberfs(&["mount", s.p(), s.d()]);
+    let log = s.tmp.path().join("after-kill.log");
+    let mount = amberfs(&["mount", s.p(), s.d(), "--log", log.to_str().unwrap()]);
     assert!(mount.status.success(), "{mount:?}");
     let m = Mounted(s.dir.clone());
     let said = String::from_utf8_lossy(&mount.stderr);
