@@ -3,8 +3,11 @@
 //! affects both alike, and reported as a median with its spread.
 #![forbid(unsafe_code)]
 
+pub mod compare;
 pub mod foundation;
 pub mod iozone;
 pub mod record;
+pub mod spec;
 pub mod stats;
 pub mod target;
+pub mod workload;
