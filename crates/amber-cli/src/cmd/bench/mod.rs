@@ -5,7 +5,9 @@ use std::process::ExitCode;
 
 use crate::common::CliResult;
 
+pub mod compare;
 pub mod foundation;
+pub mod workload;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -19,10 +21,18 @@ enum Suite {
     /// non-temporal copy, 128 B random overwrite + fsync against a bare
     /// store + flush + fence, two-thread scaling, mount time with many files.
     Foundation(foundation::Args),
+    /// One of the papers' workloads (filebench-like, lawn's random small
+    /// writes, hunter's populate) on one or more targets.
+    Workload(workload::Args),
+    /// A workload on several targets interleaved (A, B, A, B, ...), each
+    /// target's median and its ratio to the first.
+    Compare(compare::Args),
 }
 
 pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
     match args.suite {
         Suite::Foundation(a) => foundation::run(a, emulate),
+        Suite::Workload(a) => workload::run(a, emulate),
+        Suite::Compare(a) => compare::run(a, emulate),
     }
 }

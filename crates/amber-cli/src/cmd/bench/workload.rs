@@ -1,0 +1,220 @@
+//! `amberfs bench workload NAME`: one of the papers' workloads on one or
+//! more targets, with the papers' parameters unless the command line says
+//! otherwise. The flags here are shared with `bench compare`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use amber_bench::compare::{self, Plan, Row};
+use amber_bench::record::RunInfo;
+use amber_bench::spec::{default_drop_caches, parse_drop_caches, SpecOptions, TargetSpec};
+use amber_bench::workload::{self, Fsync, Limit, Params};
+
+use crate::common::{parse_size, CliError, CliResult};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// fileserver, webserver, webproxy, varmail, randwrite or populate.
+    #[arg(value_parser = clap::builder::PossibleValuesParser::new(workload::NAMES))]
+    name: String,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// Workload parameters (defaults: the papers', scaled to this machine)
+/// and how to run and report.
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// What to measure, repeatable: amberfs:POLICY (a fresh pool) or
+    /// dir:/path (a directory on any mounted file system).
+    #[arg(long = "target", required = true, value_name = "SPEC")]
+    pub(super) targets: Vec<String>,
+    /// Files in the set.
+    #[arg(long)]
+    files: Option<u64>,
+    /// Mean file size (exact for randwrite and populate), e.g. 128K, 1G.
+    #[arg(long)]
+    file_size: Option<String>,
+    /// Bytes per read or write call.
+    #[arg(long)]
+    io_size: Option<String>,
+    /// Mean append size.
+    #[arg(long)]
+    append_size: Option<String>,
+    /// Entries per directory.
+    #[arg(long)]
+    dir_width: Option<u64>,
+    /// Operations per repetition, over all threads (the same work on every
+    /// target).
+    #[arg(long, conflicts_with = "duration")]
+    ops: Option<u64>,
+    /// Run each repetition this long instead, e.g. 10s or 500ms.
+    #[arg(long)]
+    duration: Option<String>,
+    /// Thread counts, comma-separated: `1,2` runs both.
+    #[arg(long, default_value = "1", value_delimiter = ',')]
+    threads: Vec<usize>,
+    /// randwrite: reads per ten operations (3, 5, 7: lawn's mixes).
+    #[arg(long)]
+    read_ratio: Option<u32>,
+    /// randwrite and populate: `every`, `none` or N (after every Nth write).
+    #[arg(long)]
+    fsync: Option<String>,
+    /// Seed of the access pattern and the file contents.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Timed repetitions per target (medians are reported).
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Untimed runs per target first.
+    #[arg(long, default_value_t = 1)]
+    warmup: usize,
+    /// Where Amber pools are created.
+    #[arg(long, default_value = "/dev/shm")]
+    pool_dir: PathBuf,
+    /// Size of each Amber pool.
+    #[arg(long, default_value = "2G")]
+    pool_size: String,
+    /// Clean-up of dir: targets between runs: none, page, dentries or all
+    /// (default: all as root, else none).
+    #[arg(long)]
+    drop_caches: Option<String>,
+    /// Also write {run, records} as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+pub fn run(a: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
+    run_plan(&a.name, a.run, emulate)
+}
+
+fn size(flag: &str, v: &Option<String>, default: u64) -> CliResult<u64> {
+    v.as_deref().map_or(Ok(default), |s| {
+        parse_size(s).map_err(|e| CliError::new(format!("--{flag}: {e}")))
+    })
+}
+
+/// Parses `10s`, `500ms`, `2m` or a bare number of seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (s, 1.0)
+    };
+    match num.parse::<f64>() {
+        Ok(x) if x > 0.0 && x * scale < 86_400.0 => Ok(Duration::from_secs_f64(x * scale)),
+        _ => Err(format!(
+            "--duration {s:?}: use a positive time under a day, e.g. 10s, 500ms or 2m"
+        )),
+    }
+}
+
+/// The workload's defaults with the command line's overrides applied.
+fn params(name: &str, a: &RunArgs) -> CliResult<Params> {
+    let d = workload::defaults(name).map_err(CliError::new)?;
+    let limit = match (a.ops, &a.duration) {
+        (Some(n), _) => Limit::Ops(n),
+        (None, Some(s)) => Limit::Duration(parse_duration(s).map_err(CliError::new)?),
+        (None, None) => d.limit,
+    };
+    let fsync = match &a.fsync {
+        Some(s) => Fsync::parse(s).map_err(CliError::new)?,
+        None => d.fsync,
+    };
+    let p = Params {
+        files: a.files.unwrap_or(d.files),
+        file_size: size("file-size", &a.file_size, d.file_size)?,
+        io_size: size("io-size", &a.io_size, d.io_size)?,
+        append_size: size("append-size", &a.append_size, d.append_size)?,
+        dir_width: a.dir_width.unwrap_or(d.dir_width),
+        threads: a.threads[0],
+        limit,
+        read_ratio: a.read_ratio.unwrap_or(d.read_ratio),
+        fsync,
+        seed: a.seed.unwrap_or(d.seed),
+    };
+    for &t in &a.threads {
+        workload::validate(
+            name,
+            &Params {
+                threads: t,
+                ..p.clone()
+            },
+        )
+        .map_err(CliError::new)?;
+    }
+    Ok(p)
+}
+
+/// Runs `name` on every target, interleaved, and reports each target's
+/// medians with their ratio to the first target's.
+pub fn run_plan(name: &str, a: RunArgs, emulate: Option<&str>) -> CliResult<ExitCode> {
+    let preset = emulate.unwrap_or("dram").to_string();
+    amber_pmem::EmulatorSpec::parse(&preset)
+        .map_err(|e| CliError::new(format!("--emulate: {e}")))?;
+    if a.reps == 0 {
+        return Err(CliError::new("--reps must be at least 1"));
+    }
+    let plan = Plan {
+        workload: name.to_string(),
+        params: params(name, &a)?,
+        threads: a.threads.clone(),
+        reps: a.reps,
+        warmup: a.warmup,
+    };
+    let specs = a
+        .targets
+        .iter()
+        .map(|s| TargetSpec::parse(s))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(CliError::new)?;
+    let opts = SpecOptions {
+        pool_dir: a.pool_dir.clone(),
+        pool_size: size("pool-size", &Some(a.pool_size.clone()), 0)?,
+        preset,
+        drop_caches: match &a.drop_caches {
+            Some(s) => parse_drop_caches(s).map_err(CliError::new)?,
+            None => default_drop_caches(),
+        },
+    };
+    let mut opened = Vec::new();
+    let mut result = Ok(Vec::new());
+    for (i, s) in specs.iter().enumerate() {
+        match s.open(&opts, i) {
+            Ok(t) => opened.push(t),
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    if result.is_ok() {
+        let targets: Vec<_> = opened.iter().map(|t| t.target()).collect();
+        result = compare::run(&plan, &targets, &mut |line| eprintln!("{line}"));
+    }
+    for t in opened {
+        if let Err(e) = t.close() {
+            crate::common::warn(format!("clean-up: {e}"));
+        }
+    }
+    let rows = result.map_err(|e| CliError::new(format!("benchmark failed: {e}")))?;
+    compare::print_rows(&rows);
+    if let Some(path) = &a.json {
+        write_json(path, &rows)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_json(path: &PathBuf, rows: &[Row]) -> CliResult<()> {
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let flush = amber_pmem::FlushKind::best_cpu().to_string();
+    let doc = serde_json::json!({ "run": RunInfo::collect(command, flush), "records": rows });
+    let text = serde_json::to_string_pretty(&doc).map_err(|e| CliError::new(e.to_string()))?;
+    std::fs::write(path, text)
+        .map_err(|e| CliError::new(format!("cannot write {}: {e}", path.display())))
+}
