@@ -406,8 +406,16 @@ fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliRe
         .join()
         .unwrap_or_else(|_| Err(std::io::Error::other("the FUSE session panicked")));
     signal_handle.close();
-    if let Err(e) = &served {
-        log(&format!("the FUSE session ended with an error: {e}"));
+    if let Err(e) = served {
+        // A worker that failed (or panicked) may have stopped inside an
+        // operation; marking the pool clean would skip the recovery that
+        // makes that safe, so it is left for the next mount to recover.
+        drop(pid_file);
+        return Err(CliError::new(format!(
+            "the FUSE session ended with an error: {e}; pool {} was not marked clean, \
+             the next mount recovers it",
+            pool.display()
+        )));
     }
     let clean = fs.unmount();
     drop(pid_file);
