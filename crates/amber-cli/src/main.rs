@@ -58,7 +58,7 @@ enum Command {
     /// Unmount a pool and wait until its daemon has closed it cleanly.
     Umount(cmd::umount::Args),
     /// Measure Amber beside its baselines (medians of repetitions).
-    Bench(cmd::bench::Args),
+    Bench(Box<cmd::bench::Args>),
     /// The main job: make a pool in /dev/shm behind emulated PM (default
     /// pcm), use it, verify it, fsck it and crash-test the build.
     Demo(cmd::demo::Args),
@@ -106,7 +106,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             cmd::mount::run(args, cli.emulate.as_deref(), cli.options.as_deref())
         }
         Command::Umount(args) => cmd::umount::run(args),
-        Command::Bench(args) => cmd::bench::run(args, cli.emulate.as_deref()),
+        Command::Bench(args) => cmd::bench::run(*args, cli.emulate.as_deref()),
         Command::Demo(args) => cmd::demo::run(args, cli.emulate.as_deref()),
     }
 }
