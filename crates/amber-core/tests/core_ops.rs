@@ -159,3 +159,27 @@ fn many_entries_and_enospc() {
     .unwrap();
     assert_eq!(count, n);
 }
+
+#[test]
+fn reads_move_atime_by_relatime_rules_and_unmount_persists_it() {
+    use amber_format::Timespec;
+    let dev = fresh(8 << 20);
+    let (fs, _) = mount(dev.clone(), MountOptions::default()).unwrap();
+    let f = fs.mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, ME).unwrap();
+    fs.write(f.ino, Some(0), b"data", false).unwrap();
+    let old = Timespec { secs: 1_000, nsecs: 0 };
+    let set = SetAttr {
+        atime: Some(amber_core::TimeSet::At(old)),
+        ..Default::default()
+    };
+    fs.setattr(f.ino, &set).unwrap();
+    assert_eq!(fs.getattr(f.ino).unwrap().atime, old);
+    let mut buf = [0u8; 4];
+    fs.read(f.ino, 0, &mut buf).unwrap();
+    let moved = fs.getattr(f.ino).unwrap().atime;
+    assert!(moved > old, "a read after a change moves atime");
+    fs.unmount().unwrap();
+    drop(fs);
+    let (fs, _) = mount(dev, MountOptions::default()).unwrap();
+    assert_eq!(fs.getattr(f.ino).unwrap().atime, moved);
+}

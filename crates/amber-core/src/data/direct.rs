@@ -182,7 +182,12 @@ fn write_first_line<D: PmDevice>(fs: &Core<D>, st: &InodeState) {
 /// Persists times an overwrite left in DRAM.
 fn persist_times<D: PmDevice>(fs: &Core<D>, st: &mut InodeState) -> Result<()> {
     if st.times_dirty {
-        store_first_line(fs, st)?;
+        // Lines 0 and 1: mtime/ctime live in the first, atime (moved by
+        // reads) in the second; both are the DRAM inode's values, as every
+        // field there changes only under the inode lock.
+        let base = fs.layout().inode_offset(st.ino);
+        fs.device().write_nt(base, &st.disk.encode()[..128]);
+        fs.drain()?;
         st.times_dirty = false;
     }
     Ok(())

@@ -20,6 +20,7 @@ use crate::data::{DataPolicy, FallocMode};
 use crate::error::{FsError, Result};
 use crate::inode::{InodeCache, InodeRef, InodeState};
 use crate::journal::{Journals, Tx};
+use crate::time;
 use crate::types::{Attr, StatFs};
 use amber_format::dirent::NAME_MAX;
 use amber_format::{Layout, Superblock, BLOCK_SIZE};
@@ -124,9 +125,25 @@ impl<D: PmDevice> Core<D> {
     /// Reads from a file.
     pub fn read(&self, ino: u64, off: u64, buf: &mut [u8]) -> Result<usize> {
         let r = self.inode(ino)?;
-        let st = r.read();
-        regular(&st)?;
-        self.policy.read(self, &st, off, buf)
+        let n = {
+            let st = r.read();
+            regular(&st)?;
+            let n = self.policy.read(self, &st, off, buf)?;
+            if !stale_atime(&st.disk, time::now()) {
+                return Ok(n);
+            }
+            n
+        };
+        // relatime, Linux's default: a read moves atime when it is older
+        // than the last change or a day old. In DRAM only; it is persisted
+        // with the other lazy times (fsync, unmount, next transaction).
+        let mut st = r.write();
+        let now = time::now();
+        if st.disk.in_use() && stale_atime(&st.disk, now) {
+            st.disk.atime = now;
+            st.times_dirty = true;
+        }
+        Ok(n)
     }
 
     /// Writes to a file at `off`, or at its end when `off` is None
@@ -222,6 +239,12 @@ impl<D: PmDevice> Core<D> {
         }
         Ok(())
     }
+}
+
+/// Whether a read at `now` should move the atime (relatime rules).
+fn stale_atime(d: &amber_format::Inode, now: amber_format::Timespec) -> bool {
+    const DAY_SECS: i64 = 24 * 60 * 60;
+    d.atime <= d.mtime || d.atime <= d.ctime || now.secs - d.atime.secs >= DAY_SECS
 }
 
 /// Fails with NotFound for an inode freed since it was looked up.

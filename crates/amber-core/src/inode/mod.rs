@@ -29,9 +29,9 @@ pub struct InodeState {
     pub dir: Option<DirIndex>,
     /// Open handles; an unlinked inode is freed when the last one closes.
     pub open_count: u32,
-    /// `disk` holds newer mtime/ctime than PM: an overwrite changed only
-    /// the times, which are persisted by fsync, unmount or the next
-    /// transaction that writes this inode.
+    /// `disk` holds newer times than PM: an overwrite changed mtime/ctime
+    /// or a read moved atime; they are persisted by fsync, unmount or the
+    /// next transaction that writes this inode.
     pub times_dirty: bool,
     /// Writes since the last fsync (saturating; u32::MAX before the
     /// first): a file fsync'd after nearly every write gets its times
