@@ -4,8 +4,11 @@
 #![forbid(unsafe_code)]
 
 pub mod compare;
+pub mod csv;
 pub mod foundation;
 pub mod iozone;
+pub mod plot;
+pub mod progress;
 pub mod record;
 pub mod spec;
 pub mod stats;

@@ -1,10 +1,10 @@
 //! Result records: what every benchmark emits, as JSON and as a table.
 
 use crate::stats::Summary;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One measured metric of one benchmark on one target.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Record {
     pub benchmark: String,
     pub target: String,
@@ -17,12 +17,12 @@ pub struct Record {
     pub unit: String,
     pub summary: Summary,
     /// Extra facts (e.g. write amplification), free-form.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
 
 /// What a whole run carries so it can be reproduced.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunInfo {
     pub command: String,
     pub cpu_model: String,
@@ -66,6 +66,33 @@ impl RunInfo {
                 .unwrap_or(0),
             version: env!("CARGO_PKG_VERSION").to_string(),
         }
+    }
+}
+
+/// A results file: the run's facts and its records, as `--json` writes
+/// it and `bench plot` reads it back.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Results {
+    pub run: RunInfo,
+    pub records: Vec<Record>,
+}
+
+impl Results {
+    pub fn read(path: &std::path::Path) -> Result<Results, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        serde_json::from_str(&text)
+            .map_err(|e| format!("{} is not a results file: {e}", path.display()))
+    }
+
+    pub fn write_json(&self, path: &std::path::Path) -> Result<(), String> {
+        let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
+        std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+
+    pub fn write_csv(&self, path: &std::path::Path) -> Result<(), String> {
+        std::fs::write(path, crate::csv::to_csv(&self.run, &self.records))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))
     }
 }
 

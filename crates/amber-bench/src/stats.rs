@@ -1,7 +1,7 @@
 //! Median and spread of repeated measurements.
 
 /// Summary of repeated measurements of one metric.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Summary {
     pub median: f64,
     pub min: f64,

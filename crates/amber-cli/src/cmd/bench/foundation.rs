@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use amber_bench::record::{print_table, RunInfo};
-use amber_bench::{foundation, record::Record};
+use amber_bench::foundation;
+use amber_bench::record::{print_table, Results, RunInfo};
 
 use crate::common::{parse_size, CliError, CliResult};
 
@@ -32,6 +32,9 @@ pub struct Args {
     /// Also write the records as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Also write the records as CSV to this file.
+    #[arg(long)]
+    csv: Option<PathBuf>,
 }
 
 pub fn run(a: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
@@ -63,17 +66,17 @@ pub fn run(a: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
     let records =
         foundation::run(&cfg).map_err(|e| CliError::new(format!("benchmark failed: {e}")))?;
     print_table(&records);
-    if let Some(path) = a.json {
-        write_json(&path, &records)?;
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn write_json(path: &PathBuf, records: &[Record]) -> CliResult<()> {
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let flush = amber_pmem::FlushKind::best_cpu().to_string();
-    let doc = serde_json::json!({ "run": RunInfo::collect(command, flush), "records": records });
-    let text = serde_json::to_string_pretty(&doc).map_err(|e| CliError::new(e.to_string()))?;
-    std::fs::write(path, text)
-        .map_err(|e| CliError::new(format!("cannot write {}: {e}", path.display())))
+    let results = Results {
+        run: RunInfo::collect(command, flush),
+        records,
+    };
+    if let Some(path) = a.json {
+        results.write_json(&path).map_err(CliError::new)?;
+    }
+    if let Some(path) = a.csv {
+        results.write_csv(&path).map_err(CliError::new)?;
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -7,10 +7,14 @@ use crate::common::CliResult;
 
 pub mod compare;
 pub mod foundation;
+pub mod plot;
 pub mod workload;
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// No progress bars (they are also off when stderr is not a terminal).
+    #[arg(long, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     suite: Suite,
 }
@@ -27,12 +31,17 @@ enum Suite {
     /// A workload on several targets interleaved (A, B, A, B, ...), each
     /// target's median and its ratio to the first.
     Compare(compare::Args),
+    /// Draw a results file as grouped bars normalized to a baseline, or as
+    /// lines over threads, I/O size or emulated write latency (SVG + PNG).
+    Plot(plot::Args),
 }
 
 pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
+    amber_bench::progress::set_quiet(args.quiet);
     match args.suite {
         Suite::Foundation(a) => foundation::run(a, emulate),
         Suite::Workload(a) => workload::run(a, emulate),
         Suite::Compare(a) => compare::run(a, emulate),
+        Suite::Plot(a) => plot::run(a),
     }
 }

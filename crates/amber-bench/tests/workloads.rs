@@ -1,0 +1,226 @@
+//! Every workload in a tiny configuration on an Amber pool and on a
+//! directory: it runs, its files hold what the workload wrote, the
+//! verification pass catches a corrupted file, and its records carry the
+//! fields results files need.
+
+use amber_bench::compare::{self, Plan};
+use amber_bench::target::{AmberTarget, DropCaches, PosixTarget, Target};
+use amber_bench::workload::{self, Fsync, Limit, Params, NAMES};
+use tempfile::TempDir;
+
+/// A few files of a few KiB: well under a second per workload.
+fn tiny(name: &str) -> Params {
+    let mut p = workload::defaults(name).expect("known workload");
+    p.files = 8;
+    p.file_size = 8 << 10;
+    p.io_size = 4 << 10;
+    p.append_size = 2 << 10;
+    p.limit = Limit::Ops(300);
+    p.threads = 2;
+    match name {
+        "randwrite" => {
+            p.files = 1;
+            p.file_size = 256 << 10;
+            p.io_size = 512;
+            p.read_ratio = 3;
+            p.fsync = Fsync::EveryN(4);
+        }
+        "populate" => {
+            p.files = 3;
+            p.file_size = 64 << 10;
+            p.limit = Limit::Complete;
+        }
+        _ => {}
+    }
+    p
+}
+
+fn targets(dir: &TempDir) -> (AmberTarget, PosixTarget) {
+    let amber = AmberTarget::create(&dir.path().join("pool"), 64 << 20, "direct", "dram")
+        .expect("amber target");
+    let posix = PosixTarget::new(dir.path().join("posix"), DropCaches::None).with_root_created();
+    (amber, posix)
+}
+
+/// Every regular file under `dir` on the target (lists fail on files).
+fn files(t: &dyn Target, dir: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_string()];
+    while let Some(d) = stack.pop() {
+        for name in t.list(&d).expect("list") {
+            let p = format!("{d}/{name}");
+            if t.list(&p).is_ok() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn every_workload_runs_verifies_and_catches_corruption() {
+    let dir = TempDir::new().unwrap();
+    let (amber, posix) = targets(&dir);
+    for name in NAMES {
+        let p = tiny(name);
+        for t in [&amber as &dyn Target, &posix] {
+            let mut s = workload::session(name, t, &p).expect("session");
+            s.setup().unwrap();
+            for _ in 0..2 {
+                s.prepare().unwrap();
+                t.reset().unwrap();
+                let o = s.run_once().unwrap();
+                assert!(o.ops > 0 && o.bytes_written > 0, "{name} on {}", t.name());
+            }
+            let v = s
+                .verify()
+                .unwrap_or_else(|e| panic!("{name} on {}: {e}", t.name()));
+            assert!(v.files > 0 && v.bytes > 0, "{name} verified nothing");
+
+            let root = format!("wl-{name}");
+            let all = files(t, &root);
+            match *name {
+                "populate" => {
+                    assert_eq!(all.len(), 3);
+                    for f in &all {
+                        assert_eq!(t.size(f).unwrap(), p.file_size, "{f}");
+                    }
+                }
+                "randwrite" => assert_eq!(t.size(&all[0]).unwrap(), p.file_size),
+                "webserver" => {
+                    let log = t.size(&format!("{root}/log")).unwrap();
+                    // One 2 KiB record per loop of ten 2-op reads + append.
+                    assert_eq!(log % p.append_size, 0);
+                    assert!(log >= 2 * 300 / 21 * p.append_size, "log {log}");
+                }
+                _ => assert!(!all.is_empty() && all.len() <= 8),
+            }
+
+            // Flip one byte in the middle of a non-empty file.
+            let victim = all
+                .iter()
+                .find(|f| t.size(f).unwrap() > 0)
+                .expect("a non-empty file");
+            let mut f = t.open(victim, false).unwrap();
+            let at = f.size().unwrap() / 2;
+            let mut b = [0u8; 1];
+            f.read_at(&mut b, at).unwrap();
+            b[0] ^= 0xff;
+            f.write_at(&b, at).unwrap();
+            drop(f);
+            let err = s
+                .verify()
+                .expect_err("corruption must be caught")
+                .to_string();
+            assert!(err.contains("content differs"), "{name}: {err}");
+
+            // A lost tail is caught as a size mismatch.
+            let mut f = t.open(victim, false).unwrap();
+            let size = f.size().unwrap();
+            f.write_at(&[0], size).unwrap();
+            drop(f);
+            assert!(s.verify().unwrap_err().to_string().contains("expected"));
+
+            s.cleanup().unwrap();
+            assert!(t.list(&root).is_err(), "{name} left its files");
+        }
+    }
+    amber.destroy().unwrap();
+}
+
+#[test]
+fn compare_interleaves_and_reports_ratios_to_the_first() {
+    let dir = TempDir::new().unwrap();
+    let (amber, posix) = targets(&dir);
+    let plan = Plan {
+        workload: "webproxy".into(),
+        params: tiny("webproxy"),
+        threads: vec![1, 2],
+        reps: 3,
+        warmup: 1,
+    };
+    let mut lines = Vec::new();
+    let rows = compare::run(&plan, &[&amber, &posix], &mut |l| lines.push(l)).unwrap();
+    // Interleaved: amber, posix, amber, posix, ...
+    let order: Vec<bool> = lines.iter().map(|l| l.contains("amberfs")).collect();
+    assert_eq!(order.len(), 2 * 2 * 3);
+    assert!(order.chunks(2).all(|c| c == [true, false]), "{lines:?}");
+
+    for threads in [1, 2] {
+        let of = |t: &str, m: &str| {
+            rows.iter()
+                .find(|r| {
+                    r.record.threads == threads
+                        && r.record.target.starts_with(t)
+                        && r.record.metric == m
+                })
+                .unwrap_or_else(|| panic!("{t} {m} at {threads} threads"))
+        };
+        let a = of("amberfs:direct", "throughput");
+        assert_eq!(a.ratio_to_first, Some(1.0));
+        let p = of("posix:", "throughput");
+        let r = p.ratio_to_first.unwrap();
+        assert!((r - p.record.value / a.record.value).abs() < 1e-9);
+        assert_eq!(a.record.summary.samples, 3);
+        let wa = of("amberfs:direct", "write_amplification");
+        assert!(wa.record.value >= 1.0, "PM bytes per requested byte");
+        assert!(rows.iter().all(
+            |r| r.record.target != p.record.target || r.record.metric != "write_amplification"
+        ));
+    }
+
+    let text = serde_json::to_string(&rows).unwrap();
+    let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for r in parsed.as_array().unwrap() {
+        for field in [
+            "benchmark",
+            "target",
+            "policy",
+            "preset",
+            "threads",
+            "metric",
+            "value",
+            "unit",
+        ] {
+            assert!(r.get(field).is_some(), "record without {field}: {r}");
+        }
+        assert_eq!(r["benchmark"], "webproxy");
+        assert!(r["ratio_to_first"].is_number());
+    }
+    amber.destroy().unwrap();
+}
+
+#[test]
+fn run_one_serves_a_single_target() {
+    let dir = TempDir::new().unwrap();
+    let (_, posix) = targets(&dir);
+    let recs = compare::run_one("varmail", &posix, &tiny("varmail"), 2, 0).unwrap();
+    assert_eq!(
+        recs.len(),
+        2,
+        "throughput and bandwidth; no PM on a directory"
+    );
+    assert!(recs
+        .iter()
+        .all(|r| r.value > 0.0 && r.policy == "-" && r.threads == 2));
+}
+
+#[test]
+fn bad_parameters_are_refused_before_anything_runs() {
+    let mut p = tiny("randwrite");
+    p.io_size = 64;
+    assert!(workload::validate("randwrite", &p)
+        .unwrap_err()
+        .contains("128"));
+    let mut p = tiny("varmail");
+    p.fsync = Fsync::None;
+    assert!(workload::validate("varmail", &p).is_err());
+    let mut p = tiny("fileserver");
+    p.files = 3;
+    assert!(workload::validate("fileserver", &p).is_err());
+    assert!(workload::validate("populate", &tiny("fileserver")).is_err());
+    assert!(workload::defaults("nope").is_err());
+}

@@ -1,0 +1,178 @@
+//! `amberfs bench workload` and `bench compare` as a user runs them: real
+//! processes, pools in a tempdir, JSON results read back.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+fn amberfs(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_amberfs"))
+        .args(args)
+        .output()
+        .expect("run amberfs")
+}
+
+/// The flags that keep a run tiny and inside `dir`.
+fn tiny<'a>(dir: &'a str, json: &'a str) -> Vec<&'a str> {
+    vec![
+        "--files",
+        "8",
+        "--file-size",
+        "8K",
+        "--append-size",
+        "2K",
+        "--ops",
+        "200",
+        "--reps",
+        "2",
+        "--warmup",
+        "0",
+        "--pool-dir",
+        dir,
+        "--pool-size",
+        "64M",
+        "--drop-caches",
+        "none",
+        "--json",
+        json,
+    ]
+}
+
+fn run_json(args: &[&str], json: &str) -> Value {
+    let out = amberfs(args);
+    assert!(
+        out.status.success(),
+        "amberfs {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(json).unwrap()).expect("JSON parses")
+}
+
+#[test]
+fn compare_gives_each_target_its_ratio_to_the_first() {
+    let tmp = TempDir::new().unwrap();
+    let dir = tmp.path().to_str().unwrap();
+    let json = format!("{dir}/out.json");
+    let posix = format!("dir:{dir}");
+    let mut args = vec![
+        "--emulate",
+        "pcm",
+        "bench",
+        "compare",
+        "--workload",
+        "webproxy",
+        "--target",
+        "amberfs:direct",
+        "--target",
+        &posix,
+    ];
+    args.extend(tiny(dir, &json));
+    let doc = run_json(&args, &json);
+    assert!(doc["run"]["command"].as_str().unwrap().contains("compare"));
+    assert!(doc["run"]["cores"].as_u64().unwrap() >= 1);
+    let recs = doc["records"].as_array().unwrap();
+    assert!(
+        recs.len() >= 5,
+        "two metrics per target plus write amplification"
+    );
+    for r in recs {
+        for f in [
+            "benchmark",
+            "target",
+            "policy",
+            "preset",
+            "threads",
+            "metric",
+            "value",
+            "unit",
+        ] {
+            assert!(r.get(f).is_some(), "missing {f}: {r}");
+        }
+        if r["target"] == "amberfs:direct" {
+            assert_eq!(r["ratio_to_first"].as_f64(), Some(1.0));
+            assert_eq!(r["preset"], "pcm");
+            assert_eq!(r["policy"], "direct");
+        } else {
+            assert!(r["ratio_to_first"].as_f64().unwrap() > 0.0);
+        }
+    }
+    // Pools and workload files are gone afterwards.
+    let left: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("out.json")]);
+}
+
+#[test]
+fn workload_sweeps_threads() {
+    let tmp = TempDir::new().unwrap();
+    let dir = tmp.path().to_str().unwrap();
+    let json = format!("{dir}/out.json");
+    let mut args = vec![
+        "bench",
+        "workload",
+        "varmail",
+        "--target",
+        "amberfs:direct",
+        "--threads",
+        "1,2",
+    ];
+    args.extend(tiny(dir, &json));
+    let doc = run_json(&args, &json);
+    let threads: Vec<u64> = doc["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["metric"] == "throughput")
+        .map(|r| r["threads"].as_u64().unwrap())
+        .collect();
+    assert_eq!(threads, vec![1, 2]);
+}
+
+#[test]
+fn bad_targets_and_parameters_say_why() {
+    let err = |args: &[&str]| {
+        let out = amberfs(args);
+        assert_eq!(out.status.code(), Some(1));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let e = err(&[
+        "bench",
+        "workload",
+        "fileserver",
+        "--target",
+        "amberfs:nope",
+    ]);
+    assert!(e.contains("unknown policy"), "{e}");
+    let e = err(&["bench", "workload", "fileserver", "--target", "ext4"]);
+    assert!(e.contains("dir:/path"), "{e}");
+    let e = err(&[
+        "bench",
+        "workload",
+        "randwrite",
+        "--target",
+        "amberfs:direct",
+        "--io-size",
+        "8K",
+    ]);
+    assert!(e.contains("128..=4096"), "{e}");
+    let e = err(&[
+        "bench",
+        "compare",
+        "--workload",
+        "varmail",
+        "--target",
+        "amberfs:direct",
+    ]);
+    assert!(e.contains("at least two"), "{e}");
+    let e = err(&[
+        "bench",
+        "workload",
+        "fileserver",
+        "--target",
+        "dir:/nonexistent-w1",
+    ]);
+    assert!(e.contains("not a directory"), "{e}");
+}
