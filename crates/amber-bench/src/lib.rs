@@ -7,6 +7,7 @@ pub mod compare;
 pub mod csv;
 pub mod foundation;
 pub mod iozone;
+pub mod legacy;
 pub mod plot;
 pub mod progress;
 pub mod record;

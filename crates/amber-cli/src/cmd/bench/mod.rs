@@ -7,6 +7,7 @@ use crate::common::CliResult;
 
 pub mod compare;
 pub mod foundation;
+pub mod legacy;
 pub mod plot;
 pub mod workload;
 
@@ -31,6 +32,10 @@ enum Suite {
     /// A workload on several targets interleaved (A, B, A, B, ...), each
     /// target's median and its ratio to the first.
     Compare(compare::Args),
+    /// The legacy study: ext2, ext4 (default, nodelalloc, data=journal)
+    /// and xfs (4 and many allocation groups) on RAM-backed loop devices
+    /// beside Amber, normalized to a reference. Needs root.
+    Legacy(legacy::Args),
     /// Draw a results file as grouped bars normalized to a baseline, or as
     /// lines over threads, I/O size or emulated write latency (SVG + PNG).
     Plot(plot::Args),
@@ -42,6 +47,7 @@ pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
         Suite::Foundation(a) => foundation::run(a, emulate),
         Suite::Workload(a) => workload::run(a, emulate),
         Suite::Compare(a) => compare::run(a, emulate),
+        Suite::Legacy(a) => legacy::run(a, emulate),
         Suite::Plot(a) => plot::run(a),
     }
 }
