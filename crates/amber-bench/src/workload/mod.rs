@@ -39,7 +39,8 @@ pub const NAMES: &[&str] = &[
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Limit {
     /// This many operations in total, split over the threads: the same
-    /// work for every target, so the default.
+    /// work for every target, so the default (sized for about a second
+    /// per repetition on an Amber pool under `dram`).
     Ops(u64),
     /// Each thread runs this long (the filebench way; the work done then
     /// differs between targets).

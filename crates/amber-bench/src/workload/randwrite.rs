@@ -28,7 +28,7 @@ pub fn defaults() -> Params {
         append_size: 16 << 10,
         dir_width: 20,
         threads: 1,
-        limit: Limit::Ops(100_000),
+        limit: Limit::Ops(200_000),
         read_ratio: 0,
         fsync: Fsync::Every,
         seed: 42,

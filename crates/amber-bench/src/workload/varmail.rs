@@ -26,7 +26,7 @@ pub fn defaults() -> Params {
         append_size: 16 << 10,
         dir_width: 1_000_000,
         threads: 1,
-        limit: Limit::Ops(40_000),
+        limit: Limit::Ops(100_000),
         read_ratio: 0,
         fsync: super::Fsync::Every,
         seed: 42,

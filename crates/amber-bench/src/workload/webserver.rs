@@ -27,7 +27,7 @@ pub fn defaults() -> Params {
         append_size: 8 << 10,
         dir_width: 20,
         threads: 1,
-        limit: Limit::Ops(40_000),
+        limit: Limit::Ops(200_000),
         read_ratio: 0,
         fsync: super::Fsync::None,
         seed: 42,
