@@ -1,7 +1,8 @@
 //! Every iozone data path runs a tiny matrix end to end, verifying what it
 //! read back, and its records carry the fields the output needs.
 
-use amber_bench::iozone::{self, Config, Matrix, Mode, TargetSpec, Test};
+use amber_bench::iozone::{self, Config, Matrix, Mode, Test};
+use amber_bench::spec::TargetSpec;
 use amber_bench::target::DropCaches;
 
 fn tiny(dir: &std::path::Path, targets: Vec<TargetSpec>) -> Config {
@@ -24,7 +25,7 @@ fn every_mode_and_amber_run_all_tests_on_a_tiny_matrix() {
     let cfg = tiny(
         dir.path(),
         vec![
-            TargetSpec::Dir(data.clone()),
+            TargetSpec::Dir { path: data.clone() },
             TargetSpec::Amber {
                 policy: "direct".into(),
             },
@@ -64,7 +65,12 @@ fn every_mode_and_amber_run_all_tests_on_a_tiny_matrix() {
 #[test]
 fn a_selection_without_write_writes_the_file_first_and_records_carry_the_fields() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = tiny(dir.path(), vec![TargetSpec::Dir(dir.path().to_path_buf())]);
+    let mut cfg = tiny(
+        dir.path(),
+        vec![TargetSpec::Dir {
+            path: dir.path().to_path_buf(),
+        }],
+    );
     cfg.modes = vec![Mode::Posix, Mode::LoadStore];
     cfg.tests = vec![Test::BackwardRead, Test::RandomWrite, Test::StrideRead];
     cfg.trials = 1;
@@ -94,7 +100,12 @@ fn a_selection_without_write_writes_the_file_first_and_records_carry_the_fields(
 #[test]
 fn bad_targets_are_refused_before_anything_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let missing = tiny(dir.path(), vec![TargetSpec::Dir(dir.path().join("nope"))]);
+    let missing = tiny(
+        dir.path(),
+        vec![TargetSpec::Dir {
+            path: dir.path().join("nope"),
+        }],
+    );
     assert!(iozone::run(&missing, &mut |_, _| {}).is_err());
     let policy = tiny(
         dir.path(),

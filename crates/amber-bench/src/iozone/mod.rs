@@ -10,6 +10,6 @@ pub mod run;
 pub mod tests;
 
 pub use matrix::{Cell, Matrix};
-pub use modes::{Mode, TargetSpec};
+pub use modes::Mode;
 pub use run::{run, Config, Sync, FILE_NAME};
 pub use tests::Test;

@@ -1,8 +1,6 @@
 //! How data reaches a file: the data paths NVMFS-IOzone compares, over a
 //! directory on any mounted file system, and the Amber library.
 
-use std::path::PathBuf;
-
 /// A data path for a directory target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mode {
@@ -51,60 +49,15 @@ impl Mode {
     }
 }
 
-/// Where an iozone run goes, as given on the command line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TargetSpec {
-    /// `dir:/path`: a directory on any mounted file system, through each
-    /// selected mode.
-    Dir(PathBuf),
-    /// `amberfs:POLICY`: the Amber library on a fresh pool, through its own
-    /// file interface (the modes are about kernel data paths and do not
-    /// apply).
-    Amber { policy: String },
-}
-
-impl TargetSpec {
-    pub fn parse(text: &str) -> Result<TargetSpec, String> {
-        if let Some(path) = text.strip_prefix("dir:") {
-            if path.is_empty() {
-                return Err("dir: needs a directory, e.g. dir:/mnt/ext4".into());
-            }
-            return Ok(TargetSpec::Dir(PathBuf::from(path)));
-        }
-        if let Some(policy) = text.strip_prefix("amberfs:") {
-            if policy.is_empty() {
-                return Err("amberfs: needs a policy, e.g. amberfs:direct".into());
-            }
-            return Ok(TargetSpec::Amber {
-                policy: policy.to_string(),
-            });
-        }
-        Err(format!(
-            "unknown target {text:?}: use dir:/path (any mounted file system) or amberfs:POLICY"
-        ))
-    }
-}
-
 #[cfg(test)]
 mod mode_tests {
     use super::*;
 
     #[test]
-    fn modes_and_targets_parse() {
+    fn modes_parse_by_name() {
         for m in Mode::ALL {
             assert_eq!(Mode::from_name(m.name()), Some(m));
         }
-        assert_eq!(
-            TargetSpec::parse("dir:/tmp/x").unwrap(),
-            TargetSpec::Dir("/tmp/x".into())
-        );
-        assert_eq!(
-            TargetSpec::parse("amberfs:direct").unwrap(),
-            TargetSpec::Amber {
-                policy: "direct".into()
-            }
-        );
-        assert!(TargetSpec::parse("/tmp/x").is_err());
-        assert!(TargetSpec::parse("dir:").is_err());
+        assert_eq!(Mode::from_name("dax"), None);
     }
 }

@@ -18,9 +18,10 @@ use amber_pmem::{Durability, FlushKind, MapOptions, MmapDevice, PmDevice};
 use amber_sim::SplitMix64;
 
 use super::matrix::{Cell, Matrix};
-use super::modes::{Mode, TargetSpec};
+use super::modes::Mode;
 use super::tests::Test;
 use crate::record::Record;
+use crate::spec::TargetSpec;
 use crate::stats::summarize;
 use crate::target::{AmberTarget, DropCaches, PosixTarget, Target};
 
@@ -176,7 +177,7 @@ fn open_lanes(cfg: &Config) -> Result<Vec<Lane>, String> {
     let mut lanes = Vec::new();
     for (i, spec) in cfg.targets.iter().enumerate() {
         match spec {
-            TargetSpec::Dir(dir) => {
+            TargetSpec::Dir { path: dir } => {
                 if !dir.is_dir() {
                     return Err(format!("{} is not a directory", dir.display()));
                 }
