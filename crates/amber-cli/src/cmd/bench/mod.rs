@@ -7,6 +7,7 @@ use crate::common::CliResult;
 
 pub mod compare;
 pub mod foundation;
+pub mod iozone;
 pub mod legacy;
 pub mod plot;
 pub mod workload;
@@ -26,6 +27,9 @@ enum Suite {
     /// non-temporal copy, 128 B random overwrite + fsync against a bare
     /// store + flush + fence, two-thread scaling, mount time with many files.
     Foundation(foundation::Args),
+    /// IOzone's throughput matrix through POSIX, mmap + msync or flushes,
+    /// load/store, non-temporal stores, or the Amber library.
+    Iozone(iozone::Args),
     /// One of the papers' workloads (filebench-like, lawn's random small
     /// writes, hunter's populate) on one or more targets.
     Workload(workload::Args),
@@ -45,6 +49,7 @@ pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
     amber_bench::progress::set_quiet(args.quiet);
     match args.suite {
         Suite::Foundation(a) => foundation::run(a, emulate),
+        Suite::Iozone(a) => iozone::run(a, emulate),
         Suite::Workload(a) => workload::run(a, emulate),
         Suite::Compare(a) => compare::run(a, emulate),
         Suite::Legacy(a) => legacy::run(a, emulate),
