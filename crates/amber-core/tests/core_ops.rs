@@ -165,9 +165,14 @@ fn reads_move_atime_by_relatime_rules_and_unmount_persists_it() {
     use amber_format::Timespec;
     let dev = fresh(8 << 20);
     let (fs, _) = mount(dev.clone(), MountOptions::default()).unwrap();
-    let f = fs.mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, ME).unwrap();
+    let f = fs
+        .mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, ME)
+        .unwrap();
     fs.write(f.ino, Some(0), b"data", false).unwrap();
-    let old = Timespec { secs: 1_000, nsecs: 0 };
+    let old = Timespec {
+        secs: 1_000,
+        nsecs: 0,
+    };
     let set = SetAttr {
         atime: Some(amber_core::TimeSet::At(old)),
         ..Default::default()

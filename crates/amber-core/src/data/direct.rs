@@ -372,6 +372,12 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         }
     }
 
+    /// A sync write stores its times with its data, and every other change
+    /// is durable on return.
+    fn sync_writes_are_complete(&self) -> bool {
+        true
+    }
+
     fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
         // Data was durable on return; only times may be left in DRAM.
         // Otherwise a fence keeps the promise even for stores other

@@ -46,6 +46,12 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
         mode: FallocMode,
     ) -> Result<()>;
 
+    /// Whether a write made with `sync = true` leaves nothing for fsync to
+    /// do (data, size and times durable on return). A front end that sends
+    /// every write with `sync` may then skip fsync: the FUSE adapter tells
+    /// the kernel fsync is not implemented, saving a round trip per call.
+    fn sync_writes_are_complete(&self) -> bool;
+
     /// Makes everything written to this file durable.
     fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()>;
 }

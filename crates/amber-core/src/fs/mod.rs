@@ -201,6 +201,12 @@ impl<D: PmDevice> Core<D> {
         }
     }
 
+    /// Whether writes made with `sync = true` need no fsync afterwards
+    /// under the mounted policy (see `DataPolicy::sync_writes_are_complete`).
+    pub fn sync_writes_are_complete(&self) -> bool {
+        self.policy.sync_writes_are_complete()
+    }
+
     /// Makes a file's data and metadata durable.
     pub fn fsync(&self, ino: u64) -> Result<()> {
         let r = self.inode(ino)?;
