@@ -136,8 +136,8 @@ struct Step<'a> {
 }
 
 /// Runs the matrix. `progress` hears (cells done, cells in all) after each
-/// cell. Amber pools are removed afterwards, directory files left in place
-/// only on failure.
+/// cell. The test files and Amber pools are removed afterwards, on failure
+/// too: a 1 GiB file left in a user's directory would be a surprise.
 pub fn run(cfg: &Config, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<Record>, String> {
     if cfg.trials == 0 || cfg.tests.is_empty() || cfg.targets.is_empty() {
         return Err("need at least one target, one test and one trial".into());
