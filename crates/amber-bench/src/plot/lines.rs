@@ -14,7 +14,8 @@ use std::str::FromStr;
 pub enum XParam {
     /// `Record::threads`.
     Threads,
-    /// A note `io_size=BYTES` (a plain number or with a K, M or G suffix,
+    /// A note `io_size=BYTES` or `record_bytes=BYTES` (a plain number or
+    /// with a K, M or G suffix,
     /// binary), which the suites that sweep I/O sizes attach.
     IoSize,
     /// A note `write_latency_ns=NS`, or else the write latency of the
@@ -63,7 +64,10 @@ impl XParam {
     pub fn of(self, r: &Record) -> Option<f64> {
         match self {
             XParam::Threads => Some(r.threads as f64),
-            XParam::IoSize => note(r, "io_size").and_then(|v| bytes(&v)),
+            // The iozone suite names its record size `record_bytes`.
+            XParam::IoSize => note(r, "io_size")
+                .or_else(|| note(r, "record_bytes"))
+                .and_then(|v| bytes(&v)),
             XParam::Latency => note(r, "write_latency_ns")
                 .and_then(|v| v.parse().ok())
                 .or_else(|| {
