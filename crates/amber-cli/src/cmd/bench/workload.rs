@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use amber_bench::compare::{self, Plan, Row};
+use amber_bench::progress::Progress;
 use amber_bench::record::RunInfo;
 use amber_bench::spec::{default_drop_caches, parse_drop_caches, SpecOptions, TargetSpec};
 use amber_bench::workload::{self, Fsync, Limit, Params};
@@ -195,7 +196,10 @@ pub fn run_plan(name: &str, a: RunArgs, emulate: Option<&str>) -> CliResult<Exit
     }
     if result.is_ok() {
         let targets: Vec<_> = opened.iter().map(|t| t.target()).collect();
-        result = compare::run(&plan, &targets, &mut |line| eprintln!("{line}"));
+        let runs = plan.threads.len() * plan.reps * targets.len();
+        let bar = Progress::new(runs as u64, &format!("{name} runs"));
+        result = compare::run(&plan, &targets, &mut |_| bar.inc(1));
+        bar.finish();
     }
     for t in opened {
         if let Err(e) = t.close() {
