@@ -37,11 +37,14 @@ impl FromStr for XParam {
     }
 }
 
+/// The value of `key=value` anywhere in a record's notes (suites pack
+/// several `key=value` facts into one note, separated by spaces, commas or
+/// semicolons).
 fn note(r: &Record, key: &str) -> Option<String> {
     r.notes.iter().find_map(|n| {
-        n.strip_prefix(key)
-            .and_then(|v| v.strip_prefix('='))
-            .map(|v| v.split([';', ' ', ',']).next().unwrap_or("").to_string())
+        n.split([';', ' ', ','])
+            .find_map(|tok| tok.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+            .map(str::to_string)
     })
 }
 
