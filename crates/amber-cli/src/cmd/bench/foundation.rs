@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use amber_bench::foundation;
-use amber_bench::record::{print_table, Results, RunInfo};
+use amber_bench::record::{print_table, Results};
 
 use crate::common::{parse_size, CliError, CliResult};
 
@@ -66,17 +66,10 @@ pub fn run(a: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
     let records =
         foundation::run(&cfg).map_err(|e| CliError::new(format!("benchmark failed: {e}")))?;
     print_table(&records);
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let flush = amber_pmem::FlushKind::best_cpu().to_string();
     let results = Results {
-        run: RunInfo::collect(command, flush),
+        run: super::run_info(),
         records,
     };
-    if let Some(path) = a.json {
-        results.write_json(&path).map_err(CliError::new)?;
-    }
-    if let Some(path) = a.csv {
-        results.write_csv(&path).map_err(CliError::new)?;
-    }
+    super::save(&results, a.json.as_deref(), a.csv.as_deref())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use amber_bench::compare::print_rows;
 use amber_bench::legacy::{self, Config, MIN_DEVICE};
 use amber_bench::plot::{self, bars::bars};
-use amber_bench::record::{Results, RunInfo};
+use amber_bench::record::Results;
 
 use crate::common::{parse_size, CliError, CliResult};
 
@@ -105,18 +105,11 @@ pub fn run(a: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
     };
     let rows = legacy::run_study(&cfg).map_err(|e| CliError::new(format!("legacy study: {e}")))?;
     print_rows(&rows);
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let flush = amber_pmem::FlushKind::best_cpu().to_string();
     let results = Results {
-        run: RunInfo::collect(command, flush),
+        run: super::run_info(),
         records: rows.into_iter().map(|r| r.record).collect(),
     };
-    if let Some(p) = &a.json {
-        results.write_json(p).map_err(CliError::new)?;
-    }
-    if let Some(p) = &a.csv {
-        results.write_csv(p).map_err(CliError::new)?;
-    }
+    super::save(&results, a.json.as_deref(), a.csv.as_deref())?;
     if let Some(prefix) = &a.plot {
         let tput: Vec<_> = results
             .records

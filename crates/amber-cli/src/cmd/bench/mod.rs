@@ -3,7 +3,11 @@
 
 use std::process::ExitCode;
 
-use crate::common::CliResult;
+use std::path::Path;
+
+use amber_bench::record::{Results, RunInfo};
+
+use crate::common::{CliError, CliResult};
 
 pub mod compare;
 pub mod foundation;
@@ -55,4 +59,22 @@ pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
         Suite::Legacy(a) => legacy::run(a, emulate),
         Suite::Plot(a) => plot::run(a),
     }
+}
+
+/// The facts every result file carries: this command line, the machine,
+/// and the flush instruction this CPU offers.
+pub fn run_info() -> RunInfo {
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    RunInfo::collect(command, amber_pmem::FlushKind::best_cpu().to_string())
+}
+
+/// Writes `results` as JSON and as CSV where the user asked for them.
+pub fn save(results: &Results, json: Option<&Path>, csv: Option<&Path>) -> CliResult<()> {
+    if let Some(p) = json {
+        results.write_json(p).map_err(CliError::new)?;
+    }
+    if let Some(p) = csv {
+        results.write_csv(p).map_err(CliError::new)?;
+    }
+    Ok(())
 }

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use amber_bench::compare::{self, Plan, Row};
 use amber_bench::progress::Progress;
-use amber_bench::record::RunInfo;
 use amber_bench::spec::{default_drop_caches, parse_drop_caches, SpecOptions, TargetSpec};
 use amber_bench::workload::{self, Fsync, Limit, Params};
 
@@ -215,9 +214,7 @@ pub fn run_plan(name: &str, a: RunArgs, emulate: Option<&str>) -> CliResult<Exit
 }
 
 fn write_json(path: &PathBuf, rows: &[Row]) -> CliResult<()> {
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let flush = amber_pmem::FlushKind::best_cpu().to_string();
-    let doc = serde_json::json!({ "run": RunInfo::collect(command, flush), "records": rows });
+    let doc = serde_json::json!({ "run": super::run_info(), "records": rows });
     let text = serde_json::to_string_pretty(&doc).map_err(|e| CliError::new(e.to_string()))?;
     std::fs::write(path, text)
         .map_err(|e| CliError::new(format!("cannot write {}: {e}", path.display())))
