@@ -49,32 +49,66 @@ proptest! {
     #[test]
     fn random_ops_match_model(seeds in proptest::collection::vec(any::<u64>(), 50..200)) {
         let ops: Vec<Op> = seeds.iter().map(|s| Op::generate(&mut Rng::new(*s), false)).collect();
-        let mut h = Harness::new(POOL);
+        let mut h = Harness::new(POOL, "direct");
+        if let Err(e) = h.run(&ops) {
+            prop_assert!(false, "{}", e);
+        }
+    }
+
+    /// The same under hinfs: buffered writes, reads from DRAM and PM, and
+    /// write-back must keep every result the model predicts.
+    #[test]
+    fn random_ops_match_model_hinfs(seeds in proptest::collection::vec(any::<u64>(), 50..200)) {
+        let ops: Vec<Op> = seeds.iter().map(|s| Op::generate(&mut Rng::new(*s), false)).collect();
+        let mut h = Harness::new(POOL, "hinfs");
         if let Err(e) = h.run(&ops) {
             prop_assert!(false, "{}", e);
         }
     }
 }
 
-#[test]
-fn seeded_long_sequence() {
+fn long_sequence(policy: &'static str) {
     let seed = seed_from_env(0x5EED_A3BE_2024);
-    println!("model seed = {seed}; rerun with AMBER_MODEL_SEED={seed}");
+    println!("model seed = {seed} ({policy}); rerun with AMBER_MODEL_SEED={seed}");
     let mut rng = Rng::new(seed);
     let ops: Vec<Op> = (0..LONG_RUN)
         .map(|_| Op::generate(&mut rng, false))
         .collect();
-    let mut h = Harness::new(POOL);
+    let mut h = Harness::new(POOL, policy);
     if let Err(e) = h.run(&ops) {
-        panic!("model seed = {seed}: {e}");
+        panic!("model seed = {seed} ({policy}): {e}");
+    }
+}
+
+#[test]
+fn seeded_long_sequence() {
+    long_sequence("direct");
+}
+
+#[test]
+fn seeded_long_sequence_hinfs() {
+    long_sequence("hinfs");
+}
+
+#[test]
+fn seeded_long_sequence_hinfs_nclfw() {
+    long_sequence("hinfs-nclfw");
+}
+
+fn threads(policy: &str) {
+    let seed = seed_from_env(0x7EAD_5EED);
+    println!("threads base seed = {seed} ({policy}); rerun with AMBER_MODEL_SEED={seed}");
+    if let Err(e) = model::threads::run(seed, THREAD_OPS, policy) {
+        panic!("threads base seed = {seed} ({policy}): {e}");
     }
 }
 
 #[test]
 fn threads_share_one_fs() {
-    let seed = seed_from_env(0x7EAD_5EED);
-    println!("threads base seed = {seed}; rerun with AMBER_MODEL_SEED={seed}");
-    if let Err(e) = model::threads::run(seed, THREAD_OPS) {
-        panic!("threads base seed = {seed}: {e}");
-    }
+    threads("direct");
+}
+
+#[test]
+fn threads_share_one_fs_hinfs() {
+    threads("hinfs");
 }

@@ -39,8 +39,10 @@ impl std::error::Error for PersistError {}
 /// reads bytes another thread is storing to, except through
 /// [`PmDevice::load_u64`] / [`PmDevice::store_u64`], which are atomic.
 /// Out-of-range offsets are bugs in the caller and panic; the core validates
-/// every offset it reads from media before using it.
-pub trait PmDevice: Send + Sync {
+/// every offset it reads from media before using it. `'static` because a
+/// data policy's background threads keep a (weak) handle on the mounted
+/// file system, and with it the device.
+pub trait PmDevice: Send + Sync + 'static {
     /// Length of the pool in bytes.
     fn size(&self) -> u64;
 

@@ -50,9 +50,11 @@ impl<D: PmDevice> Fs<D> {
     /// the calling process's user and group.
     pub fn mount(dev: D, opts: MountOptions) -> Result<(Fs<D>, RecoveryReport)> {
         let (core, report) = core_fs::mount(Arc::new(dev), opts)?;
+        let core = Arc::new(core);
+        core.start_background();
         Ok((
             Fs {
-                core: Arc::new(core),
+                core,
                 owner: Owner::current_process(),
             },
             report,

@@ -47,7 +47,7 @@ fn block_range(off: u64, end: u64) -> std::ops::RangeInclusive<u64> {
 
 /// Allocates a block for every unmapped file block of `[off, end)` and
 /// plans linking it; all or nothing (on ENOSPC nothing stays allocated).
-fn allocate<D: PmDevice>(
+pub(super) fn allocate<D: PmDevice>(
     fs: &Core<D>,
     st: &InodeState,
     off: u64,
@@ -97,7 +97,7 @@ fn allocate<D: PmDevice>(
 /// inside the old size, are fenced before anything points at them; then
 /// the pointer stores and the (root, height) store. The caller fences
 /// before the inode line. Returns the new root, if any.
-fn link<D: PmDevice>(
+pub(super) fn link<D: PmDevice>(
     fs: &Core<D>,
     st: &InodeState,
     plan: &MapPlan,
@@ -125,7 +125,7 @@ fn link<D: PmDevice>(
 }
 
 /// Records linked blocks in the DRAM inode.
-fn record_links(
+pub(super) fn record_links(
     st: &mut InodeState,
     plan: &MapPlan,
     new_blocks: &[(u64, u64)],
@@ -144,7 +144,7 @@ fn record_links(
 /// Zeroes the mapped bytes of `[from, to)` so a size increase over them
 /// exposes zeros (they may hold an interrupted write's data or a freed
 /// file's). Non-temporal stores; the caller drains.
-fn zero_exposed<D: PmDevice>(fs: &Core<D>, st: &InodeState, from: u64, to: u64) {
+pub(super) fn zero_exposed<D: PmDevice>(fs: &Core<D>, st: &InodeState, from: u64, to: u64) {
     if from >= to {
         return;
     }
@@ -163,7 +163,7 @@ fn zero_exposed<D: PmDevice>(fs: &Core<D>, st: &InodeState, from: u64, to: u64) 
 
 /// Stores the inode's first line and fences: the commit point of a
 /// size-growing write.
-fn store_first_line<D: PmDevice>(fs: &Core<D>, st: &InodeState) -> Result<()> {
+pub(super) fn store_first_line<D: PmDevice>(fs: &Core<D>, st: &InodeState) -> Result<()> {
     write_first_line(fs, st);
     fs.drain()
 }

@@ -5,13 +5,16 @@
 //! own and add its name to [`by_name`] (ARCHITECTURE.md).
 
 mod direct;
+mod hinfs;
 
 use crate::error::{FsError, Result};
-use crate::fs::Core;
+use crate::fs::{Core, MountOptions};
 use crate::inode::InodeState;
 use amber_pmem::PmDevice;
+use std::sync::Weak;
 
 pub use direct::Direct;
+pub use hinfs::{Hinfs, Variant};
 
 /// A data path. Every method is called with the inode's write lock held
 /// (read lock for `read`).
@@ -54,6 +57,50 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
 
     /// Makes everything written to this file durable.
     fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()>;
+
+    /// Called once at the end of mount, before the file system is used
+    /// (a policy may calibrate against the device here).
+    fn mounted(&self, _fs: &Core<D>) -> Result<()> {
+        Ok(())
+    }
+
+    /// Starts background work (write-back threads) once the mounted core
+    /// is shared; the handle is weak so the threads never keep a dropped
+    /// file system alive. Front ends that keep the core in an `Arc` call
+    /// it (`Fs::mount` does); without it a policy must still be correct.
+    fn spawn(&self, _core: Weak<Core<D>>) {}
+
+    /// Called by unmount before it fsyncs every file: background work
+    /// stops here, so nothing is written after the pool is marked clean.
+    fn unmount(&self, _fs: &Core<D>) {}
+
+    /// The file is being freed: drop whatever the policy holds for it,
+    /// without writing it back (its blocks are freed with it).
+    fn forget(&self, _fs: &Core<D>, _st: &mut InodeState) {}
+
+    /// The first block in `[fb, limit)` holding data (SEEK_DATA): mapped
+    /// on PM, or held by the policy.
+    fn next_data_block(&self, st: &InodeState, fb: u64, limit: u64) -> Option<u64> {
+        st.map.next_mapped(fb, limit)
+    }
+
+    /// The first block in `[fb, limit)` without data (SEEK_HOLE).
+    fn next_hole_block(&self, st: &InodeState, fb: u64, limit: u64) -> Option<u64> {
+        st.map.next_hole(fb, limit)
+    }
+
+    /// Writes back (and evicts) up to `max_blocks` buffered blocks, least
+    /// recently written first, as the policy's background threads do,
+    /// returning how many; for the crash tests and tools. Nothing to do
+    /// without a buffer.
+    fn write_back(&self, _fs: &Core<D>, _max_blocks: u64) -> Result<u64> {
+        Ok(0)
+    }
+
+    /// Counters for the workbench, by name.
+    fn stats(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
 }
 
 /// What fallocate does.
@@ -66,12 +113,17 @@ pub enum FallocMode {
 }
 
 /// Names of the policies this build offers.
-pub const POLICIES: &[&str] = &["direct"];
+pub const POLICIES: &[&str] = &["direct", "hinfs", "hinfs-wb", "hinfs-nclfw"];
 
-/// The policy called `name`.
-pub fn by_name<D: PmDevice>(name: &str) -> Result<Box<dyn DataPolicy<D>>> {
-    match name {
+/// The policy `opts` names, configured by the rest of `opts`.
+pub fn by_name<D: PmDevice>(opts: &MountOptions) -> Result<Box<dyn DataPolicy<D>>> {
+    match opts.policy.as_str() {
         "direct" => Ok(Box::new(Direct)),
-        _ => Err(FsError::InvalidArgument("unknown policy (known: direct)")),
+        "hinfs" => Ok(Box::new(Hinfs::new(Variant::Full, opts))),
+        "hinfs-wb" => Ok(Box::new(Hinfs::new(Variant::WriteBuffer, opts))),
+        "hinfs-nclfw" => Ok(Box::new(Hinfs::new(Variant::NoClfw, opts))),
+        _ => Err(FsError::InvalidArgument(
+            "unknown policy (known: direct, hinfs, hinfs-wb, hinfs-nclfw)",
+        )),
     }
 }

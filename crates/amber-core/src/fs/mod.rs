@@ -59,6 +59,12 @@ impl<D: PmDevice> Core<D> {
         &self.opts
     }
 
+    /// Starts the policy's background work on a shared core (see
+    /// `DataPolicy::spawn`); `Fs::mount` calls it.
+    pub fn start_background(self: &Arc<Self>) {
+        self.policy.spawn(Arc::downgrade(self));
+    }
+
     /// Fails if an earlier persist failed: nothing more may be written.
     pub(crate) fn check_writable(&self) -> Result<()> {
         match &*self.poisoned.lock() {
@@ -160,7 +166,7 @@ impl<D: PmDevice> Core<D> {
         let r = self.inode(ino)?;
         let mut st = r.write();
         regular(&st)?;
-        let at = off.unwrap_or(st.disk.size);
+        let at = off.unwrap_or(st.size());
         let n = self.policy.write(self, &mut st, at, data, sync);
         Ok((self.guard(n)?, at))
     }
@@ -183,16 +189,16 @@ impl<D: PmDevice> Core<D> {
         let r = self.inode(ino)?;
         let st = r.read();
         live(&st)?;
-        let size = st.disk.size;
+        let size = st.size();
         if off >= size {
             return Err(FsError::NoSuchOffset);
         }
         let limit = size.div_ceil(BLOCK_SIZE);
         let fb = off / BLOCK_SIZE;
         let found = if data {
-            st.map.next_mapped(fb, limit)
+            self.policy.next_data_block(&st, fb, limit)
         } else {
-            st.map.next_hole(fb, limit)
+            self.policy.next_hole_block(&st, fb, limit)
         };
         match (found, data) {
             (Some(f), _) => Ok((f * BLOCK_SIZE).max(off)),
@@ -214,6 +220,20 @@ impl<D: PmDevice> Core<D> {
         live(&st)?;
         let res = self.policy.fsync(self, &mut st);
         self.guard(res)
+    }
+
+    /// Writes back up to `max_blocks` blocks the policy buffers in DRAM,
+    /// least recently written first, as its background threads do (see
+    /// `DataPolicy::write_back`); returns how many.
+    pub fn write_back(&self, max_blocks: u64) -> Result<u64> {
+        self.check_writable()?;
+        let res = self.policy.write_back(self, max_blocks);
+        self.guard(res)
+    }
+
+    /// The mounted policy's counters (empty for policies without any).
+    pub fn policy_stats(&self) -> Vec<(String, u64)> {
+        self.policy.stats()
     }
 
     /// Counts an open handle, so an unlinked file lives until it is closed.
@@ -285,7 +305,7 @@ pub(crate) fn attr_of(st: &InodeState) -> Attr {
         nlink: d.nlink,
         uid: d.uid,
         gid: d.gid,
-        size: d.size,
+        size: st.size(),
         blocks: d.blocks * (BLOCK_SIZE / 512),
         atime: d.atime,
         mtime: d.mtime,

@@ -253,7 +253,7 @@ fn rebuild_used<D: PmDevice>(dev: &D, l: &Layout, report: &mut RecoveryReport) -
 /// Mounts the pool on `dev`, recovering it if it was not cleanly unmounted.
 pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, RecoveryReport)> {
     let started = Instant::now();
-    let policy = data::by_name::<D>(&opts.policy)?;
+    let policy = data::by_name::<D>(&opts)?;
     let mut sb = read_superblock(&*dev)?;
     let l = sb.layout;
     let mut report = RecoveryReport {
@@ -321,6 +321,8 @@ pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, R
         report.orphans_freed += 1;
     }
     report.inodes_in_use -= report.orphans_freed;
+    let res = core.policy.mounted(&core);
+    core.guard(res)?;
     report.duration = started.elapsed();
     Ok((core, report))
 }
@@ -337,11 +339,27 @@ impl<D: PmDevice> Core<D> {
         Ok(())
     }
 
+    /// Makes every file's data and metadata durable (syncfs): fsync on
+    /// every loaded inode, which is every inode a policy may hold data
+    /// for.
+    pub fn sync_all(&self) -> Result<()> {
+        self.check_writable()?;
+        for r in self.cache.all() {
+            let mut st = r.write();
+            if st.disk.in_use() {
+                let res = self.policy.fsync(self, &mut st);
+                self.guard(res)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Unmounts cleanly: frees unlinked inodes nobody holds open, saves the
     /// allocation bitmap and marks the pool clean. An inode still held
     /// open stays an orphan for the next mount to free.
     pub fn unmount(&self) -> Result<()> {
         self.check_writable()?;
+        self.policy.unmount(self);
         for r in self.cache.all() {
             let mut st = r.write();
             if st.disk.in_use() && st.disk.nlink == 0 && st.open_count == 0 {
@@ -351,13 +369,7 @@ impl<D: PmDevice> Core<D> {
                 self.finish_free(&mut st, freed);
             }
         }
-        for r in self.cache.all() {
-            let mut st = r.write();
-            if st.disk.in_use() {
-                let res = self.policy.fsync(self, &mut st);
-                self.guard(res)?;
-            }
-        }
+        self.sync_all()?;
         let l = &self.layout;
         let orphans_left = self.cache.all().iter().any(|r| {
             let st = r.read();

@@ -230,6 +230,8 @@ impl<D: PmDevice> Core<D> {
             open_count: 0,
             times_dirty: false,
             writes_since_fsync: u32::MAX,
+            policy: None,
+            buffered_size: None,
         };
         let attr = attr_of(&state);
         self.cache.insert(ino, state);
@@ -397,6 +399,9 @@ impl<D: PmDevice> Core<D> {
 
     /// Updates DRAM after a free committed: blocks and number go back.
     pub(crate) fn finish_free(&self, st: &mut InodeState, blocks: Vec<u64>) {
+        // Data the policy buffered for a file that no longer exists is
+        // dropped, never written back.
+        self.policy.forget(self, st);
         let generation = st.disk.generation;
         st.disk = Inode::free();
         st.disk.generation = generation;

@@ -3,6 +3,13 @@
 
 use crate::data::POLICIES;
 use crate::error::{FsError, Result};
+use std::time::Duration;
+
+/// Smallest DRAM write buffer: 256 blocks, enough for the write-back
+/// marks (percentages of it) to be whole blocks.
+pub const MIN_BUFFER: u64 = 1 << 20;
+/// Most write-back threads; more only contend on the buffer lock.
+pub const MAX_WRITEBACK_THREADS: usize = 16;
 
 /// Options of one mount. The emulator preset is not here: it wraps the
 /// device before the core sees it.
@@ -12,6 +19,21 @@ pub struct MountOptions {
     pub policy: String,
     /// Every write durable on return, as if opened O_SYNC.
     pub sync: bool,
+    /// Bytes of DRAM write buffer (hinfs policies), whole 4 KiB blocks.
+    pub buffer: u64,
+    /// Write-back starts when free buffer blocks fall below this percent.
+    pub writeback_low: u8,
+    /// ... and runs until free blocks reach this percent.
+    pub writeback_high: u8,
+    /// How often the write-back threads look for old dirty blocks.
+    pub writeback_interval: Duration,
+    /// Blocks dirty for longer than this are written back periodically.
+    pub writeback_age: Duration,
+    /// A file not fsync'd for this long has its writes buffered whatever
+    /// the Buffer Benefit Model last decided (the paper's 5 s).
+    pub lazy_after: Duration,
+    /// Background write-back threads.
+    pub writeback_threads: usize,
 }
 
 impl Default for MountOptions {
@@ -19,12 +41,62 @@ impl Default for MountOptions {
         MountOptions {
             policy: "direct".into(),
             sync: false,
+            buffer: 256 << 20,
+            writeback_low: 5,
+            writeback_high: 20,
+            writeback_interval: Duration::from_secs(5),
+            writeback_age: Duration::from_secs(30),
+            lazy_after: Duration::from_secs(5),
+            writeback_threads: 1,
         }
     }
 }
 
+/// `256M`, `1G`, `4096K`, or plain bytes.
+fn parse_size(v: &str) -> Option<u64> {
+    let (num, mult) = match v.char_indices().last()? {
+        (i, 'k' | 'K') => (&v[..i], 1u64 << 10),
+        (i, 'm' | 'M') => (&v[..i], 1 << 20),
+        (i, 'g' | 'G') => (&v[..i], 1 << 30),
+        _ => (v, 1),
+    };
+    num.parse::<u64>().ok()?.checked_mul(mult)
+}
+
+/// `5s`, `500ms`, or plain seconds.
+fn parse_duration(v: &str) -> Option<Duration> {
+    if let Some(ms) = v.strip_suffix("ms") {
+        return ms.parse().ok().map(Duration::from_millis);
+    }
+    v.strip_suffix('s')
+        .unwrap_or(v)
+        .parse()
+        .ok()
+        .map(Duration::from_secs)
+}
+
+/// Physical memory in bytes, from /proc/meminfo (None where unreadable:
+/// then only the lower bound of `buffer=` is checked).
+fn physical_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+fn percent(v: &str) -> Result<u8> {
+    v.trim_end_matches('%')
+        .parse::<u8>()
+        .ok()
+        .filter(|p| *p <= 100)
+        .ok_or(FsError::InvalidArgument(
+            "writeback_low/high take a percentage, 0 to 100",
+        ))
+}
+
 impl MountOptions {
-    /// Parses `policy=direct,sync`; unknown options are rejected by name.
+    /// Parses `policy=direct,sync,buffer=64M`; unknown options are
+    /// rejected by name, values are checked.
     pub fn parse(s: &str) -> Result<MountOptions> {
         let mut o = MountOptions::default();
         for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
@@ -32,23 +104,70 @@ impl MountOptions {
                 Some((k, v)) => (k, Some(v)),
                 None => (item, None),
             };
+            let dur = |v: &str| {
+                parse_duration(v).ok_or(FsError::InvalidArgument("durations are like 5s or 500ms"))
+            };
             match (key, value) {
                 ("policy", Some(v)) if POLICIES.contains(&v) => o.policy = v.to_string(),
                 ("policy", _) => {
                     return Err(FsError::InvalidArgument(
-                        "policy= takes one of the known policies (direct)",
+                        "policy= takes one of the known policies (direct, hinfs, hinfs-wb, \
+                         hinfs-nclfw)",
                     ))
                 }
                 ("sync", None) => o.sync = true,
                 ("async", None) => o.sync = false,
+                ("buffer", Some(v)) => {
+                    o.buffer = parse_size(v).ok_or(FsError::InvalidArgument(
+                        "buffer= takes a size like 256M or 1G",
+                    ))?
+                }
+                ("writeback_low", Some(v)) => o.writeback_low = percent(v)?,
+                ("writeback_high", Some(v)) => o.writeback_high = percent(v)?,
+                ("writeback_interval", Some(v)) => o.writeback_interval = dur(v)?,
+                ("writeback_age", Some(v)) => o.writeback_age = dur(v)?,
+                ("lazy_after", Some(v)) => o.lazy_after = dur(v)?,
+                ("writeback_threads", Some(v)) => {
+                    o.writeback_threads = v
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=MAX_WRITEBACK_THREADS).contains(n))
+                        .ok_or(FsError::InvalidArgument("writeback_threads= takes 1 to 16"))?
+                }
                 _ => {
                     return Err(FsError::InvalidArgument(
-                        "unknown mount option (known: policy=NAME, sync, async)",
+                        "unknown mount option (known: policy=NAME, sync, async, buffer=SIZE, \
+                         writeback_low=PCT, writeback_high=PCT, writeback_interval=DUR, \
+                         writeback_age=DUR, lazy_after=DUR, writeback_threads=N)",
                     ))
                 }
             }
         }
+        o.validate()?;
         Ok(o)
+    }
+
+    /// Checks values that depend on each other or on the machine.
+    pub fn validate(&self) -> Result<()> {
+        if self.buffer < MIN_BUFFER {
+            return Err(FsError::InvalidArgument("buffer= must be at least 1M"));
+        }
+        if physical_memory().is_some_and(|m| self.buffer > m / 2) {
+            return Err(FsError::InvalidArgument(
+                "buffer= must be at most half of physical memory",
+            ));
+        }
+        if self.writeback_low > self.writeback_high {
+            return Err(FsError::InvalidArgument(
+                "writeback_low must not exceed writeback_high",
+            ));
+        }
+        if self.writeback_interval.is_zero() {
+            return Err(FsError::InvalidArgument(
+                "writeback_interval must be positive",
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -64,5 +183,27 @@ mod tests {
         assert!(MountOptions::parse("policy=nope").is_err());
         assert!(MountOptions::parse("bogus").is_err());
         assert!(MountOptions::parse("sync=1").is_err());
+    }
+
+    #[test]
+    fn parses_and_bounds_buffer_options() {
+        let o = MountOptions::parse(
+            "policy=hinfs,buffer=4M,writeback_low=10,writeback_high=30,\
+             writeback_interval=500ms,writeback_age=2s,lazy_after=1,writeback_threads=2",
+        )
+        .unwrap();
+        assert_eq!(o.buffer, 4 << 20);
+        assert_eq!((o.writeback_low, o.writeback_high), (10, 30));
+        assert_eq!(o.writeback_interval, Duration::from_millis(500));
+        assert_eq!(o.writeback_age, Duration::from_secs(2));
+        assert_eq!(o.lazy_after, Duration::from_secs(1));
+        assert_eq!(o.writeback_threads, 2);
+        assert!(MountOptions::parse("buffer=512K").is_err());
+        assert!(MountOptions::parse("buffer=100000G").is_err());
+        assert!(MountOptions::parse("buffer=lots").is_err());
+        assert!(MountOptions::parse("writeback_low=30,writeback_high=10").is_err());
+        assert!(MountOptions::parse("writeback_high=101").is_err());
+        assert!(MountOptions::parse("writeback_threads=0").is_err());
+        assert!(MountOptions::parse("writeback_interval=0s").is_err());
     }
 }

@@ -17,6 +17,7 @@ use crate::dir::DirIndex;
 use crate::error::{FsError, Result};
 use amber_format::{FileKind, Inode, Layout, BLOCK_SIZE, INODE_SIZE};
 use amber_pmem::PmDevice;
+use std::any::Any;
 
 /// One inode in DRAM.
 pub struct InodeState {
@@ -37,6 +38,15 @@ pub struct InodeState {
     /// first): a file fsync'd after nearly every write gets its times
     /// persisted with the data instead of in a fence of their own.
     pub writes_since_fsync: u32,
+    /// State the mounted data policy keeps per file (a DRAM write
+    /// buffer's block index, say). Owned and typed by that policy; the
+    /// core only drops it with the inode.
+    pub policy: Option<Box<dyn Any + Send + Sync>>,
+    /// The file's logical size when a data policy holds data past the
+    /// durable size in DRAM; `disk.size` stays the durable size, so every
+    /// journal transaction that writes this inode persists only durable
+    /// state. `None` when the two agree.
+    pub buffered_size: Option<u64>,
 }
 
 impl InodeState {
@@ -80,7 +90,21 @@ impl InodeState {
             open_count: 0,
             times_dirty: false,
             writes_since_fsync: u32::MAX,
+            policy: None,
+            buffered_size: None,
         })
+    }
+
+    /// The size readers see: the buffered (logical) size if a data policy
+    /// set one, else the durable size.
+    pub fn size(&self) -> u64 {
+        match self.buffered_size {
+            Some(s) => {
+                debug_assert!(s >= self.disk.size, "logical size below the durable size");
+                s
+            }
+            None => self.disk.size,
+        }
     }
 
     pub fn kind(&self) -> FileKind {

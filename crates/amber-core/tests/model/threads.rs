@@ -317,9 +317,10 @@ fn verify(fs: &Fs<MmapDevice>, outs: &[Outcome]) -> Result<(), String> {
 }
 
 /// Runs the threads with per-thread seeds derived from `base`, verifies,
-/// remounts cleanly and verifies, then crash-remounts and verifies.
-pub fn run(base: u64, ops: usize) -> Result<(), String> {
-    let fs = fresh_fs(64 << 20);
+/// remounts cleanly and verifies, then crash-remounts and verifies, all
+/// under data policy `policy`.
+pub fn run(base: u64, ops: usize, policy: &str) -> Result<(), String> {
+    let fs = fresh_fs(64 << 20, policy);
     setup(&fs).map_err(|e| format!("setup: {e:?}"))?;
     let mut handles = Vec::new();
     for tid in 0..THREADS {
@@ -350,9 +351,9 @@ pub fn run(base: u64, ops: usize) -> Result<(), String> {
         return Err(errors.join("\n"));
     }
     verify(&fs, &outs).map_err(|e| format!("after the threads: {e}"))?;
-    let fs = remount(fs, true)?;
+    let fs = remount(fs, true, policy)?;
     verify(&fs, &outs).map_err(|e| format!("after a clean remount: {e}"))?;
-    let fs = remount(fs, false)?;
+    let fs = remount(fs, false, policy)?;
     verify(&fs, &outs).map_err(|e| format!("after a crash remount: {e}"))?;
     fs.unmount().map_err(|e| format!("unmount: {e:?}"))
 }

@@ -1,0 +1,173 @@
+//! The Buffer Benefit Model (HiNFS §3.2): per block, whether buffering
+//! its writes in DRAM pays off. Between two fsyncs a block takes Ncw
+//! cache-line writes; at the fsync, Ncf distinct lines must be flushed to
+//! PM if it was buffered. Buffering costs Ncw*L_dram + Ncf*L_pm, writing
+//! directly Ncw*L_pm, so the block is predicted Lazy (buffer) when
+//! `Ncw*L_dram + Ncf*L_pm < Ncw*L_pm`, else Eager (direct). For blocks
+//! written directly a ghost dirty bitmap records which lines buffering
+//! would have dirtied, so Ncf is known at the next fsync either way.
+//!
+//! A file not fsync'd for `lazy_after` is treated as Lazy everywhere
+//! (nothing forces its data out soon, so buffering can only help).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// Blocks whose history one file keeps; past it new blocks are simply
+/// Lazy (the default) and unrecorded, so a huge file cannot grow it.
+pub const MAX_TRACKED_BLOCKS: usize = 1 << 16;
+
+/// Per-line write latencies, from the calibration at mount.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Costs {
+    pub l_dram_ns: f64,
+    pub l_pm_ns: f64,
+}
+
+/// Whether buffering a block with `ncw` line writes and `ncf` lines to
+/// flush at the sync is cheaper than writing it directly.
+pub fn lazy_wins(ncw: u64, ncf: u64, c: Costs) -> bool {
+    let (w, f) = (ncw as f64, ncf as f64);
+    w * c.l_dram_ns + f * c.l_pm_ns < w * c.l_pm_ns
+}
+
+#[derive(Debug, Clone, Default)]
+struct BlockModel {
+    eager: bool,
+    ncw: u64,
+    /// Lines a write-through of this block would have left dirty.
+    ghost: u64,
+    /// The decision at the previous sync, for the accuracy count.
+    last: Option<bool>,
+}
+
+/// One sync's verdicts: how many blocks were decided and how many of
+/// those decisions equal the one before (the prediction held).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Verdicts {
+    pub decisions: u64,
+    pub accurate: u64,
+}
+
+/// The model of one file.
+#[derive(Debug, Default)]
+pub struct FileModel {
+    blocks: BTreeMap<u64, BlockModel>,
+    last_sync: Option<Instant>,
+}
+
+impl FileModel {
+    /// Whether a write to `fb` now should go directly to PM.
+    pub fn eager(&self, fb: u64, now: Instant, lazy_after: Duration) -> bool {
+        let recent = self
+            .last_sync
+            .is_some_and(|t| now.saturating_duration_since(t) < lazy_after);
+        recent && self.blocks.get(&fb).is_some_and(|b| b.eager)
+    }
+
+    /// Records a write of `lines` to `fb`; `direct` if it went to PM (the
+    /// ghost bitmap then remembers the lines).
+    pub fn record_write(&mut self, fb: u64, lines: u64, direct: bool) {
+        if !self.blocks.contains_key(&fb) && self.blocks.len() >= MAX_TRACKED_BLOCKS {
+            return;
+        }
+        let b = self.blocks.entry(fb).or_default();
+        b.ncw = b.ncw.saturating_add(lines.count_ones() as u64);
+        if direct {
+            b.ghost |= lines;
+        }
+    }
+
+    /// At an fsync: decides every block written since the last one.
+    /// `dirty(fb)` gives the buffered dirty lines of `fb` (0 if not
+    /// buffered).
+    pub fn sync(&mut self, now: Instant, costs: Costs, dirty: impl Fn(u64) -> u64) -> Verdicts {
+        let mut v = Verdicts::default();
+        for (&fb, b) in self.blocks.iter_mut().filter(|(_, b)| b.ncw > 0) {
+            let ncf = (b.ghost | dirty(fb)).count_ones() as u64;
+            let lazy = lazy_wins(b.ncw, ncf, costs);
+            v.decisions += 1;
+            if b.last == Some(lazy) {
+                v.accurate += 1;
+            }
+            b.last = Some(lazy);
+            b.eager = !lazy;
+            b.ncw = 0;
+            b.ghost = 0;
+        }
+        self.last_sync = Some(now);
+        v
+    }
+
+    /// Forgets blocks at or past `fb` (truncated away).
+    pub fn truncate(&mut self, fb: u64) {
+        self.blocks.split_off(&fb);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PCM: Costs = Costs {
+        l_dram_ns: 10.0,
+        l_pm_ns: 100.0,
+    };
+
+    #[test]
+    fn inequality_decides() {
+        // Rewriting one line ten times: buffering flushes it once.
+        assert!(lazy_wins(10, 1, PCM));
+        // Each line written once: buffering only adds the DRAM copy.
+        assert!(!lazy_wins(64, 64, PCM));
+        // Equal cost is not a win.
+        assert!(!lazy_wins(10, 9, PCM));
+    }
+
+    #[test]
+    fn ghost_bitmap_gives_ncf_for_direct_blocks_and_accuracy_counts() {
+        let now = Instant::now();
+        let lazy_after = Duration::from_secs(5);
+        let mut m = FileModel::default();
+        // Never synced: lazy everywhere.
+        assert!(!m.eager(0, now, lazy_after));
+        m.record_write(0, u64::MAX, true);
+        m.record_write(1, 1, false);
+        m.record_write(1, 1, false);
+        m.record_write(1, 1, false);
+        let v = m.sync(now, PCM, |fb| if fb == 1 { 1 } else { 0 });
+        assert_eq!(
+            v,
+            Verdicts {
+                decisions: 2,
+                accurate: 0
+            }
+        );
+        assert!(m.eager(0, now, lazy_after), "64 lines once each: eager");
+        assert!(!m.eager(1, now, lazy_after), "one line thrice: lazy");
+        // Same pattern again: both predictions held.
+        m.record_write(0, u64::MAX, true);
+        m.record_write(1, 1, false);
+        m.record_write(1, 1, false);
+        let v = m.sync(now, PCM, |fb| if fb == 1 { 1 } else { 0 });
+        assert_eq!(
+            v,
+            Verdicts {
+                decisions: 2,
+                accurate: 2
+            }
+        );
+        // Long without a sync: lazy again.
+        assert!(!m.eager(0, now + Duration::from_secs(6), lazy_after));
+        m.truncate(1);
+        m.record_write(1, 1, false);
+        let v = m.sync(now, PCM, |_| 1);
+        assert_eq!(
+            v,
+            Verdicts {
+                decisions: 1,
+                accurate: 0
+            }
+        );
+    }
+}
