@@ -8,8 +8,13 @@ use std::path::PathBuf;
 /// A parsed `--target`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TargetSpec {
-    Amber { policy: String },
-    Dir { path: PathBuf },
+    /// `policy` is the policy name, then any mount options: `hinfs,buffer=64M`.
+    Amber {
+        policy: String,
+    },
+    Dir {
+        path: PathBuf,
+    },
 }
 
 /// What the specs leave to the command line as a whole.
@@ -31,13 +36,22 @@ impl TargetSpec {
             return Err(format!("--target {s:?}: {help}"));
         };
         match kind {
-            "amberfs" if amber_core::data::POLICIES.contains(&rest) => Ok(TargetSpec::Amber {
-                policy: rest.to_string(),
-            }),
-            "amberfs" => Err(format!(
-                "--target {s:?}: unknown policy {rest:?}; Amber has {}",
-                amber_core::data::POLICIES.join(", ")
-            )),
+            // `amberfs:POLICY[,OPTION...]`: mount options after the policy
+            // (e.g. `amberfs:hinfs,buffer=64M`) let one run compare settings.
+            "amberfs" => {
+                let name = rest.split(',').next().unwrap_or_default();
+                if !amber_core::data::POLICIES.contains(&name) {
+                    return Err(format!(
+                        "--target {s:?}: unknown policy {name:?}; Amber has {}",
+                        amber_core::data::POLICIES.join(", ")
+                    ));
+                }
+                amber_core::MountOptions::parse(&format!("policy={rest}"))
+                    .map_err(|e| format!("--target {s:?}: {e}"))?;
+                Ok(TargetSpec::Amber {
+                    policy: rest.to_string(),
+                })
+            }
             "dir" if rest.starts_with('/') => Ok(TargetSpec::Dir {
                 path: PathBuf::from(rest),
             }),
@@ -158,6 +172,8 @@ mod tests {
         assert!(TargetSpec::parse("amberfs:nope")
             .unwrap_err()
             .contains("unknown policy"));
+        assert!(TargetSpec::parse("amberfs:direct,sync").is_ok());
+        assert!(TargetSpec::parse("amberfs:direct,bogus").is_err());
         assert!(TargetSpec::parse("dir:rel")
             .unwrap_err()
             .contains("absolute"));

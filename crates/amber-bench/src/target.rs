@@ -240,7 +240,8 @@ fn to_io(e: amber_core::FsError) -> io::Error {
 
 impl AmberTarget {
     /// Makes a fresh pool of `size` bytes at `pool` (replacing any file
-    /// there) and mounts it with `policy` behind emulator `preset`.
+    /// there) and mounts it with `policy` (a name, optionally followed by
+    /// `,`-separated mount options) behind emulator `preset`.
     pub fn create(
         pool: &Path,
         size: u64,
@@ -323,8 +324,13 @@ impl Target for AmberTarget {
         format!("amberfs:{}", self.policy)
     }
 
+    /// The policy's name, without any mount options that followed it.
     fn policy(&self) -> String {
-        self.policy.clone()
+        self.policy
+            .split(',')
+            .next()
+            .unwrap_or_default()
+            .to_string()
     }
 
     fn preset(&self) -> String {
