@@ -71,6 +71,9 @@ pub fn write_range<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &Handles) -> Opt
         // A punch zeroes its edge blocks in place before unmapping the
         // rest: like a write of zeros, each byte may be old or new.
         Op::Punch { path, off, len } => (resolve(fs, path).ok()?, WriteAt::Offset(*off), len),
+        Op::WriteSync { path, off, len, .. } => {
+            (resolve(fs, path).ok()?, WriteAt::Offset(*off), len)
+        }
         _ => return None,
     };
     let off = match at {
@@ -225,5 +228,17 @@ pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Resul
         Op::Punch { path, off, len } => {
             fs.fallocate(resolve(fs, path)?, *off, *len, FallocMode::PunchHole)
         }
+        Op::WriteSync {
+            path,
+            off,
+            len,
+            seed,
+        } => {
+            let data = rng::bytes(*seed, *len as usize);
+            fs.write(resolve(fs, path)?, Some(*off), &data, true)
+                .map(drop)
+        }
+        Op::WriteBack { blocks } => fs.write_back(*blocks).map(drop),
+        Op::SyncAll => fs.sync_all(),
     }
 }

@@ -18,7 +18,7 @@ mod image;
 mod state;
 mod workload;
 
-pub use state::{capture, diff, judge, Content, FsState, Node, WriteRange};
+pub use state::{capture, diff, judge, Content, FsState, History, Node, WriteRange};
 pub use workload::{random, Op, Workload, WriteAt, RANDOM_OPS};
 
 use amber_core::fs::{format, mount};
@@ -66,6 +66,11 @@ pub struct CrashConfig {
     /// Where to save failing pre-recovery images (replay one with
     /// `RecordingDevice::from_image` and `amber_core::fs::mount`).
     pub save_dir: Option<PathBuf>,
+    /// The data policy the workload runs under. `direct` is judged
+    /// strictly (before or after, data torn only inside the interrupted
+    /// write); a policy that buffers writes in DRAM by what it promises
+    /// instead ([`History::judge`]).
+    pub policy: String,
 }
 
 impl CrashConfig {
@@ -77,6 +82,7 @@ impl CrashConfig {
             enum_config: EnumConfig::default(),
             max_images: None,
             save_dir: None,
+            policy: "direct".into(),
         }
     }
 }
@@ -297,6 +303,26 @@ fn describe(point: &CrashPoint, image: &CrashImage) -> String {
         .join(" ")
 }
 
+/// What an image is judged against.
+struct Judged<'a> {
+    before: &'a FsState,
+    after: &'a FsState,
+    range: Option<&'a WriteRange>,
+    /// Under a buffering policy: what the run wrote and made durable.
+    history: Option<&'a History>,
+}
+
+impl Judged<'_> {
+    fn judge(&self, got: &FsState) -> Result<(), String> {
+        let strict = judge(got, self.before, self.after, self.range);
+        match (strict, self.history) {
+            (Ok(()), _) => Ok(()),
+            (Err(e), None) => Err(e),
+            (Err(_), Some(h)) => h.judge(got, self.before, self.after, self.range),
+        }
+    }
+}
+
 /// Where an image is within the run, for a violation.
 struct Site<'a> {
     op_index: usize,
@@ -324,10 +350,18 @@ impl Runner<'_> {
         if let Err(e) = format(&*dev, &format_params()) {
             return self.fail(format!("format: {e}"));
         }
-        let fs = match mount(Arc::clone(&dev), MountOptions::default()) {
+        let opts = match MountOptions::parse(&format!("policy={}", self.cfg.policy)) {
+            Ok(o) => o,
+            Err(e) => return self.fail(format!("policy {:?}: {e}", self.cfg.policy)),
+        };
+        // The core's mount: no background threads, so write-back happens
+        // only where the workload says (fsync, syncfs, WriteBack), and a
+        // run is deterministic.
+        let fs = match mount(Arc::clone(&dev), opts) {
             Ok((fs, _)) => fs,
             Err(e) => return self.fail(format!("mount: {e}")),
         };
+        let mut history = (self.cfg.policy != "direct").then(History::default);
         // The hook only records: it runs inside the workload core's drain,
         // with that core's locks held, and the images are checked after
         // the op, once its "after" state is known.
@@ -356,8 +390,34 @@ impl Runner<'_> {
             if !tail.lines().is_empty() {
                 pts.push(tail);
             }
+            if let Some(h) = history.as_mut() {
+                h.observe(&before);
+                h.observe(&after);
+            }
             for p in &pts {
-                self.check_point(i, op, p, &before, &after, range.as_ref());
+                let judged = Judged {
+                    before: &before,
+                    after: &after,
+                    range: range.as_ref(),
+                    history: history.as_ref(),
+                };
+                self.check_point(i, op, p, &judged);
+            }
+            if let Some(h) = history.as_mut() {
+                let synced = match op {
+                    Op::Fsync { path } => after
+                        .nodes
+                        .get(path.as_str())
+                        .map(|n| vec![n.ino])
+                        .unwrap_or_default(),
+                    Op::SyncAll => History::files(&after),
+                    _ => Vec::new(),
+                };
+                let sync_range = match op {
+                    Op::WriteSync { .. } => range.as_ref(),
+                    _ => None,
+                };
+                h.persisted(&after, &synced, sync_range);
             }
         }
         dev.set_fence_hook(None);
@@ -372,15 +432,7 @@ impl Runner<'_> {
         Ok(())
     }
 
-    fn check_point(
-        &mut self,
-        op_index: usize,
-        op: &Op,
-        point: &CrashPoint,
-        before: &FsState,
-        after: &FsState,
-        range: Option<&WriteRange>,
-    ) {
+    fn check_point(&mut self, op_index: usize, op: &Op, point: &CrashPoint, j: &Judged<'_>) {
         let ecfg = EnumConfig {
             seed: self.cfg.seed,
             ..self.cfg.enum_config.clone()
@@ -399,7 +451,7 @@ impl Runner<'_> {
             let dev = Arc::new(OverlayDevice::from_crash(point, &image));
             let outcome = catch_unwind(AssertUnwindSafe(|| image::check(dev)))
                 .unwrap_or_else(|p| Err(format!("panic: {}", panic_text(&p))))
-                .and_then(|got| judge(&got, before, after, range));
+                .and_then(|got| j.judge(&got));
             if let Err(what) = outcome {
                 let site = Site {
                     op_index,

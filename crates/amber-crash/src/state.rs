@@ -303,3 +303,208 @@ pub fn judge(
     }
     Ok(())
 }
+
+/// Contents a crash must not lose: `bytes` at `off` of inode `ino` (the
+/// whole file, size included, when `whole`).
+#[derive(Debug, Clone)]
+struct Durable {
+    ino: u64,
+    off: usize,
+    bytes: Vec<u8>,
+    whole: bool,
+}
+
+/// What a crash under a policy that buffers writes in DRAM may show,
+/// learned from the run: per file, every value each byte ever had (a file
+/// never shows a byte never written to it), and what fsync, syncfs and
+/// O_SYNC writes made durable since it last changed.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    /// Per inode, per byte offset, the set of values seen (256 bits).
+    seen: BTreeMap<u64, Vec<[u64; 4]>>,
+    durable: Vec<Durable>,
+}
+
+/// `st` with every regular file's content and size blanked: what must be
+/// exactly before or after under a buffering policy (the namespace,
+/// permissions, owners, links, attributes).
+fn metadata_only(st: &FsState) -> FsState {
+    let mut out = st.clone();
+    for n in out.nodes.values_mut() {
+        if let Content::File(_) = n.content {
+            n.content = Content::Other;
+            n.size = 0;
+        }
+    }
+    out
+}
+
+fn file_of(st: &FsState, ino: u64) -> Option<&[u8]> {
+    st.nodes.values().find_map(|n| match &n.content {
+        Content::File(c) if n.ino == ino => Some(c.as_slice()),
+        _ => None,
+    })
+}
+
+impl History {
+    /// Records every byte value of every regular file in `st`.
+    pub fn observe(&mut self, st: &FsState) {
+        for n in st.nodes.values() {
+            if let Content::File(c) = &n.content {
+                let seen = self.seen.entry(n.ino).or_default();
+                if seen.len() < c.len() {
+                    seen.resize(c.len(), [0; 4]);
+                }
+                for (set, &b) in seen.iter_mut().zip(c) {
+                    set[b as usize / 64] |= 1 << (b % 64);
+                }
+            }
+        }
+    }
+
+    /// After an op: forgets durable contents the op changed, then adds
+    /// what it made durable: whole files (`synced`) and O_SYNC ranges.
+    pub fn persisted(&mut self, after: &FsState, synced: &[u64], range: Option<&WriteRange>) {
+        self.durable.retain(|d| {
+            file_of(after, d.ino).is_some_and(|c| {
+                c.get(d.off..d.off + d.bytes.len()) == Some(&d.bytes[..])
+                    && (!d.whole || c.len() == d.bytes.len())
+            })
+        });
+        for &ino in synced {
+            if let Some(c) = file_of(after, ino) {
+                self.durable.push(Durable {
+                    ino,
+                    off: 0,
+                    bytes: c.to_vec(),
+                    whole: true,
+                });
+            }
+        }
+        if let Some(w) = range {
+            let (off, end) = (w.off as usize, (w.off + w.len) as usize);
+            if let Some(bytes) = file_of(after, w.ino).and_then(|c| c.get(off..end)) {
+                self.durable.push(Durable {
+                    ino: w.ino,
+                    off,
+                    bytes: bytes.to_vec(),
+                    whole: false,
+                });
+            }
+        }
+    }
+
+    /// Inodes of every regular file in `st` (what syncfs makes durable).
+    pub fn files(st: &FsState) -> Vec<u64> {
+        st.nodes
+            .values()
+            .filter(|n| matches!(n.content, Content::File(_)))
+            .map(|n| n.ino)
+            .collect()
+    }
+
+    /// The oracle under a buffering policy: the namespace and every
+    /// attribute but a file's size and contents are exactly before or
+    /// after the op (atomic); each file shows only bytes it once held;
+    /// and what was durable before the op is intact, or as the op left
+    /// it (torn byte-wise inside an interrupted write's range).
+    pub fn judge(
+        &self,
+        got: &FsState,
+        before: &FsState,
+        after: &FsState,
+        write: Option<&WriteRange>,
+    ) -> Result<(), String> {
+        let g = metadata_only(got);
+        let (b, a) = (metadata_only(before), metadata_only(after));
+        if g != b && g != a {
+            return Err(format!(
+                "namespace/attributes neither before nor after: vs before {}; vs after {}",
+                diff(&g, &b).unwrap_or_default(),
+                diff(&g, &a).unwrap_or_default()
+            ));
+        }
+        for (path, n) in &got.nodes {
+            let Content::File(c) = &n.content else {
+                continue;
+            };
+            let seen = self.seen.get(&n.ino).map_or(&[][..], Vec::as_slice);
+            if c.len() > seen.len() {
+                return Err(format!(
+                    "/{path}: size {} larger than the file ever was ({})",
+                    c.len(),
+                    seen.len()
+                ));
+            }
+            if let Some(i) = c
+                .iter()
+                .zip(seen)
+                .position(|(&x, set)| set[x as usize / 64] >> (x % 64) & 1 == 0)
+            {
+                return Err(format!(
+                    "/{path}: byte {i} is {:#04x}, a value it never held",
+                    c[i]
+                ));
+            }
+            for d in self.durable.iter().filter(|d| d.ino == n.ino) {
+                self.check_durable(path, c, d, before, after, write)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn check_durable(
+        &self,
+        path: &str,
+        c: &[u8],
+        d: &Durable,
+        before: &FsState,
+        after: &FsState,
+        write: Option<&WriteRange>,
+    ) -> Result<(), String> {
+        let end = d.off + d.bytes.len();
+        let new = file_of(after, d.ino).unwrap_or_default();
+        let old = file_of(before, d.ino).unwrap_or_default();
+        let region = c.get(d.off..end);
+        let as_after = region.is_some() && region == new.get(d.off..end);
+        let size_ok = !d.whole || c.len() == d.bytes.len() || c.len() == new.len();
+        if size_ok && (region == Some(&d.bytes[..]) || as_after) {
+            return Ok(());
+        }
+        if let (Some(w), Some(r), true) = (write, region, size_ok) {
+            // The interrupted op writes over the durable range: each byte
+            // old or new inside its range, as under the direct policy.
+            let base = d.off as u64;
+            let (lo, hi) = (
+                w.off.saturating_sub(base),
+                (w.off + w.len).saturating_sub(base),
+            );
+            let rel = WriteRange {
+                ino: w.ino,
+                off: lo,
+                len: hi - lo,
+            };
+            let tail = |f: &[u8]| f.get(d.off..).unwrap_or_default().to_vec();
+            if w.ino == d.ino && torn_ok(r, &tail(old), &tail(new), &rel).is_ok() {
+                return Ok(());
+            }
+        }
+        Err(format!(
+            "/{path}: lost durable data: {} bytes at {} (whole file: {}) {}",
+            d.bytes.len(),
+            d.off,
+            d.whole,
+            match region {
+                None => format!("but the file has only {} bytes", c.len()),
+                Some(r) => format!(
+                    "differ from byte {}",
+                    d.off
+                        + r.iter()
+                            .zip(&d.bytes)
+                            .position(|(x, y)| x != y)
+                            .unwrap_or(0)
+                ),
+            }
+        ))
+    }
+}

@@ -117,6 +117,20 @@ pub enum Op {
         off: u64,
         len: u64,
     },
+    /// A write with O_SYNC: durable on return under every policy.
+    WriteSync {
+        path: String,
+        off: u64,
+        len: u64,
+        seed: u64,
+    },
+    /// Writes back up to `blocks` blocks the policy buffers in DRAM, as
+    /// its background threads would (nothing under `direct`).
+    WriteBack {
+        blocks: u64,
+    },
+    /// syncfs: every file's data and metadata durable.
+    SyncAll,
 }
 
 impl fmt::Display for Op {
@@ -171,6 +185,14 @@ impl fmt::Display for Op {
                 keep_size,
             } => write!(f, "fallocate {path} @{off} len {len} keep_size {keep_size}"),
             Op::Punch { path, off, len } => write!(f, "punch {path} @{off} len {len}"),
+            Op::WriteSync {
+                path,
+                off,
+                len,
+                seed,
+            } => write!(f, "write O_SYNC {path} @{off} len {len} seed {seed}"),
+            Op::WriteBack { blocks } => write!(f, "write back {blocks} block(s)"),
+            Op::SyncAll => write!(f, "syncfs"),
         }
     }
 }
@@ -198,6 +220,8 @@ pub const NAMES: &[&str] = &[
     "orphan",
     "xattrs",
     "fallocate",
+    "buffered",
+    "writeback",
     "random",
 ];
 
@@ -382,6 +406,79 @@ fn writes() -> Vec<Op> {
         write("w", 1000, 10 * KIB, 12),
         write("w", 4090, 12, 13),
         Op::Fsync { path: s("w") },
+    ]
+}
+
+fn fsync(p: &str) -> Op {
+    Op::Fsync { path: s(p) }
+}
+
+fn write_sync(p: &str, off: u64, len: u64, seed: u64) -> Op {
+    Op::WriteSync {
+        path: s(p),
+        off,
+        len,
+        seed,
+    }
+}
+
+/// Buffered writes (under a buffering policy): partial lines and blocks,
+/// appends, a gap past EOF, then fsyncs that write them back (crashes in
+/// the middle of fsync), O_SYNC writes over buffered blocks, truncates
+/// over buffered data, and namespace ops on files with unsynced data.
+fn buffered() -> Vec<Op> {
+    vec![
+        create("a"),
+        create("b"),
+        write("a", 0, 6000, 1),
+        write("a", 100, 10, 2),
+        append("a", 300, 3),
+        fsync("a"),
+        write("a", 10, 70, 4),
+        write("a", 9 * KIB, 5000, 5),
+        write("b", 0, 3000, 6),
+        Op::Chmod {
+            path: s("a"),
+            perm: 0o600,
+        },
+        write_sync("a", 2000, 200, 7),
+        fsync("a"),
+        append("b", 5000, 8),
+        Op::Truncate {
+            path: s("b"),
+            size: 4000,
+        },
+        Op::Rename {
+            from: s("b"),
+            to: s("c"),
+            mode: RenameMode::Replace,
+        },
+        write("c", 6 * KIB, 100, 9),
+        Op::Unlink { path: s("c") },
+        write("a", 0, 64, 10),
+        Op::SyncAll,
+    ]
+}
+
+/// Background write-back: blocks of two files written back oldest
+/// first, one at a time and in bulk, with later writes racing ahead of
+/// the durable size (crashes in the middle of write-back).
+fn writeback() -> Vec<Op> {
+    vec![
+        create("x"),
+        create("y"),
+        write("x", 0, 3 * KIB, 1),
+        write("y", 0, 2 * KIB, 2),
+        write("x", 8 * KIB, 5 * KIB, 3),
+        Op::WriteBack { blocks: 1 },
+        write("x", 4 * KIB, 100, 4),
+        Op::WriteBack { blocks: 2 },
+        append("y", 7000, 5),
+        fsync("x"),
+        write("x", 1000, 10, 6),
+        Op::WriteBack { blocks: 16 },
+        write("y", 100, 10, 7),
+        Op::SyncAll,
     ]
 }
 
@@ -700,6 +797,8 @@ pub fn named(name: &str, seed: u64) -> Option<Workload> {
         "orphan" => orphan(),
         "xattrs" => xattrs(),
         "fallocate" => fallocates(),
+        "buffered" => buffered(),
+        "writeback" => writeback(),
         "random" => random(seed, RANDOM_OPS),
         _ => return None,
     };

@@ -6,14 +6,60 @@
 use amber_crash::{random, run, run_workloads, CrashConfig, Workload};
 
 fn check(workload: &str, seed: u64) {
-    let rep = run(&CrashConfig::new(workload, seed)).unwrap_or_else(|e| panic!("{e}"));
-    println!("{rep}");
+    check_under(workload, seed, "direct");
+}
+
+fn check_under(workload: &str, seed: u64, policy: &str) {
+    let mut cfg = CrashConfig::new(workload, seed);
+    cfg.policy = policy.to_string();
+    let rep = run(&cfg).unwrap_or_else(|e| panic!("{e}"));
+    println!("{policy}: {rep}");
     assert!(rep.images_checked > 0, "{workload}: no image checked");
     assert!(!rep.capped);
     assert!(
         rep.is_clean(),
-        "{workload} (seed {seed}) has crash-consistency violations:\n{rep}"
+        "{workload} (seed {seed}, {policy}) has crash-consistency violations:\n{rep}"
     );
+}
+
+#[test]
+fn buffered() {
+    check("buffered", 1);
+}
+
+#[test]
+fn writeback() {
+    check("writeback", 1);
+}
+
+/// Every named workload under hinfs (buffered writes, write-back in
+/// fsync, syncfs and WriteBack ops, O_SYNC evictions), judged by what a
+/// buffering policy promises.
+#[test]
+fn hinfs_named_workloads() {
+    for w in amber_crash::workload_names() {
+        if w != "all" && w != "random" {
+            check_under(w, 1, "hinfs");
+        }
+    }
+}
+
+#[test]
+fn hinfs_random() {
+    for seed in [1, 2, 3] {
+        check_under("random", seed, "hinfs");
+    }
+}
+
+/// The ablations write back whole blocks (nclfw) or never go direct
+/// (wb): the same promises hold.
+#[test]
+fn hinfs_ablations_buffered_workloads() {
+    for policy in ["hinfs-wb", "hinfs-nclfw"] {
+        for w in ["buffered", "writeback", "writes"] {
+            check_under(w, 1, policy);
+        }
+    }
 }
 
 #[test]

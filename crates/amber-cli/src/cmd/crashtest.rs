@@ -14,7 +14,8 @@ use crate::common::{CliError, CliResult};
 #[derive(clap::Args)]
 pub struct Args {
     /// Workload to run (files, dirs, rename, links, truncate, writes,
-    /// attrs, orphan, random, or all).
+    /// attrs, orphan, xattrs, fallocate, buffered, writeback, random, or
+    /// all).
     #[arg(long, default_value = "all")]
     workload: String,
     /// Seed of the random workload and of crash-image sampling; the same
@@ -30,6 +31,12 @@ pub struct Args {
     /// Save the images that fail to this directory, for replay.
     #[arg(long)]
     save_dir: Option<PathBuf>,
+    /// Data policy the workloads run under (direct, hinfs, hinfs-wb,
+    /// hinfs-nclfw); a buffering policy is judged by what it promises:
+    /// fsync'd and O_SYNC data intact, no byte never written, namespace
+    /// operations atomic.
+    #[arg(long, default_value = "direct")]
+    policy: String,
 }
 
 pub fn run(args: Args) -> CliResult<ExitCode> {
@@ -48,7 +55,15 @@ pub fn run(args: Args) -> CliResult<ExitCode> {
             ))
         })?;
     }
+    if !amber_core::data::POLICIES.contains(&args.policy.as_str()) {
+        return Err(CliError::new(format!(
+            "unknown policy {:?}; choose one of {}",
+            args.policy,
+            amber_core::data::POLICIES.join(", ")
+        )));
+    }
     let mut config = CrashConfig::new(&args.workload, args.seed);
+    config.policy = args.policy;
     config.max_images = args.max_images;
     config.save_dir = args.save_dir;
     let report = amber_crash::run(&config)
