@@ -42,6 +42,52 @@ struct Samples {
     write_amp: Vec<f64>,
     last: Outcome,
     verified: Verified,
+    /// The policy's counters, summed over the timed runs (each run starts
+    /// on a fresh mount, so each run's counters are its own).
+    policy: Vec<(String, u64)>,
+}
+
+/// Whether a policy stat is a level (buffer size and occupancy, a
+/// calibrated latency in ps), kept as last seen, not summed.
+fn is_level(name: &str) -> bool {
+    name.starts_with("buffer_") || name.ends_with("_ps")
+}
+
+/// Adds one run's counters to the running sums.
+fn add_counters(sum: &mut Vec<(String, u64)>, run: Vec<(String, u64)>) {
+    for (k, v) in run {
+        match sum.iter_mut().find(|(n, _)| *n == k) {
+            Some((n, total)) if is_level(n) => *total = v,
+            Some((_, total)) => *total += v,
+            None => sum.push((k, v)),
+        }
+    }
+}
+
+/// Notes for a policy's counters, with the Buffer Benefit Model's
+/// prediction accuracy (the share of fsync-time decisions equal to the
+/// block's previous one) when it decided anything.
+fn counter_notes(c: &[(String, u64)]) -> Vec<String> {
+    if c.is_empty() {
+        return Vec::new();
+    }
+    let get = |k: &str| c.iter().find(|(n, _)| n == k).map_or(0, |(_, v)| *v);
+    let mut out = vec![format!(
+        "policy counters over the timed runs: {}",
+        c.iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    )];
+    let decisions = get("bbm_decisions");
+    if decisions > 0 {
+        out.push(format!(
+            "BBM prediction accuracy {:.1}% ({} of {decisions} decisions)",
+            100.0 * get("bbm_accurate") as f64 / decisions as f64,
+            get("bbm_accurate")
+        ));
+    }
+    out
 }
 
 /// Runs the plan on `targets` (the first is the reference of the ratios);
@@ -112,6 +158,7 @@ fn measure(
                 }
             }
             out.last = o;
+            add_counters(&mut out.policy, t.policy_stats());
             progress(format!(
                 "{} {} threads={threads} rep {}/{}: {:.0} ops/s",
                 plan.workload,
@@ -145,7 +192,10 @@ fn records(plan: &Plan, params: &Params, targets: &[&dyn Target], samples: &[Sam
                 "verified after the runs: {} files, {} bytes",
                 s.verified.files, s.verified.bytes
             ),
-        ];
+        ]
+        .into_iter()
+        .chain(counter_notes(&s.policy))
+        .collect::<Vec<_>>();
         let metrics = [
             ("throughput", "ops/s", &s.ops_per_s),
             ("bandwidth", "MiB/s", &s.mib_per_s),

@@ -71,6 +71,11 @@ pub trait Target: Send + Sync {
     /// Bytes, lines and fences written to PM so far (Amber targets only),
     /// for write amplification.
     fn pm_stats(&self) -> Option<WriteStats>;
+    /// The data policy's counters since the last mount (`reset`), by
+    /// name; empty for targets and policies without any.
+    fn policy_stats(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
 }
 
 /// What `drop_caches` to write between trials of a directory target.
@@ -426,5 +431,9 @@ impl Target for AmberTarget {
 
     fn pm_stats(&self) -> Option<WriteStats> {
         Some(self.fs().core().device().stats())
+    }
+
+    fn policy_stats(&self) -> Vec<(String, u64)> {
+        self.fs().core().policy_stats()
     }
 }
