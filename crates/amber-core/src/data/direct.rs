@@ -144,7 +144,7 @@ pub(super) fn record_links(
 /// Zeroes the mapped bytes of `[from, to)` so a size increase over them
 /// exposes zeros (they may hold an interrupted write's data or a freed
 /// file's). Non-temporal stores; the caller drains.
-pub(super) fn zero_exposed<D: PmDevice>(fs: &Core<D>, st: &InodeState, from: u64, to: u64) {
+fn zero_exposed<D: PmDevice>(fs: &Core<D>, st: &InodeState, from: u64, to: u64) {
     if from >= to {
         return;
     }

@@ -9,7 +9,7 @@
 //! sees either the DRAM copy or the PM copy written from it: the newest
 //! data either way.
 
-use super::direct::{allocate, link, record_links, store_first_line, zero_exposed};
+use super::direct::{allocate, link, record_links, store_first_line};
 use super::index::{self, FileBuf};
 use super::{bump, runs, Shared, Variant};
 use crate::error::Result;
@@ -45,10 +45,7 @@ pub(super) fn persist_prefix<D: PmDevice>(
     );
     let dev = &**fs.device();
     let l = fs.layout();
-    // Bytes between the old and new durable end become visible: mapped
-    // ones not rewritten below may hold anything, so zero them first (the
-    // dirty lines written next land on top).
-    zero_exposed(fs, st, old, new);
+    zero_uncovered(sh, fs, st, file, upto_fb, old, new);
     let mut wrote = false;
     let mut img = vec![0u8; BLOCK_SIZE as usize];
     for (&fb, &slot) in file.blocks.range(..upto_fb) {
@@ -107,6 +104,53 @@ pub(super) fn persist_prefix<D: PmDevice>(
     }
     st.buffered_size = st.buffered_size.filter(|&s| s > st.disk.size);
     Ok(())
+}
+
+/// Zeroes the mapped bytes of `[from, to)` (between the old and new
+/// durable end: about to become visible, and PM there may hold anything),
+/// except whole lines the write-back below rewrites anyway. Writing a
+/// line twice costs PM bandwidth (a partly filled last block would have
+/// its tail zeroed, then its new lines written over the zeros).
+/// Non-temporal stores; the caller fences.
+fn zero_uncovered<D: PmDevice>(
+    sh: &Shared,
+    fs: &Core<D>,
+    st: &InodeState,
+    file: &FileBuf,
+    upto_fb: u64,
+    from: u64,
+    to: u64,
+) {
+    if from >= to {
+        return;
+    }
+    let limit = to.div_ceil(BLOCK_SIZE);
+    let mut fb = from / BLOCK_SIZE;
+    while let Some(f) = st.map.next_mapped(fb, limit) {
+        let at = fs.layout().block_offset(st.map.get(f).expect("mapped"));
+        let bstart = f * BLOCK_SIZE;
+        let (s, e) = (
+            from.max(bstart) - bstart,
+            to.min(bstart + BLOCK_SIZE) - bstart,
+        );
+        let rewritten = match file.blocks.get(&f).filter(|_| f < upto_fb) {
+            Some(&slot) => {
+                let p = sh.pool.lock();
+                match sh.variant {
+                    Variant::NoClfw if p.dirty(slot) != 0 => p.valid(slot),
+                    _ => p.dirty(slot),
+                }
+            }
+            None => 0,
+        };
+        for (rs, re) in runs(!rewritten) {
+            let (zs, ze) = (rs.max(s), re.min(e));
+            if zs < ze {
+                fs.device().zero_nt(at + zs, ze - zs);
+            }
+        }
+        fb = f + 1;
+    }
 }
 
 /// Writes back and frees one victim: the least recently written block,
