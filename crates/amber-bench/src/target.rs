@@ -230,6 +230,9 @@ fn libc_o_sync() -> i32 {
     0o4010000
 }
 
+/// How long `reset` waits for the last user of an unmounted pool, in ms.
+const RESET_WAIT_MS: u32 = 5_000;
+
 /// An Amber pool driven through the library.
 pub struct AmberTarget {
     pool: PathBuf,
@@ -420,13 +423,29 @@ impl Target for AmberTarget {
     /// Unmounts and mounts again: DRAM state starts cold, PM keeps
     /// everything (the NVMFS-IOzone "fresh mount" clean-up).
     fn reset(&self) -> io::Result<()> {
-        let old = self.fs.lock().expect("mount lock").take().expect("mounted");
-        let dev = old.core().device().clone();
+        let mut slot = self.fs.lock().expect("mount lock");
+        let old = slot
+            .take()
+            .ok_or_else(|| io::Error::other("pool not mounted"))?;
+        let mut dev = old.core().device().clone();
         old.unmount().map_err(to_io)?;
-        // The unmounted Fs dropped its core; this is the last reference.
-        let dev = std::sync::Arc::try_unwrap(dev)
-            .map_err(|_| io::Error::other("pool still in use by an open file during reset"))?;
-        self.mount(dev)
+        // A policy's background thread may still hold the core for a
+        // moment after unmount returned; wait for it, boundedly.
+        for _ in 0..RESET_WAIT_MS {
+            match std::sync::Arc::try_unwrap(dev) {
+                Ok(d) => {
+                    drop(slot);
+                    return self.mount(d);
+                }
+                Err(shared) => {
+                    dev = shared;
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+        }
+        Err(io::Error::other(
+            "pool still in use (an open file?) during reset",
+        ))
     }
 
     fn pm_stats(&self) -> Option<WriteStats> {
