@@ -10,7 +10,7 @@
 //! A file not fsync'd for `lazy_after` is treated as Lazy everywhere
 //! (nothing forces its data out soon, so buffering can only help).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 /// Blocks whose history one file keeps; past it new blocks are simply
@@ -53,6 +53,9 @@ pub struct Verdicts {
 #[derive(Debug, Default)]
 pub struct FileModel {
     blocks: BTreeMap<u64, BlockModel>,
+    /// Blocks written since the last sync: what the next sync decides,
+    /// without visiting every block the file ever had.
+    written: BTreeSet<u64>,
     last_sync: Option<Instant>,
 }
 
@@ -72,6 +75,7 @@ impl FileModel {
             return;
         }
         let b = self.blocks.entry(fb).or_default();
+        self.written.insert(fb);
         b.ncw = b.ncw.saturating_add(lines.count_ones() as u64);
         if direct {
             b.ghost |= lines;
@@ -83,7 +87,10 @@ impl FileModel {
     /// buffered).
     pub fn sync(&mut self, now: Instant, costs: Costs, dirty: impl Fn(u64) -> u64) -> Verdicts {
         let mut v = Verdicts::default();
-        for (&fb, b) in self.blocks.iter_mut().filter(|(_, b)| b.ncw > 0) {
+        for fb in std::mem::take(&mut self.written) {
+            let Some(b) = self.blocks.get_mut(&fb).filter(|b| b.ncw > 0) else {
+                continue;
+            };
             let ncf = (b.ghost | dirty(fb)).count_ones() as u64;
             let lazy = lazy_wins(b.ncw, ncf, costs);
             v.decisions += 1;
@@ -102,6 +109,7 @@ impl FileModel {
     /// Forgets blocks at or past `fb` (truncated away).
     pub fn truncate(&mut self, fb: u64) {
         self.blocks.split_off(&fb);
+        self.written.split_off(&fb);
     }
 }
 

@@ -5,7 +5,7 @@
 
 use super::bbm::FileModel;
 use crate::inode::InodeState;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What hinfs keeps per file.
 #[derive(Default)]
@@ -13,6 +13,9 @@ pub struct FileBuf {
     /// Buffered blocks by file block; ordered, so write-back can go in
     /// ascending file-block order (the durable-prefix rule).
     pub blocks: BTreeMap<u64, u32>,
+    /// The buffered blocks holding dirty lines, so write-back and fsync
+    /// visit only those, not every block the file has buffered.
+    pub dirty: BTreeSet<u64>,
     pub model: FileModel,
 }
 

@@ -233,12 +233,14 @@ impl Shared {
         p.block_mut(slot)[s as usize..e as usize].copy_from_slice(src);
         p.mark(slot, touched, true);
         p.touch(slot);
+        file.dirty.insert(fb);
         true
     }
 
     /// Drops every buffered block of the file from file block `from` on,
     /// without writing it back.
     fn drop_from(&self, file: &mut FileBuf, from: u64) {
+        file.dirty.split_off(&from);
         let gone = file.blocks.split_off(&from);
         let mut p = self.pool.lock();
         for (_, slot) in gone {
@@ -337,8 +339,7 @@ impl Shared {
                     if eager {
                         // Written in DRAM; now durable, and out of the
                         // buffer before returning.
-                        let target = st.size().min(bstart + BLOCK_SIZE);
-                        writeback::persist_prefix(self, fs, st, file, fb + 1, target)?;
+                        writeback::persist_block(self, fs, st, file, fb)?;
                         self.drop_from_one(file, fb);
                         bump(&self.stats.eager_writes, 1);
                     } else {
@@ -369,7 +370,10 @@ impl Shared {
     fn drop_from_one(&self, file: &mut FileBuf, fb: u64) {
         if let Some(slot) = file.blocks.remove(&fb) {
             let mut p = self.pool.lock();
-            assert_eq!(p.dirty(slot), 0, "evicting a dirty block");
+            assert!(
+                p.dirty(slot) == 0 && !file.dirty.contains(&fb),
+                "evicting a dirty block"
+            );
             p.release(slot);
         }
     }

@@ -32,7 +32,7 @@ pub(super) fn persist_prefix<D: PmDevice>(
     sh: &Shared,
     fs: &Core<D>,
     st: &mut InodeState,
-    file: &FileBuf,
+    file: &mut FileBuf,
     upto_fb: u64,
     durable: u64,
 ) -> Result<()> {
@@ -43,18 +43,65 @@ pub(super) fn persist_prefix<D: PmDevice>(
         new <= old || new <= upto_fb.saturating_mul(BLOCK_SIZE),
         "durable size {new} past the written-back prefix (block {upto_fb})"
     );
+    zero_uncovered(sh, fs, st, file, upto_fb, old, new);
+    let todo: Vec<u64> = file.dirty.range(..upto_fb).copied().collect();
+    write_blocks(sh, fs, st, file, &todo, old)?;
+    if new > old {
+        fs.drain()?;
+        st.disk.size = new;
+        store_first_line(fs, st)?;
+        st.times_dirty = false;
+    } else if !todo.is_empty() {
+        fs.drain()?;
+    }
+    st.buffered_size = st.buffered_size.filter(|&s| s > st.disk.size);
+    Ok(())
+}
+
+/// Writes back block `fb` (dirty, buffered) alone when it lies wholly
+/// below the durable size: an overwrite needs no prefix (the size does
+/// not move). Otherwise the durable-prefix rule applies: everything dirty
+/// below it first, and the durable size grows over it.
+pub(super) fn persist_block<D: PmDevice>(
+    sh: &Shared,
+    fs: &Core<D>,
+    st: &mut InodeState,
+    file: &mut FileBuf,
+    fb: u64,
+) -> Result<()> {
+    let end = (fb + 1) * BLOCK_SIZE;
+    if end <= st.disk.size {
+        if file.dirty.contains(&fb) {
+            write_blocks(sh, fs, st, file, &[fb], st.disk.size)?;
+            fs.drain()?;
+        }
+        return Ok(());
+    }
+    let target = st.size().min(end);
+    persist_prefix(sh, fs, st, file, fb + 1, target)
+}
+
+/// Writes back the dirty lines of buffered blocks `todo` (ascending),
+/// mapping new blocks as the direct path does; `old` is the durable size
+/// (a new block filling a hole below it is fenced before its pointer).
+/// The caller fences.
+fn write_blocks<D: PmDevice>(
+    sh: &Shared,
+    fs: &Core<D>,
+    st: &mut InodeState,
+    file: &mut FileBuf,
+    todo: &[u64],
+    old: u64,
+) -> Result<()> {
     let dev = &**fs.device();
     let l = fs.layout();
-    zero_uncovered(sh, fs, st, file, upto_fb, old, new);
-    let mut wrote = false;
     let mut img = vec![0u8; BLOCK_SIZE as usize];
-    for (&fb, &slot) in file.blocks.range(..upto_fb) {
+    for &fb in todo {
+        let slot = *file.blocks.get(&fb).expect("dirty blocks are buffered");
         let (dirty, valid) = {
             let p = sh.pool.lock();
             let d = p.dirty(slot);
-            if d == 0 {
-                continue;
-            }
+            assert!(d != 0, "block {fb} listed dirty has no dirty line");
             img.copy_from_slice(p.block(slot));
             (d, p.valid(slot))
         };
@@ -90,19 +137,10 @@ pub(super) fn persist_prefix<D: PmDevice>(
             }
         };
         sh.pool.lock().clean(slot);
+        file.dirty.remove(&fb);
         bump(&sh.stats.lines_written_back, lines.count_ones() as u64);
         bump(&sh.stats.blocks_written_back, 1);
-        wrote = true;
     }
-    if new > old {
-        fs.drain()?;
-        st.disk.size = new;
-        store_first_line(fs, st)?;
-        st.times_dirty = false;
-    } else if wrote {
-        fs.drain()?;
-    }
-    st.buffered_size = st.buffered_size.filter(|&s| s > st.disk.size);
     Ok(())
 }
 
@@ -178,8 +216,7 @@ fn evict_one<D: PmDevice>(fs: &Core<D>, sh: &Shared, older_than: Option<Instant>
         return Ok(true);
     }
     let res = index::with(&mut st, |st, file| {
-        let target = st.size().min((fb + 1) * BLOCK_SIZE);
-        persist_prefix(sh, fs, st, file, fb + 1, target)?;
+        persist_block(sh, fs, st, file, fb)?;
         file.blocks.remove(&fb);
         Ok(())
     });
