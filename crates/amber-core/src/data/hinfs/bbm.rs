@@ -57,6 +57,11 @@ pub struct FileModel {
     /// without visiting every block the file ever had.
     written: BTreeSet<u64>,
     last_sync: Option<Instant>,
+    /// What a block without history is predicted: the majority of the
+    /// last sync's decisions. A file appended and fsync'd (a mail spool,
+    /// a log) writes each block about once between syncs, so its blocks
+    /// come out Eager, and its next appends land in blocks never seen.
+    prior_eager: bool,
 }
 
 impl FileModel {
@@ -65,7 +70,7 @@ impl FileModel {
         let recent = self
             .last_sync
             .is_some_and(|t| now.saturating_duration_since(t) < lazy_after);
-        recent && self.blocks.get(&fb).is_some_and(|b| b.eager)
+        recent && self.blocks.get(&fb).map_or(self.prior_eager, |b| b.eager)
     }
 
     /// Records a write of `lines` to `fb`; `direct` if it went to PM (the
@@ -87,6 +92,7 @@ impl FileModel {
     /// buffered).
     pub fn sync(&mut self, now: Instant, costs: Costs, dirty: impl Fn(u64) -> u64) -> Verdicts {
         let mut v = Verdicts::default();
+        let mut eager = 0;
         for fb in std::mem::take(&mut self.written) {
             let Some(b) = self.blocks.get_mut(&fb).filter(|b| b.ncw > 0) else {
                 continue;
@@ -99,8 +105,12 @@ impl FileModel {
             }
             b.last = Some(lazy);
             b.eager = !lazy;
+            eager += u64::from(!lazy);
             b.ncw = 0;
             b.ghost = 0;
+        }
+        if v.decisions > 0 {
+            self.prior_eager = eager * 2 > v.decisions;
         }
         self.last_sync = Some(now);
         v
@@ -153,6 +163,8 @@ mod tests {
         );
         assert!(m.eager(0, now, lazy_after), "64 lines once each: eager");
         assert!(!m.eager(1, now, lazy_after), "one line thrice: lazy");
+        // One eager, one lazy: no majority, new blocks stay lazy.
+        assert!(!m.eager(7, now, lazy_after));
         // Same pattern again: both predictions held.
         m.record_write(0, u64::MAX, true);
         m.record_write(1, 1, false);
