@@ -65,8 +65,8 @@ fn add_counters(sum: &mut Vec<(String, u64)>, run: Vec<(String, u64)>) {
 }
 
 /// Notes for a policy's counters, with the Buffer Benefit Model's
-/// prediction accuracy (the share of fsync-time decisions equal to the
-/// block's previous one) when it decided anything.
+/// prediction accuracy (of the fsync-time decisions for blocks decided
+/// before, the share equal to that previous decision) when it made any.
 fn counter_notes(c: &[(String, u64)]) -> Vec<String> {
     if c.is_empty() {
         return Vec::new();
@@ -79,12 +79,14 @@ fn counter_notes(c: &[(String, u64)]) -> Vec<String> {
             .collect::<Vec<_>>()
             .join(" ")
     )];
-    let decisions = get("bbm_decisions");
-    if decisions > 0 {
+    let predictions = get("bbm_predictions");
+    if predictions > 0 {
         out.push(format!(
-            "BBM prediction accuracy {:.1}% ({} of {decisions} decisions)",
-            100.0 * get("bbm_accurate") as f64 / decisions as f64,
-            get("bbm_accurate")
+            "BBM prediction accuracy {:.1}% ({} of {predictions} predictions held; {} \
+             blocks decided at fsync)",
+            100.0 * get("bbm_accurate") as f64 / predictions as f64,
+            get("bbm_accurate"),
+            get("bbm_decisions")
         ));
     }
     out

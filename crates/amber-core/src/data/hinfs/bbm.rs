@@ -41,11 +41,13 @@ struct BlockModel {
     last: Option<bool>,
 }
 
-/// One sync's verdicts: how many blocks were decided and how many of
-/// those decisions equal the one before (the prediction held).
+/// One sync's verdicts: how many blocks were decided, how many of those
+/// had a decision before (a prediction to check), and how many of those
+/// equal it (the prediction held).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Verdicts {
     pub decisions: u64,
+    pub predicted: u64,
     pub accurate: u64,
 }
 
@@ -100,8 +102,9 @@ impl FileModel {
             let ncf = (b.ghost | dirty(fb)).count_ones() as u64;
             let lazy = lazy_wins(b.ncw, ncf, costs);
             v.decisions += 1;
-            if b.last == Some(lazy) {
-                v.accurate += 1;
+            if let Some(last) = b.last {
+                v.predicted += 1;
+                v.accurate += u64::from(last == lazy);
             }
             b.last = Some(lazy);
             b.eager = !lazy;
@@ -158,6 +161,7 @@ mod tests {
             v,
             Verdicts {
                 decisions: 2,
+                predicted: 0,
                 accurate: 0
             }
         );
@@ -174,6 +178,7 @@ mod tests {
             v,
             Verdicts {
                 decisions: 2,
+                predicted: 2,
                 accurate: 2
             }
         );
@@ -186,6 +191,7 @@ mod tests {
             v,
             Verdicts {
                 decisions: 1,
+                predicted: 0,
                 accurate: 0
             }
         );

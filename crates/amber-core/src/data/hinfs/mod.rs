@@ -69,6 +69,7 @@ struct Stats {
     blocks_written_back: AtomicU64,
     fsyncs: AtomicU64,
     decisions: AtomicU64,
+    predictions: AtomicU64,
     accurate: AtomicU64,
 }
 
@@ -436,6 +437,7 @@ impl Shared {
                 })
             };
             bump(&self.stats.decisions, v.decisions);
+            bump(&self.stats.predictions, v.predicted);
             bump(&self.stats.accurate, v.accurate);
         }
         let size = st.size();
@@ -704,6 +706,7 @@ impl<D: PmDevice> DataPolicy<D> for Hinfs {
             ("blocks_written_back", s.blocks_written_back.load(Relaxed)),
             ("fsyncs", s.fsyncs.load(Relaxed)),
             ("bbm_decisions", s.decisions.load(Relaxed)),
+            ("bbm_predictions", s.predictions.load(Relaxed)),
             ("bbm_accurate", s.accurate.load(Relaxed)),
             ("buffer_blocks", p.capacity() as u64),
             ("buffer_free", p.free_count() as u64),
