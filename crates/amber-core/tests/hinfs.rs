@@ -261,6 +261,10 @@ fn unlink_drops_buffered_blocks_and_the_model_decides() {
     }
     assert!(stat(&fs, "bbm_decisions") >= 20);
     assert!(
+        stat(&fs, "bbm_predictions") >= 19,
+        "all but the first checked"
+    );
+    assert!(
         stat(&fs, "bbm_accurate") >= 18,
         "a steady pattern is predicted"
     );
