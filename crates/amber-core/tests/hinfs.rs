@@ -14,9 +14,13 @@ const POOL: u64 = 32 << 20;
 fn mount_fresh(opts: &str) -> Fs<MmapDevice> {
     let dev = MmapDevice::anonymous(POOL, &MapOptions::default()).unwrap();
     Fs::format(&dev, &FormatParams::for_size(POOL)).unwrap();
-    Fs::mount(dev, MountOptions::parse(opts).unwrap())
-        .unwrap()
-        .0
+    Fs::mount(dev, options(opts)).unwrap().0
+}
+
+/// `opts`, buffering whatever the DRAM device's calibration says (on DRAM
+/// it says buffering does not pay; these tests are about the buffer).
+fn options(opts: &str) -> MountOptions {
+    MountOptions::parse(&format!("{opts},buffering=always")).unwrap()
 }
 
 /// Drops `fs` without unmounting (a crash as far as the pool can tell:
@@ -37,7 +41,7 @@ fn crash(fs: Fs<MmapDevice>, opts: &str) -> Fs<MmapDevice> {
             Err(_) => panic!("the device is still in use 10 s after the drop"),
         }
     };
-    let (fs, rep) = Fs::mount(dev, MountOptions::parse(opts).unwrap()).unwrap();
+    let (fs, rep) = Fs::mount(dev, options(opts)).unwrap();
     assert!(!rep.was_clean);
     fs
 }
@@ -241,6 +245,23 @@ fn aged_blocks_are_written_back_without_fsync() {
     drop(f);
     let fs = crash(fs, opts);
     assert_eq!(fs.read("/f").unwrap(), data);
+    fs.unmount().unwrap();
+}
+
+#[test]
+fn buffering_turns_itself_off_where_it_cannot_pay() {
+    // On DRAM a PM line costs about two DRAM lines: hinfs writes directly.
+    let dev = MmapDevice::anonymous(POOL, &MapOptions::default()).unwrap();
+    Fs::format(&dev, &FormatParams::for_size(POOL)).unwrap();
+    let (fs, _) = Fs::mount(dev, MountOptions::parse("policy=hinfs").unwrap()).unwrap();
+    if stat(&fs, "l_pm_ps") >= 4 * stat(&fs, "l_dram_ps") {
+        // A slow machine can make DRAM look like slow PM; nothing to check.
+        return;
+    }
+    assert_eq!(stat(&fs, "buffer_on"), 0);
+    fs.write("/f", &pattern(10_000, 1)).unwrap();
+    assert_eq!(stat(&fs, "lazy_writes"), 0);
+    assert_eq!(stat(&fs, "buffer_free"), stat(&fs, "buffer_blocks"));
     fs.unmount().unwrap();
 }
 

@@ -350,7 +350,14 @@ impl Runner<'_> {
         if let Err(e) = format(&*dev, &format_params()) {
             return self.fail(format!("format: {e}"));
         }
-        let opts = match MountOptions::parse(&format!("policy={}", self.cfg.policy)) {
+        // A buffering policy buffers whatever the recording device's
+        // calibration says: the buffer is what is under test.
+        let extra = if self.cfg.policy == "direct" {
+            ""
+        } else {
+            ",buffering=always"
+        };
+        let opts = match MountOptions::parse(&format!("policy={}{extra}", self.cfg.policy)) {
             Ok(o) => o,
             Err(e) => return self.fail(format!("policy {:?}: {e}", self.cfg.policy)),
         };

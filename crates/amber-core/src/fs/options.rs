@@ -34,6 +34,11 @@ pub struct MountOptions {
     pub lazy_after: Duration,
     /// Background write-back threads.
     pub writeback_threads: usize,
+    /// hinfs buffers only if the mount-time calibration finds PM slow
+    /// enough for buffering to pay (`false`, `buffering=auto`), or
+    /// whenever its model says so (`true`, `buffering=always`; tests use
+    /// it to exercise the buffer on any device).
+    pub always_buffer: bool,
 }
 
 impl Default for MountOptions {
@@ -48,6 +53,7 @@ impl Default for MountOptions {
             writeback_age: Duration::from_secs(30),
             lazy_after: Duration::from_secs(5),
             writeback_threads: 1,
+            always_buffer: false,
         }
     }
 }
@@ -127,6 +133,11 @@ impl MountOptions {
                 ("writeback_interval", Some(v)) => o.writeback_interval = dur(v)?,
                 ("writeback_age", Some(v)) => o.writeback_age = dur(v)?,
                 ("lazy_after", Some(v)) => o.lazy_after = dur(v)?,
+                ("buffering", Some("auto")) => o.always_buffer = false,
+                ("buffering", Some("always")) => o.always_buffer = true,
+                ("buffering", _) => {
+                    return Err(FsError::InvalidArgument("buffering= takes auto or always"))
+                }
                 ("writeback_threads", Some(v)) => {
                     o.writeback_threads = v
                         .parse()
@@ -138,7 +149,8 @@ impl MountOptions {
                     return Err(FsError::InvalidArgument(
                         "unknown mount option (known: policy=NAME, sync, async, buffer=SIZE, \
                          writeback_low=PCT, writeback_high=PCT, writeback_interval=DUR, \
-                         writeback_age=DUR, lazy_after=DUR, writeback_threads=N)",
+                         writeback_age=DUR, lazy_after=DUR, writeback_threads=N, \
+                         buffering=auto|always)",
                     ))
                 }
             }
@@ -189,7 +201,8 @@ mod tests {
     fn parses_and_bounds_buffer_options() {
         let o = MountOptions::parse(
             "policy=hinfs,buffer=4M,writeback_low=10,writeback_high=30,\
-             writeback_interval=500ms,writeback_age=2s,lazy_after=1,writeback_threads=2",
+             writeback_interval=500ms,writeback_age=2s,lazy_after=1,writeback_threads=2,\
+             buffering=always",
         )
         .unwrap();
         assert_eq!(o.buffer, 4 << 20);
@@ -198,6 +211,8 @@ mod tests {
         assert_eq!(o.writeback_age, Duration::from_secs(2));
         assert_eq!(o.lazy_after, Duration::from_secs(1));
         assert_eq!(o.writeback_threads, 2);
+        assert!(o.always_buffer);
+        assert!(MountOptions::parse("buffering=sometimes").is_err());
         assert!(MountOptions::parse("buffer=512K").is_err());
         assert!(MountOptions::parse("buffer=100000G").is_err());
         assert!(MountOptions::parse("buffer=lots").is_err());

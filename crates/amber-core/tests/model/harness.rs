@@ -11,9 +11,15 @@ use amber_format::FormatParams;
 use amber_pmem::{MapOptions, MmapDevice};
 use std::sync::Arc;
 
-/// Mount options naming `policy`.
+/// Mount options naming `policy`; a buffering policy buffers whatever
+/// the device's calibration says, so the model exercises the buffer.
 pub fn options(policy: &str) -> MountOptions {
-    MountOptions::parse(&format!("policy={policy}")).expect("known policy")
+    let extra = if policy == "direct" {
+        ""
+    } else {
+        ",buffering=always"
+    };
+    MountOptions::parse(&format!("policy={policy}{extra}")).expect("known policy")
 }
 
 /// A freshly formatted pool of `size` bytes, mounted with `policy`.
