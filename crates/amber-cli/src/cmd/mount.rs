@@ -343,6 +343,17 @@ fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliRe
     let pid_file = PidFile::create(dir, pool)?;
     let (fs, report) = mount_pool(pool, config)?;
     log(&format!("{}: {report}", pool.display()));
+    // The policy's calibration (hinfs: L_dram, L_pm, whether buffering
+    // pays on this device), so a user can see what the model works with.
+    let stats = fs.core().policy_stats();
+    if !stats.is_empty() {
+        let shown: Vec<String> = stats.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        log(&format!(
+            "policy {}: {}",
+            fs.core().options().policy,
+            shown.join(" ")
+        ));
+    }
     let adapter = AmberFuse::new(fs.core().clone());
     let fsname = format!("amberfs:{}", pool.display());
     let mut session = match fuser::Session::new(adapter, dir, &session_config(&fsname, threads)) {
