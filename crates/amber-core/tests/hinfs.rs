@@ -293,3 +293,51 @@ fn unlink_drops_buffered_blocks_and_the_model_decides() {
     drop(f);
     fs.unmount().unwrap();
 }
+
+/// Writers and readers on several files while the write-back threads
+/// evict constantly (tiny buffer, everything aged at once): every read
+/// sees the newest data, and a crash afterwards keeps what was synced.
+#[test]
+fn reads_see_the_newest_data_while_threads_write_back() {
+    let opts = "policy=hinfs,buffer=1M,writeback_interval=1ms,writeback_age=0s,writeback_threads=2";
+    let fs = mount_fresh(opts);
+    let workers: Vec<_> = (0..4u8)
+        .map(|t| {
+            let fs = fs.clone();
+            std::thread::spawn(move || {
+                let path = format!("/t{t}");
+                let f = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .open(&fs, &path)
+                    .unwrap();
+                let mut m = Vec::new();
+                for i in 0..300u32 {
+                    let off = (i as usize * 7919) % 400_000;
+                    let d = pattern(100 + (i as usize % 5000), t.wrapping_add(i as u8));
+                    f.write_at(&d, off as u64).unwrap();
+                    write_model(&mut m, off, &d);
+                    let mut got = vec![0u8; d.len()];
+                    f.read_at(&mut got, off as u64).unwrap();
+                    assert_eq!(got, d, "thread {t} write {i} read back");
+                    if i % 50 == 0 {
+                        assert_eq!(fs.read(&path).unwrap(), m, "thread {t} after {i}");
+                    }
+                }
+                f.sync_all().unwrap();
+                (path, m)
+            })
+        })
+        .collect();
+    let files: Vec<(String, Vec<u8>)> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    assert!(
+        stat(&fs, "blocks_written_back") > 0,
+        "the threads were busy"
+    );
+    let fs = crash(fs, opts);
+    for (path, m) in files {
+        assert_eq!(fs.read(&path).unwrap(), m, "{path} after the crash");
+    }
+    fs.unmount().unwrap();
+}
