@@ -343,6 +343,12 @@ impl Shared {
             let e = end.min(bstart + BLOCK_SIZE);
             let src = &data[(pos - off) as usize..(e - off) as usize];
             let eager = self.eager(file, fb, sync, now);
+            if eager && file.blocks.contains_key(&fb) && !file.dirty.contains(&fb) {
+                // A clean copy of a block about to be written directly:
+                // PM holds the same bytes, so drop it instead of writing
+                // into DRAM and back.
+                self.drop_from_one(file, fb);
+            }
             let buffered = file.blocks.contains_key(&fb);
             let direct = if eager && !buffered {
                 true
