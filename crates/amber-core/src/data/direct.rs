@@ -227,13 +227,11 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         data: &[u8],
         sync: bool,
     ) -> Result<usize> {
-        if data.is_empty() {
-            return Ok(0);
-        }
-        let end = off
-            .checked_add(data.len() as u64)
-            .filter(|&e| e <= MAX_FILE_SIZE)
-            .ok_or(FsError::FileTooLarge)?;
+        let end = off + data.len() as u64;
+        assert!(
+            !data.is_empty() && end <= MAX_FILE_SIZE,
+            "write outside the trait's contract"
+        );
         let dev = &**fs.device();
         let l = fs.layout();
         let old_size = st.disk.size;

@@ -26,7 +26,8 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
     fn read(&self, fs: &Core<D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize>;
 
     /// Writes `data` at `off`, growing the file as needed. `sync` asks for
-    /// the data to be durable on return (O_SYNC/O_DSYNC).
+    /// the data to be durable on return (O_SYNC/O_DSYNC). `Core::write`
+    /// guarantees `data` is not empty and ends within `MAX_FILE_SIZE`.
     fn write(
         &self,
         fs: &Core<D>,

@@ -167,6 +167,14 @@ impl<D: PmDevice> Core<D> {
         let mut st = r.write();
         regular(&st)?;
         let at = off.unwrap_or(st.size());
+        // Checked here once, so no policy has to: see `DataPolicy::write`.
+        if data.is_empty() {
+            return Ok((0, at));
+        }
+        let end = at.checked_add(data.len() as u64);
+        if end.is_none_or(|e| e > amber_format::blockmap::MAX_FILE_SIZE) {
+            return Err(FsError::FileTooLarge);
+        }
         let n = self.policy.write(self, &mut st, at, data, sync);
         Ok((self.guard(n)?, at))
     }

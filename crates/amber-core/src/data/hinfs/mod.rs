@@ -618,12 +618,6 @@ impl<D: PmDevice> DataPolicy<D> for Hinfs {
         data: &[u8],
         sync: bool,
     ) -> Result<usize> {
-        if data.is_empty() {
-            return Ok(0);
-        }
-        off.checked_add(data.len() as u64)
-            .filter(|&e| e <= MAX_FILE_SIZE)
-            .ok_or(FsError::FileTooLarge)?;
         let sync = sync || fs.options().sync;
         index::with(st, |st, file| {
             self.shared.write(fs, st, file, off, data, sync)
