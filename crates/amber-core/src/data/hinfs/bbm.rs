@@ -47,6 +47,8 @@ struct BlockModel {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Verdicts {
     pub decisions: u64,
+    /// Decisions for Eager.
+    pub eager: u64,
     pub predicted: u64,
     pub accurate: u64,
 }
@@ -67,6 +69,11 @@ pub struct FileModel {
 }
 
 impl FileModel {
+    /// Whether the file was ever synced (else it has no history at all).
+    pub fn has_synced(&self) -> bool {
+        self.last_sync.is_some()
+    }
+
     /// Whether a write to `fb` now should go directly to PM.
     pub fn eager(&self, fb: u64, now: Instant, lazy_after: Duration) -> bool {
         let recent = self
@@ -115,6 +122,7 @@ impl FileModel {
         if v.decisions > 0 {
             self.prior_eager = eager * 2 > v.decisions;
         }
+        v.eager = eager;
         self.last_sync = Some(now);
         v
     }
@@ -150,8 +158,9 @@ mod tests {
         let now = Instant::now();
         let lazy_after = Duration::from_secs(5);
         let mut m = FileModel::default();
-        // Never synced: lazy everywhere.
+        // Never synced: lazy everywhere, and no history of its own.
         assert!(!m.eager(0, now, lazy_after));
+        assert!(!m.has_synced());
         m.record_write(0, u64::MAX, true);
         m.record_write(1, 1, false);
         m.record_write(1, 1, false);
@@ -161,6 +170,7 @@ mod tests {
             v,
             Verdicts {
                 decisions: 2,
+                eager: 1,
                 predicted: 0,
                 accurate: 0
             }
@@ -178,6 +188,7 @@ mod tests {
             v,
             Verdicts {
                 decisions: 2,
+                eager: 1,
                 predicted: 2,
                 accurate: 2
             }
@@ -191,6 +202,7 @@ mod tests {
             v,
             Verdicts {
                 decisions: 1,
+                eager: 1,
                 predicted: 0,
                 accurate: 0
             }

@@ -107,6 +107,14 @@ pub(super) struct Shared {
     age: Duration,
     lazy_after: Duration,
     threads: usize,
+    /// The file-system-wide prior for files never synced (a mail spool
+    /// creates a file, appends, fsyncs, and never writes it again: its own
+    /// model never has history). What the latest fsync that decided
+    /// anything decided for most blocks, valid for `lazy_after` after it.
+    fs_prior_eager: AtomicBool,
+    /// When that fsync ran, in ns since `epoch` (0: never).
+    fs_last_sync_ns: AtomicU64,
+    epoch: Instant,
 }
 
 /// The policy.
@@ -129,6 +137,9 @@ impl Hinfs {
                 costs: Mutex::new(FALLBACK_COSTS),
                 buffering_pays: AtomicBool::new(true),
                 always_buffer: opts.always_buffer,
+                fs_prior_eager: AtomicBool::new(false),
+                fs_last_sync_ns: AtomicU64::new(0),
+                epoch: Instant::now(),
                 stats: Stats::default(),
                 low: pct(opts.writeback_low),
                 high: pct(opts.writeback_high),
@@ -160,7 +171,20 @@ impl Shared {
     /// Whether a write to block `fb` goes directly to PM.
     fn eager(&self, file: &FileBuf, fb: u64, sync: bool, now: Instant) -> bool {
         sync || (self.variant != Variant::WriteBuffer
-            && (!self.buffering_pays.load(Relaxed) || file.model.eager(fb, now, self.lazy_after)))
+            && (!self.buffering_pays.load(Relaxed) || self.predicted_eager(file, fb, now)))
+    }
+
+    /// The Buffer Benefit Model's prediction for a write to `fb`: the
+    /// file's own history, or for a file never synced the file system's.
+    fn predicted_eager(&self, file: &FileBuf, fb: u64, now: Instant) -> bool {
+        if file.model.has_synced() {
+            return file.model.eager(fb, now, self.lazy_after);
+        }
+        let at = self.fs_last_sync_ns.load(Relaxed);
+        let since = now.saturating_duration_since(self.epoch).as_nanos() as u64;
+        at != 0
+            && since.saturating_sub(at) < self.lazy_after.as_nanos() as u64
+            && self.fs_prior_eager.load(Relaxed)
     }
 
     /// Copies lines `mask` of file block `fb` into buffer block `slot`
@@ -466,6 +490,14 @@ impl Shared {
             bump(&self.stats.decisions, v.decisions);
             bump(&self.stats.predictions, v.predicted);
             bump(&self.stats.accurate, v.accurate);
+            if v.decisions > 0 {
+                self.fs_prior_eager
+                    .store(v.eager * 2 > v.decisions, Relaxed);
+                let ns = Instant::now()
+                    .saturating_duration_since(self.epoch)
+                    .as_nanos() as u64;
+                self.fs_last_sync_ns.store(ns.max(1), Relaxed);
+            }
         }
         let size = st.size();
         writeback::persist_prefix(self, fs, st, file, u64::MAX, size)?;
