@@ -102,6 +102,14 @@ impl<D: PmDevice> AmberFuse<D> {
         }
     }
 
+    /// Opens `ino` (file or directory alike) and replies with its handle.
+    fn reply_open(&self, ino: u64, reply: ReplyOpen) {
+        match self.open_handle(ino) {
+            Ok(fh) => reply.opened(fh, FopenFlags::empty()),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
     /// Counts an open of `ino` in the core and gives it a handle.
     fn open_handle(&self, ino: u64) -> Result<FileHandle, FsError> {
         self.core.open(ino)?;
@@ -351,10 +359,7 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.open_handle(ino.0) {
-            Ok(fh) => reply.opened(fh, FopenFlags::empty()),
-            Err(e) => reply.error(errno(&e)),
-        }
+        self.reply_open(ino.0, reply);
     }
 
     fn read(
@@ -450,10 +455,7 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
     /// Directories are counted as open too, so one removed while a
     /// process still lists it stays readable (and empty) until closed.
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.open_handle(ino.0) {
-            Ok(fh) => reply.opened(fh, FopenFlags::empty()),
-            Err(e) => reply.error(errno(&e)),
-        }
+        self.reply_open(ino.0, reply);
     }
 
     fn readdir(

@@ -161,6 +161,24 @@ fn zero_exposed<D: PmDevice>(fs: &Core<D>, st: &InodeState, from: u64, to: u64) 
     }
 }
 
+/// What every data write does to the DRAM inode: new mtime/ctime, one
+/// more write since the last fsync, and the POSIX kill-privileges rule (a
+/// write by anyone drops set-user-id, and set-group-id when group-execute
+/// is set). Returns whether the mode changed (then it must be persisted).
+pub(super) fn note_write(st: &mut InodeState) -> bool {
+    let now = time::now();
+    let d = &mut st.disk;
+    let old_mode = d.mode;
+    d.mode &= !mode::S_ISUID_BIT;
+    if d.mode & 0o010 != 0 {
+        d.mode &= !mode::S_ISGID_BIT;
+    }
+    d.mtime = now;
+    d.ctime = now;
+    st.writes_since_fsync = st.writes_since_fsync.saturating_add(1);
+    old_mode != st.disk.mode
+}
+
 /// Stores the inode's first line and fences: the commit point of a
 /// size-growing write.
 pub(super) fn store_first_line<D: PmDevice>(fs: &Core<D>, st: &InodeState) -> Result<()> {
@@ -269,19 +287,8 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         // 4. Link new blocks, in the order the crash argument needs.
         let new_root = link(fs, st, &plan, &new_blocks, old_size)?;
         let grows = end > old_size;
-        let now = time::now();
-        let d = &mut st.disk;
-        let old_mode = d.mode;
-        // A write by anyone drops set-user-id, and set-group-id when
-        // group-execute is set (POSIX "kill privileges" on write).
-        d.mode &= !mode::S_ISUID_BIT;
-        if d.mode & 0o010 != 0 {
-            d.mode &= !mode::S_ISGID_BIT;
-        }
-        d.mtime = now;
-        d.ctime = now;
-        st.writes_since_fsync = st.writes_since_fsync.saturating_add(1);
-        if !grows && new_blocks.is_empty() && old_mode == st.disk.mode {
+        let mode_changed = note_write(st);
+        if !grows && new_blocks.is_empty() && !mode_changed {
             // A pure overwrite: the data's fence is the only one. Its times
             // ride along when a sync is coming anyway (O_SYNC, or a file
             // fsync'd after nearly every write); otherwise they wait.

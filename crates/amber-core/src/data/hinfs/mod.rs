@@ -22,9 +22,7 @@ use super::{DataPolicy, FallocMode};
 use crate::error::{FsError, Result};
 use crate::fs::{Core, MountOptions};
 use crate::inode::InodeState;
-use crate::time;
 use amber_format::blockmap::MAX_FILE_SIZE;
-use amber_format::inode::mode;
 use amber_format::BLOCK_SIZE;
 use amber_pmem::PmDevice;
 use bbm::Costs;
@@ -604,17 +602,7 @@ fn runs(mask: u64) -> impl Iterator<Item = (u64, u64)> {
 /// kill-privileges rule, persisted at once when it changes the mode so no
 /// crash shows the set-id bits on a file already written.
 fn touch_metadata<D: PmDevice>(fs: &Core<D>, st: &mut InodeState) -> Result<()> {
-    let now = time::now();
-    let d = &mut st.disk;
-    let old_mode = d.mode;
-    d.mode &= !mode::S_ISUID_BIT;
-    if d.mode & 0o010 != 0 {
-        d.mode &= !mode::S_ISGID_BIT;
-    }
-    d.mtime = now;
-    d.ctime = now;
-    st.writes_since_fsync = st.writes_since_fsync.saturating_add(1);
-    if old_mode != st.disk.mode {
+    if direct::note_write(st) {
         direct::store_first_line(fs, st)?;
         st.times_dirty = false;
     } else {
