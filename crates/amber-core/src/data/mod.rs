@@ -56,6 +56,20 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
     /// the kernel fsync is not implemented, saving a round trip per call.
     fn sync_writes_are_complete(&self) -> bool;
 
+    /// Whether a write is durable when it returns, without fsync: true for
+    /// the direct-access and data-atomic policies, false for a policy that
+    /// buffers writes in DRAM until fsync or write-back.
+    fn durable_on_return(&self) -> bool {
+        true
+    }
+
+    /// Whether every write() is all-or-nothing across a crash: afterwards
+    /// the range one write covered shows all its old bytes or all its new
+    /// ones (cow, finelog, lawn). Without it each byte is old or new.
+    fn atomic_writes(&self) -> bool {
+        false
+    }
+
     /// Makes everything written to this file durable.
     fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()>;
 

@@ -244,6 +244,18 @@ impl<D: PmDevice> Core<D> {
         self.policy.stats()
     }
 
+    /// Whether a write is durable on return (see
+    /// `DataPolicy::durable_on_return`).
+    pub fn policy_durable_on_return(&self) -> bool {
+        self.policy.durable_on_return()
+    }
+
+    /// Whether every write is all-or-nothing across a crash (see
+    /// `DataPolicy::atomic_writes`).
+    pub fn policy_atomic_writes(&self) -> bool {
+        self.policy.atomic_writes()
+    }
+
     /// Counts an open handle, so an unlinked file lives until it is closed.
     pub fn open(&self, ino: u64) -> Result<Attr> {
         let r = self.inode(ino)?;

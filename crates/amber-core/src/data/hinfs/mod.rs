@@ -682,6 +682,10 @@ impl<D: PmDevice> DataPolicy<D> for Hinfs {
         false
     }
 
+    fn durable_on_return(&self) -> bool {
+        false
+    }
+
     fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
         if st.policy.is_none() {
             return Direct.fsync(fs, st);
