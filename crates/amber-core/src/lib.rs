@@ -15,6 +15,7 @@ pub mod inode;
 pub mod journal;
 pub mod time;
 pub mod types;
+pub mod zone;
 
 pub use api::{DirEntry as Entry, File, FileType, Fs, Metadata, OpenOptions, Permissions};
 pub use error::{FsError, Result};

@@ -19,7 +19,8 @@
 //!  40   8  mtime seconds               112   8  xattr block (0: none)
 //!  48   4  mtime nanoseconds           120   8  parent directory (directories)
 //!  52   4  ctime nanoseconds           128 112  inline symlink target
-//!  56   8  ctime seconds               240  16  reserved, zero
+//!  56   8  ctime seconds               240   8  zone commit number (LAWN)
+//!                                      248   8  reserved, zero
 //! ```
 //! A slot is free when `mode == 0`. An inode with `mode != 0` and link count
 //! 0 is an orphan (unlinked while open); recovery frees it.
@@ -36,6 +37,9 @@ pub const INLINE_MAX: usize = 112;
 pub const OFF_SIZE: usize = 24;
 /// Byte offset of the block-map root.
 pub const OFF_MAP_ROOT: usize = 96;
+/// Byte offset of the zone commit number: the last multi-slice write whose
+/// zone descriptors are committed (format::zone).
+pub const OFF_ZONE_SEQ: usize = 240;
 
 const OFF_INLINE: usize = 128;
 
@@ -140,6 +144,8 @@ pub struct Inode {
     pub xattr_block: u64,
     pub parent: u64,
     pub inline: [u8; INLINE_MAX],
+    /// Zone commit number (see `OFF_ZONE_SEQ`).
+    pub zone_seq: u64,
 }
 
 impl Inode {
@@ -164,6 +170,7 @@ impl Inode {
             xattr_block: 0,
             parent: 0,
             inline: [0; INLINE_MAX],
+            zone_seq: 0,
         }
     }
 
@@ -201,6 +208,7 @@ impl Inode {
         put_u64(&mut b, 112, self.xattr_block);
         put_u64(&mut b, 120, self.parent);
         b[OFF_INLINE..OFF_INLINE + INLINE_MAX].copy_from_slice(&self.inline);
+        put_u64(&mut b, OFF_ZONE_SEQ, self.zone_seq);
         b
     }
 
@@ -240,11 +248,12 @@ impl Inode {
             xattr_block: get_u64(b, 112),
             parent: get_u64(b, 120),
             inline,
+            zone_seq: get_u64(b, OFF_ZONE_SEQ),
         }
     }
 }
 
-const _: () = assert!(OFF_INLINE + INLINE_MAX + 16 == INODE_SIZE);
+const _: () = assert!(OFF_INLINE + INLINE_MAX == OFF_ZONE_SEQ && OFF_ZONE_SEQ + 16 == INODE_SIZE);
 const _: () = assert!(
     OFF_SIZE + 40 == 64,
     "write-path fields must fill the first line"
@@ -272,6 +281,7 @@ mod tests {
         i.inline[..3].copy_from_slice(b"abc");
         i.map_root = 77;
         i.map_height = 2;
+        i.zone_seq = 99;
         let b = i.encode();
         assert_eq!(Inode::decode(&b), i);
     }

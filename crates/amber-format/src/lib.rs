@@ -13,6 +13,7 @@ pub mod layout;
 pub mod le;
 pub mod superblock;
 pub mod xattr;
+pub mod zone;
 
 pub use error::FormatError;
 pub use inode::{FileKind, Inode, Timespec, INODE_SIZE, ROOT_INO};

@@ -31,9 +31,10 @@
 //! 152     8  mount count
 //! 160     8  last mount time (seconds since the epoch)
 //! 168     8  last clean-unmount time
-//! 176    64  reserved region descriptors for later features, zero in v1:
-//!            [small-write zone start, blocks, reverse-map start, blocks,
-//!             attribute-log start, blocks, 2 spare]
+//! 176    64  region descriptors of optional features, zero when the
+//!            feature is off: [small-write zone header block, its blocks
+//!            (FEATURE_ZONE), reverse-map start, blocks, attribute-log
+//!            start, blocks, 2 spare]
 //! 240    12  reserved, zero
 //! 252     4  CRC-32C of bytes 0..252
 //! ```
@@ -42,6 +43,7 @@ use crate::error::FormatError;
 use crate::inode::INODE_SIZE;
 use crate::layout::{FormatParams, Layout, BLOCK_SIZE};
 use crate::le::*;
+use crate::zone::{FEATURE_ZONE, HEADER_BLOCKS, REGION_ZONE_BLOCKS, REGION_ZONE_START};
 
 /// Bytes of one superblock copy.
 pub const SUPERBLOCK_SIZE: usize = 256;
@@ -49,10 +51,10 @@ pub const SUPERBLOCK_SIZE: usize = 256;
 pub const MAGIC: [u8; 8] = *b"AMBERFS\0";
 /// The format version this code writes and reads.
 pub const VERSION: u32 = 1;
-/// Incompatible features this version understands (none yet; HiNFS needs
-/// none, LAWN's zone, HUNTER's reverse map and attribute logs will each add
-/// a bit and a region descriptor).
-pub const KNOWN_INCOMPAT: u64 = 0;
+/// Incompatible features this version understands: LAWN's small-write
+/// zone (HiNFS needs none; HUNTER's reverse map and attribute logs will
+/// each add a bit and a region descriptor).
+pub const KNOWN_INCOMPAT: u64 = FEATURE_ZONE;
 /// Read-only-compatible features this version understands.
 pub const KNOWN_RO_COMPAT: u64 = 0;
 /// Number of u64 region descriptors reserved for later features.
@@ -206,9 +208,8 @@ impl Superblock {
         let mut regions = [0u64; RESERVED_REGIONS];
         for (i, r) in regions.iter_mut().enumerate() {
             *r = get_u64(b, OFF_REGIONS + 8 * i);
-            // Reserved for later features: a v1 pool must leave them zero.
-            expect("reserved region descriptor", *r, 0)?;
         }
+        check_regions(&regions, feature_incompat, &layout)?;
         let mut uuid = [0u8; 16];
         uuid.copy_from_slice(&b[120..136]);
         Ok(Superblock {
@@ -248,6 +249,37 @@ impl Superblock {
     }
 }
 
+/// A region descriptor is set exactly when its feature is: the zone's
+/// header lies in the data area and has its fixed length; descriptors of
+/// features not yet defined are zero.
+fn check_regions(
+    regions: &[u64; RESERVED_REGIONS],
+    incompat: u64,
+    layout: &Layout,
+) -> Result<(), FormatError> {
+    for (i, &r) in regions.iter().enumerate() {
+        let zone = i == REGION_ZONE_START || i == REGION_ZONE_BLOCKS;
+        if !(zone && incompat & FEATURE_ZONE != 0) {
+            expect("reserved region descriptor", r, 0)?;
+        }
+    }
+    if incompat & FEATURE_ZONE != 0 {
+        let start = regions[REGION_ZONE_START];
+        if start < layout.data_start || start + HEADER_BLOCKS > layout.total_blocks {
+            return Err(FormatError::InvalidField {
+                what: "zone header block",
+                value: start,
+            });
+        }
+        expect(
+            "zone header blocks",
+            regions[REGION_ZONE_BLOCKS],
+            HEADER_BLOCKS,
+        )?;
+    }
+    Ok(())
+}
+
 fn expect(what: &'static str, found: u64, want: u64) -> Result<(), FormatError> {
     if found == want {
         Ok(())
@@ -285,6 +317,20 @@ mod tests {
             Superblock::decode(&newer.encode()),
             Err(FormatError::UnsupportedVersion { found: 2, .. })
         ));
+        let mut zone = s.clone();
+        zone.feature_incompat = FEATURE_ZONE;
+        assert!(
+            Superblock::decode(&zone.encode()).is_err(),
+            "zone without region"
+        );
+        zone.regions[REGION_ZONE_START] = zone.layout.data_start;
+        zone.regions[REGION_ZONE_BLOCKS] = HEADER_BLOCKS;
+        assert_eq!(Superblock::decode(&zone.encode()).unwrap(), zone);
+        zone.feature_incompat = 0;
+        assert!(
+            Superblock::decode(&zone.encode()).is_err(),
+            "region without zone"
+        );
         let mut feat = s.clone();
         feat.feature_incompat = 1 << 5;
         assert!(matches!(

@@ -158,6 +158,33 @@ impl BlockAllocator {
         Some(out)
     }
 
+    /// `n` contiguous blocks (the zone's chunks are addressed by their
+    /// first block), first fit within one group; None if no group has such
+    /// an extent. `n` is at most `max_extent()`.
+    pub fn alloc_extent(&self, n: u64) -> Option<u64> {
+        assert!(n > 0 && n <= self.max_extent(), "extent of {n} blocks");
+        let count = self.groups.len();
+        let first = home_group(count);
+        for k in 0..count {
+            let mut g = self.groups[(first + k) % count].lock();
+            let Some((&start, &len)) = g.extents.iter().find(|(_, &len)| len >= n) else {
+                continue;
+            };
+            g.extents.remove(&start);
+            if len > n {
+                g.extents.insert(start + n, len - n);
+            }
+            self.free.fetch_sub(n, Ordering::Relaxed);
+            return Some(start);
+        }
+        None
+    }
+
+    /// The longest extent `alloc_extent` can ever return: a group.
+    pub fn max_extent(&self) -> u64 {
+        self.group_blocks
+    }
+
     /// Returns a block to its group.
     pub fn free(&self, b: u64) {
         assert!(
@@ -245,5 +272,25 @@ mod tests {
         assert_eq!(b.free_count(), a.free_count());
         a.free_all(&v);
         assert_eq!(a.free_count(), l.data_blocks());
+    }
+
+    #[test]
+    fn extents_are_contiguous_and_bounded() {
+        let l = layout();
+        let a = BlockAllocator::new(&l, &metadata_used(&l));
+        let n = a.max_extent();
+        let s = a.alloc_extent(n).unwrap();
+        assert_eq!(a.free_count(), l.data_blocks() - n);
+        let one = a.alloc(None).unwrap();
+        assert!(one < s || one >= s + n);
+        a.free_all(&(s..s + n).collect::<Vec<_>>());
+        a.free(one);
+        assert_eq!(a.free_count(), l.data_blocks());
+        // Fragment every group: no extent of two blocks is left.
+        let all: Vec<u64> = std::iter::from_fn(|| a.alloc(None)).collect();
+        for b in all.iter().step_by(2) {
+            a.free(*b);
+        }
+        assert_eq!(a.alloc_extent(2), None);
     }
 }

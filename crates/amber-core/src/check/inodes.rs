@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 const SYMLINK_MAX: u64 = 4095;
 
 /// Reserved inode bytes a v1 pool leaves zero.
-const RESERVED: [(usize, usize); 2] = [(105, 112), (240, 256)];
+const RESERVED: [(usize, usize); 2] = [(105, 112), (248, 256)];
 /// Byte offset of the xattr-block field.
 const OFF_XATTR: u64 = 112;
 

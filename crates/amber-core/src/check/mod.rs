@@ -10,7 +10,7 @@
 //! superblock copies, journals (replayed in repair mode, overlaid in memory
 //! otherwise, so the rest is judged as mount would see it), inodes and
 //! their block maps, directory entries, the namespace tree and link counts,
-//! and the saved free-space bitmap. Repairs are collected while checking
+//! the small-write zone, and the saved free-space bitmap. Repairs are collected while checking
 //! and written at the end, in that order, each flushed and drained.
 
 mod dirs;
@@ -21,6 +21,7 @@ mod repair;
 mod space;
 mod superblock;
 mod tree;
+mod zone;
 
 use crate::error::FsError;
 use amber_format::{Layout, PoolState};
@@ -81,7 +82,8 @@ pub struct CheckReport {
     pub directories: u64,
     /// Regular files.
     pub files: u64,
-    /// Data-area blocks owned by inodes (metadata regions not counted).
+    /// Data-area blocks owned by inodes and the small-write zone (metadata
+    /// regions not counted).
     pub blocks_in_use: u64,
     pub blocks_free: u64,
     /// Committed journal transactions found before any replay.
@@ -157,7 +159,8 @@ pub fn check<D: PmDevice>(dev: &D, opts: &CheckOptions) -> Result<CheckReport, F
     let mut scan = inodes::scan(&mut cx, was_clean);
     let entries = dirs::scan(&mut cx, &mut scan);
     tree::check(&mut cx, &mut scan, entries);
-    let counts = space::check(&mut cx, &scan, was_clean);
+    let zone_blocks = zone::check(&mut cx, &sb, &scan);
+    let counts = space::check(&mut cx, &scan, &zone_blocks, was_clean);
     cx.fixes.apply(dev)?;
     Ok(CheckReport {
         problems: cx.problems,

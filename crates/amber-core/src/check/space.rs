@@ -16,7 +16,12 @@ pub(super) struct Counts {
     pub blocks_free: u64,
 }
 
-pub(super) fn check<D: PmDevice>(cx: &mut Ctx<'_, D>, scan: &Scan, was_clean: bool) -> Counts {
+pub(super) fn check<D: PmDevice>(
+    cx: &mut Ctx<'_, D>,
+    scan: &Scan,
+    zone: &[u64],
+    was_clean: bool,
+) -> Counts {
     let l = cx.layout;
     let mut used = BitSet::new(l.total_blocks);
     for b in 0..l.data_start {
@@ -41,6 +46,14 @@ pub(super) fn check<D: PmDevice>(cx: &mut Ctx<'_, D>, scan: &Scan, was_clean: bo
         for &b in &rec.blocks {
             used.set(b);
         }
+    }
+    let shared: Vec<u64> = zone.iter().copied().filter(|&b| used.set(b)).collect();
+    if !shared.is_empty() {
+        cx.unfixable(format!(
+            "{} block(s) belong both to the small-write zone and to a file ({})",
+            shared.len(),
+            sample(&shared)
+        ));
     }
     c.blocks_in_use = used.count_ones() - l.data_start;
     c.blocks_free = l.data_blocks() - c.blocks_in_use;

@@ -63,6 +63,14 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
         true
     }
 
+    /// Whether the policy keeps data in the small-write zone: mount then
+    /// recovers and keeps (or creates) the zone of the shape the options
+    /// ask for. Without it mount folds any zone back into the files and
+    /// removes it.
+    fn uses_zone(&self) -> bool {
+        false
+    }
+
     /// Whether every write() is all-or-nothing across a crash: afterwards
     /// the range one write covered shows all its old bytes or all its new
     /// ones (cow, finelog, lawn). Without it each byte is old or new.

@@ -11,8 +11,9 @@ mod options;
 mod rename;
 mod xattr;
 
+pub(crate) use mount::write_superblock;
 pub use mount::{format, mount, read_superblock, RecoveryReport};
-pub use options::MountOptions;
+pub use options::{MountOptions, ZoneOptions};
 pub use xattr::XattrSet;
 
 use crate::alloc::{BlockAllocator, InodeAllocator};
@@ -22,6 +23,7 @@ use crate::inode::{InodeCache, InodeRef, InodeState};
 use crate::journal::{Journals, Tx};
 use crate::time;
 use crate::types::{Attr, StatFs};
+use crate::zone::Zone;
 use amber_format::dirent::NAME_MAX;
 use amber_format::{Layout, Superblock, BLOCK_SIZE};
 use amber_pmem::{PersistError, PmDevice};
@@ -43,6 +45,8 @@ pub struct Core<D: PmDevice> {
     poisoned: Mutex<Option<PersistError>>,
     pub(crate) policy: Box<dyn DataPolicy<D>>,
     pub(crate) opts: MountOptions,
+    /// LAWN's small-write zone, when the policy uses one.
+    pub(crate) zone: Option<Zone>,
 }
 
 impl<D: PmDevice> Core<D> {
@@ -57,6 +61,11 @@ impl<D: PmDevice> Core<D> {
 
     pub fn options(&self) -> &MountOptions {
         &self.opts
+    }
+
+    /// The small-write zone, when the mounted policy uses one.
+    pub fn zone(&self) -> Option<&Zone> {
+        self.zone.as_ref()
     }
 
     /// Starts the policy's background work on a shared core (see

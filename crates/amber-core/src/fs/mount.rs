@@ -13,6 +13,7 @@ use crate::error::{FsError, Result};
 use crate::inode::{walk, InodeCache};
 use crate::journal::{self, Journals, Tx};
 use crate::time;
+use crate::zone::{self, ZoneMedia};
 use amber_format::inode::{mode, OFF_SIZE};
 use amber_format::superblock::SUPERBLOCK_SIZE;
 use amber_format::{
@@ -37,6 +38,9 @@ pub struct RecoveryReport {
     pub orphans_freed: u64,
     /// Inodes whose block count was corrected from their block map.
     pub block_counts_fixed: u64,
+    /// Small-write-zone descriptors left by interrupted writes or freed
+    /// files, cleared.
+    pub zone_descriptors_cleared: u64,
     /// Inodes in use.
     pub inodes_in_use: u64,
     pub duration: Duration,
@@ -55,11 +59,13 @@ impl std::fmt::Display for RecoveryReport {
         write!(
             f,
             "recovered after a crash: replayed {} journal transaction(s), discarded {} torn \
-             one(s), freed {} orphan inode(s), fixed {} block count(s); {} inodes in use, {:.1} ms",
+             one(s), freed {} orphan inode(s), fixed {} block count(s), cleared {} stale zone \
+             descriptor(s); {} inodes in use, {:.1} ms",
             self.replayed_transactions,
             self.discarded_transactions,
             self.orphans_freed,
             self.block_counts_fixed,
+            self.zone_descriptors_cleared,
             self.inodes_in_use,
             self.duration.as_secs_f64() * 1e3
         )
@@ -207,10 +213,22 @@ fn read_inode<D: PmDevice>(dev: &D, l: &Layout, ino: u64) -> Inode {
 /// Rebuilds block ownership from every live inode's block map, correcting
 /// block counts that a crash left behind (a pointer persisted before the
 /// inode line that counts it). Fails on a block owned twice.
-fn rebuild_used<D: PmDevice>(dev: &D, l: &Layout, report: &mut RecoveryReport) -> Result<BitSet> {
+fn rebuild_used<D: PmDevice>(
+    dev: &D,
+    l: &Layout,
+    zone: Option<&ZoneMedia>,
+    report: &mut RecoveryReport,
+) -> Result<BitSet> {
     let mut used = BitSet::new(l.total_blocks);
     for b in 0..l.data_start {
         used.set(b);
+    }
+    for b in zone.iter().flat_map(|z| z.blocks()) {
+        if used.set(b) {
+            return Err(FsError::Corrupted(format!(
+                "block {b} belongs to the small-write zone twice"
+            )));
+        }
     }
     for ino in 1..l.inode_count {
         let mut i = read_inode(dev, l, ino);
@@ -266,8 +284,10 @@ pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, R
             "the root inode is not a directory".into(),
         ));
     }
-    // Validate the journals before writing anything.
+    // Validate the journals and the zone's header and table before writing
+    // anything.
     let found = journal::replay(&*dev, &l, false)?;
+    let zone_media = ZoneMedia::read(&*dev, &l, &sb)?;
     let used = if report.was_clean {
         if found.replayed > 0 {
             return Err(FsError::Corrupted(
@@ -301,9 +321,9 @@ pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, R
     let used = if report.was_clean {
         used
     } else {
-        rebuild_used(&*dev, &l, &mut report)?
+        rebuild_used(&*dev, &l, zone_media.as_ref(), &mut report)?
     };
-    let core = Core {
+    let mut core = Core {
         blocks: BlockAllocator::new(&l, &used),
         inos: InodeAllocator::new(scan.free_inos),
         journals: Journals::new(&l, next_seq),
@@ -315,12 +335,17 @@ pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, R
         dev,
         policy,
         opts,
+        zone: None,
     };
     for ino in scan.orphans {
         core.free_orphan(ino)?;
         report.orphans_freed += 1;
     }
     report.inodes_in_use -= report.orphans_freed;
+    let want = core.policy.uses_zone().then_some(core.opts.zone);
+    let (zone, cleared) = zone::attach(&core, zone_media, want.as_ref())?;
+    core.zone = zone;
+    report.zone_descriptors_cleared = cleared;
     let res = core.policy.mounted(&core);
     core.guard(res)?;
     report.duration = started.elapsed();

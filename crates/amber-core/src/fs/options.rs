@@ -39,6 +39,44 @@ pub struct MountOptions {
     /// whenever its model says so (`true`, `buffering=always`; tests use
     /// it to exercise the buffer on any device).
     pub always_buffer: bool,
+    /// LAWN's small-write zone (policy lawn).
+    pub zone: ZoneOptions,
+}
+
+/// The small-write zone's knobs (lawn.txt §4.1): slot size, initial size,
+/// growth trigger, sub-zone count, and how far the idle-time write-back
+/// empties it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ZoneOptions {
+    /// Bytes per slot: 64, 128, 256 or 512 (`lawn_slot=`).
+    pub slot: u32,
+    /// Initial zone size, percent of the pool (`lawn_zone=`, the paper's 3%).
+    pub initial_pct: u8,
+    /// A sub-zone grows when its free slots fall under this percent
+    /// (`lawn_grow=`, the paper's 10%).
+    pub grow_pct: u8,
+    /// Sub-zones (`lawn_subzones=`; default one per CPU, at most 16).
+    pub subzones: u32,
+    /// When the file system is idle, the background thread writes the
+    /// least recently used slices back until this percent of a sub-zone's
+    /// slots is free (`lawn_idle_free=`).
+    pub idle_free_pct: u8,
+    /// How long without a small write counts as idle (`lawn_idle=`).
+    pub idle: Duration,
+}
+
+impl Default for ZoneOptions {
+    fn default() -> Self {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        ZoneOptions {
+            slot: 64,
+            initial_pct: 3,
+            grow_pct: 10,
+            subzones: cpus.clamp(1, amber_format::zone::MAX_SUBZONES as usize) as u32,
+            idle_free_pct: 50,
+            idle: Duration::from_millis(50),
+        }
+    }
 }
 
 impl Default for MountOptions {
@@ -54,6 +92,7 @@ impl Default for MountOptions {
             lazy_after: Duration::from_secs(5),
             writeback_threads: 1,
             always_buffer: false,
+            zone: ZoneOptions::default(),
         }
     }
 }
@@ -96,7 +135,7 @@ fn percent(v: &str) -> Result<u8> {
         .ok()
         .filter(|p| *p <= 100)
         .ok_or(FsError::InvalidArgument(
-            "writeback_low/high take a percentage, 0 to 100",
+            "writeback_low/high, lawn_grow and lawn_idle_free take a percentage, 0 to 100",
         ))
 }
 
@@ -145,12 +184,40 @@ impl MountOptions {
                         .filter(|n| (1..=MAX_WRITEBACK_THREADS).contains(n))
                         .ok_or(FsError::InvalidArgument("writeback_threads= takes 1 to 16"))?
                 }
+                ("lawn_slot", Some(v)) => {
+                    o.zone.slot = v
+                        .parse()
+                        .ok()
+                        .filter(|s| amber_format::zone::SLOT_SIZES.contains(s))
+                        .ok_or(FsError::InvalidArgument(
+                            "lawn_slot= takes 64, 128, 256 or 512 (bytes)",
+                        ))?
+                }
+                ("lawn_zone", Some(v)) => {
+                    o.zone.initial_pct = percent(v)
+                        .ok()
+                        .filter(|p| (1..=50).contains(p))
+                        .ok_or(FsError::InvalidArgument(
+                        "lawn_zone= takes the initial zone size in percent of the pool, 1 to 50",
+                    ))?
+                }
+                ("lawn_grow", Some(v)) => o.zone.grow_pct = percent(v)?,
+                ("lawn_idle_free", Some(v)) => o.zone.idle_free_pct = percent(v)?,
+                ("lawn_idle", Some(v)) => o.zone.idle = dur(v)?,
+                ("lawn_subzones", Some(v)) => {
+                    o.zone.subzones = v
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=amber_format::zone::MAX_SUBZONES).contains(n))
+                        .ok_or(FsError::InvalidArgument("lawn_subzones= takes 1 to 16"))?
+                }
                 _ => {
                     return Err(FsError::InvalidArgument(
                         "unknown mount option (known: policy=NAME, sync, async, buffer=SIZE, \
                          writeback_low=PCT, writeback_high=PCT, writeback_interval=DUR, \
                          writeback_age=DUR, lazy_after=DUR, writeback_threads=N, \
-                         buffering=auto|always)",
+                         buffering=auto|always, lawn_slot=BYTES, lawn_zone=PCT, lawn_grow=PCT, \
+                         lawn_subzones=N, lawn_idle=DUR, lawn_idle_free=PCT)",
                     ))
                 }
             }
@@ -172,6 +239,11 @@ impl MountOptions {
         if self.writeback_low > self.writeback_high {
             return Err(FsError::InvalidArgument(
                 "writeback_low must not exceed writeback_high",
+            ));
+        }
+        if self.zone.grow_pct >= 100 || self.zone.idle.is_zero() {
+            return Err(FsError::InvalidArgument(
+                "lawn_grow must be under 100 and lawn_idle positive",
             ));
         }
         if self.writeback_interval.is_zero() {
@@ -220,5 +292,31 @@ mod tests {
         assert!(MountOptions::parse("writeback_high=101").is_err());
         assert!(MountOptions::parse("writeback_threads=0").is_err());
         assert!(MountOptions::parse("writeback_interval=0s").is_err());
+    }
+
+    #[test]
+    fn parses_and_bounds_zone_options() {
+        let o = MountOptions::parse(
+            "lawn_slot=256,lawn_zone=5,lawn_grow=20,lawn_subzones=3,lawn_idle=10ms,\
+             lawn_idle_free=30",
+        )
+        .unwrap();
+        assert_eq!(o.zone.slot, 256);
+        assert_eq!((o.zone.initial_pct, o.zone.grow_pct), (5, 20));
+        assert_eq!(o.zone.subzones, 3);
+        assert_eq!(o.zone.idle, Duration::from_millis(10));
+        assert_eq!(o.zone.idle_free_pct, 30);
+        for bad in [
+            "lawn_slot=96",
+            "lawn_slot=1024",
+            "lawn_zone=0",
+            "lawn_zone=60",
+            "lawn_grow=100",
+            "lawn_subzones=0",
+            "lawn_subzones=17",
+            "lawn_idle=0ms",
+        ] {
+            assert!(MountOptions::parse(bad).is_err(), "{bad}");
+        }
     }
 }

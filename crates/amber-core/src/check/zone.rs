@@ -1,0 +1,74 @@
+//! The small-write zone: its header and chunk table, and every descriptor
+//! judged by the rule mount applies (`zone::judge`). Stale descriptors
+//! are a note (interrupted or superseded writes leave them; mount clears
+//! them); a committed descriptor no protocol leaves, or two for one slice,
+//! is an error fsck does not guess about.
+
+use super::inodes::Scan;
+use super::Ctx;
+use crate::inode::walk;
+use crate::zone::{judge, Verdict, ZoneMedia};
+use amber_format::{Inode, Superblock};
+use amber_pmem::PmDevice;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+/// Checks the zone, if the pool has one; returns the blocks it occupies
+/// (none if its header or table cannot be trusted).
+pub(super) fn check<D: PmDevice>(cx: &mut Ctx<'_, D>, sb: &Superblock, scan: &Scan) -> Vec<u64> {
+    let dev = cx.media.dev();
+    let l = cx.layout;
+    let media = match ZoneMedia::read(dev, &l, sb) {
+        Ok(Some(m)) => m,
+        Ok(None) => return Vec::new(),
+        Err(e) => {
+            cx.unfixable(format!("{e}"));
+            return Vec::new();
+        }
+    };
+    let free = Inode::free();
+    let mut maps: FxHashMap<u64, FxHashSet<u64>> = FxHashMap::default();
+    let mut seen: FxHashSet<(u32, u32)> = FxHashSet::default();
+    let (mut stale, mut valid) = (0u64, 0u64);
+    let mut errors = Vec::new();
+    let scanned = media.scan(dev, |sub, slot, d| {
+        let inode = scan
+            .recs
+            .get(&(d.ino as u64))
+            .filter(|r| r.live_kind().is_some())
+            .map_or(&free, |r| &r.disk);
+        let verdict = judge(&d, inode, &media.geo, sub, |fb| {
+            maps.entry(d.ino as u64)
+                .or_insert_with(|| {
+                    walk(dev, &l, inode.map_root, inode.map_height)
+                        .map(|t| t.data.into_iter().map(|(f, _)| f).collect())
+                        .unwrap_or_default()
+                })
+                .contains(&fb)
+        });
+        match verdict {
+            Verdict::Stale => stale += 1,
+            Verdict::Corrupt(why) => {
+                errors.push(format!("small-write zone slot {sub}/{slot}: {why}"))
+            }
+            Verdict::Valid if !seen.insert((d.ino, d.slice)) => errors.push(format!(
+                "small-write zone: two committed copies of slice {} of inode {}",
+                d.slice, d.ino
+            )),
+            Verdict::Valid => valid += 1,
+        }
+        Ok(())
+    });
+    if let Err(e) = scanned {
+        errors.push(format!("{e}"));
+    }
+    for e in errors {
+        cx.unfixable(e);
+    }
+    if stale > 0 {
+        cx.note(format!(
+            "small-write zone: {stale} descriptor(s) left by interrupted or superseded writes \
+             ({valid} valid); mount clears them"
+        ));
+    }
+    media.blocks().collect()
+}

@@ -1,0 +1,273 @@
+//! The zone's life: recovered at every mount, created by the first mount
+//! that asks for it, grown while mounted, and folded back into the files
+//! and removed by a mount that does not use it (or wants another shape).
+//!
+//! Crash argument, in short (docs/design.md §11): the zone's blocks belong
+//! to it only once the superblock names it, and a chunk only once its
+//! table entry is set; both are written after everything they point to is
+//! durable, so a crash before leaves blocks nobody references, which the
+//! allocator's rebuild finds free. Folding back writes each valid slice
+//! into its file while the descriptor still vouches for the slot, fences,
+//! and only then clears descriptors and drops the feature.
+
+use super::media::ZoneMedia;
+use super::{judge, Verdict, Zone};
+use crate::error::{FsError, Result};
+use crate::fs::{write_superblock, Core, ZoneOptions};
+use amber_format::zone::{
+    ZoneGeometry, FEATURE_ZONE, HEADER_BLOCKS, MAX_CHUNKS, MAX_CHUNK_BLOCKS, MIN_CHUNK_BLOCKS,
+    REGION_ZONE_BLOCKS, REGION_ZONE_START,
+};
+use amber_format::{Inode, BLOCK_SIZE};
+use amber_pmem::PmDevice;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+/// A descriptor recovery found valid.
+struct Found {
+    sub: u32,
+    slot: u32,
+    ino: u64,
+    slice: u32,
+}
+
+/// Chunks a sub-zone starts with: growth then adds one at a time.
+const INITIAL_CHUNKS: u64 = 4;
+
+/// What mount does with the zone: recovers the one on the pool, keeps it
+/// when `want` asks for its shape, folds it back and removes it
+/// otherwise, and creates one when `want` asks and none is left. Runs
+/// after the journals are replayed and orphans freed, before any file is
+/// used. Returns the zone to use, and how many stale descriptors were
+/// cleared.
+pub fn attach<D: PmDevice>(
+    fs: &Core<D>,
+    media: Option<ZoneMedia>,
+    want: Option<&ZoneOptions>,
+) -> Result<(Option<Zone>, u64)> {
+    let mut cleared = 0;
+    if let Some(media) = media {
+        let (found, stale) = recover(fs, &media)?;
+        cleared = stale;
+        let fits =
+            want.is_some_and(|w| w.slot == media.geo.slot_size && w.subzones == media.geo.subzones);
+        if fits {
+            let zone = Zone::new(media);
+            for f in found {
+                zone.lock(f.sub as usize).bind(f.slot, f.ino, f.slice);
+            }
+            return Ok((Some(zone), cleared));
+        }
+        fold_back(fs, &media, &found)?;
+        remove(fs, &media)?;
+    }
+    match want {
+        Some(w) => Ok((Some(create(fs, w)?), cleared)),
+        None => Ok((None, cleared)),
+    }
+}
+
+/// Judges every descriptor; clears the stale ones (durably) and returns
+/// the valid ones. Fails on corruption: a committed descriptor no protocol
+/// leaves, or two for one slice.
+fn recover<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia) -> Result<(Vec<Found>, u64)> {
+    let dev = &*fs.dev;
+    let l = &fs.layout;
+    let mut inodes: FxHashMap<u64, Inode> = FxHashMap::default();
+    let mut seen: FxHashSet<(u64, u32)> = FxHashSet::default();
+    let mut found = Vec::new();
+    let mut stale = Vec::new();
+    media.scan(dev, |sub, slot, d| {
+        let ino = d.ino as u64;
+        if !l.is_valid_ino(ino) {
+            return Err(FsError::Corrupted(format!(
+                "small-write zone: descriptor {sub}/{slot} names inode {ino}, out of range"
+            )));
+        }
+        let inode = inodes.entry(ino).or_insert_with(|| {
+            let mut b = [0u8; amber_format::INODE_SIZE];
+            dev.read(l.inode_offset(ino), &mut b);
+            Inode::decode(&b)
+        });
+        let verdict = judge(&d, inode, &media.geo, sub, |fb| {
+            fs.inode(ino)
+                .map(|r| r.read().map.get(fb).is_some())
+                .unwrap_or(false)
+        });
+        match verdict {
+            Verdict::Stale => stale.push((sub, slot)),
+            Verdict::Corrupt(why) => {
+                return Err(FsError::Corrupted(format!("small-write zone: {why}")))
+            }
+            Verdict::Valid => {
+                if !seen.insert((ino, d.slice)) {
+                    return Err(FsError::Corrupted(format!(
+                        "small-write zone: two committed copies of slice {} of inode {ino}",
+                        d.slice
+                    )));
+                }
+                found.push(Found {
+                    sub,
+                    slot,
+                    ino,
+                    slice: d.slice,
+                });
+            }
+        }
+        Ok(())
+    })?;
+    // Stale descriptors must go before any file writes again: a stale
+    // uncommitted one would become valid when its file's commit number
+    // reaches its sequence number.
+    for &(sub, slot) in &stale {
+        let (at, _) = super::slot_place(&media.geo, &media.chunks[sub as usize], slot);
+        Zone::clear_desc(dev, at);
+    }
+    fs.drain()?;
+    Ok((found, stale.len() as u64))
+}
+
+/// Writes every valid slice into its file, then clears the descriptors.
+fn fold_back<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia, found: &[Found]) -> Result<()> {
+    let dev = &*fs.dev;
+    let size = media.geo.slot_size as u64;
+    let mut buf = vec![0u8; size as usize];
+    for f in found {
+        let (_, data) = super::slot_place(&media.geo, &media.chunks[f.sub as usize], f.slot);
+        let off = f.slice as u64 * size;
+        let r = fs.inode(f.ino)?;
+        let st = r.read();
+        let b = st.map.get(off / BLOCK_SIZE).ok_or_else(|| {
+            FsError::Corrupted(format!("zone slice of inode {} lost its block", f.ino))
+        })?;
+        dev.read(data, &mut buf);
+        let at = fs.layout.block_offset(b) + off % BLOCK_SIZE;
+        dev.write(at, &buf);
+        dev.flush(at, size);
+    }
+    fs.drain()?;
+    for f in found {
+        let (at, _) = super::slot_place(&media.geo, &media.chunks[f.sub as usize], f.slot);
+        Zone::clear_desc(dev, at);
+    }
+    fs.drain()
+}
+
+/// Drops the feature from the superblock and frees the zone's blocks. Every
+/// descriptor must be clear.
+fn remove<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia) -> Result<()> {
+    {
+        let mut sb = fs.sb.lock();
+        sb.feature_incompat &= !FEATURE_ZONE;
+        sb.regions[REGION_ZONE_START] = 0;
+        sb.regions[REGION_ZONE_BLOCKS] = 0;
+        sb.generation += 1;
+        let r = write_superblock(&*fs.dev, &sb);
+        fs.guard(r)?;
+    }
+    let blocks: Vec<u64> = media.blocks().collect();
+    fs.blocks.free_all(&blocks);
+    Ok(())
+}
+
+/// The geometry a new zone gets: `initial_pct` of the pool, split evenly,
+/// in chunks of a quarter of a sub-zone's first size.
+fn plan<D: PmDevice>(fs: &Core<D>, w: &ZoneOptions) -> Result<(ZoneGeometry, u64)> {
+    let total = fs.layout.total_blocks * w.initial_pct as u64 / 100;
+    let per_sub = total / w.subzones as u64;
+    let max = fs.blocks.max_extent().min(MAX_CHUNK_BLOCKS as u64);
+    let chunk = (per_sub / INITIAL_CHUNKS).clamp(MIN_CHUNK_BLOCKS as u64, max);
+    let chunks = (per_sub / chunk).clamp(1, MAX_CHUNKS as u64 / 2);
+    let geo = ZoneGeometry::new(w.slot, w.subzones, chunk as u32)?;
+    Ok((geo, chunks))
+}
+
+/// Creates a zone of the asked shape: blocks allocated, header, table and
+/// descriptors written and durable, then the superblock names it.
+fn create<D: PmDevice>(fs: &Core<D>, w: &ZoneOptions) -> Result<Zone> {
+    let dev = &*fs.dev;
+    let (geo, per_sub) = plan(fs, w)?;
+    let mut taken: Vec<(u64, u64)> = Vec::new();
+    let give_back = |taken: &[(u64, u64)]| {
+        for &(s, n) in taken {
+            fs.blocks.free_all(&(s..s + n).collect::<Vec<_>>());
+        }
+    };
+    let Some(header) = fs.blocks.alloc_extent(HEADER_BLOCKS) else {
+        return Err(FsError::NoSpace);
+    };
+    taken.push((header, HEADER_BLOCKS));
+    let mut chunks = vec![Vec::new(); geo.subzones as usize];
+    for row in chunks.iter_mut() {
+        for _ in 0..per_sub {
+            match fs.blocks.alloc_extent(geo.chunk_blocks as u64) {
+                Some(c) => {
+                    taken.push((c, geo.chunk_blocks as u64));
+                    row.push(c);
+                }
+                None => {
+                    give_back(&taken);
+                    return Err(FsError::NoSpace);
+                }
+            }
+        }
+    }
+    dev.zero_nt(header * BLOCK_SIZE, HEADER_BLOCKS * BLOCK_SIZE);
+    dev.write_nt(header * BLOCK_SIZE, &geo.encode());
+    for (s, row) in chunks.iter().enumerate() {
+        for (c, &chunk) in row.iter().enumerate() {
+            dev.zero_nt(chunk * BLOCK_SIZE, geo.desc_blocks as u64 * BLOCK_SIZE);
+            let at = ZoneGeometry::table_entry(header, s as u32, c as u32);
+            dev.store_u64(at, chunk);
+            dev.flush(at, 8);
+        }
+    }
+    fs.drain()?;
+    {
+        let mut sb = fs.sb.lock();
+        sb.feature_incompat |= FEATURE_ZONE;
+        sb.regions[REGION_ZONE_START] = header;
+        sb.regions[REGION_ZONE_BLOCKS] = HEADER_BLOCKS;
+        sb.generation += 1;
+        let r = write_superblock(dev, &sb);
+        fs.guard(r)?;
+    }
+    Ok(Zone::new(ZoneMedia {
+        header,
+        geo,
+        chunks,
+    }))
+}
+
+impl Zone {
+    /// Adds a chunk to sub-zone `idx` (locked as `sub`): descriptors zeroed
+    /// and durable before the table entry that makes the chunk part of
+    /// the zone. Returns false when the sub-zone is at its largest or the
+    /// pool has no room to spare (a zone never takes the last 5% of the
+    /// pool's data blocks).
+    pub fn grow<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        idx: usize,
+        sub: &mut super::SubZone,
+    ) -> Result<bool> {
+        let n = sub.chunks().len();
+        let blocks = self.geo.chunk_blocks as u64;
+        if n >= MAX_CHUNKS as usize
+            || fs.blocks.free_count() < blocks + fs.layout.data_blocks() / 20
+        {
+            return Ok(false);
+        }
+        let Some(chunk) = fs.blocks.alloc_extent(blocks) else {
+            return Ok(false);
+        };
+        let dev = &*fs.dev;
+        dev.zero_nt(chunk * BLOCK_SIZE, self.geo.desc_blocks as u64 * BLOCK_SIZE);
+        fs.drain()?;
+        let at = ZoneGeometry::table_entry(self.header, idx as u32, n as u32);
+        dev.store_u64(at, chunk);
+        dev.flush(at, 8);
+        fs.drain()?;
+        sub.add_chunk(chunk, self.geo.slots_per_chunk);
+        Ok(true)
+    }
+}

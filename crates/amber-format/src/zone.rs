@@ -1,0 +1,288 @@
+//! LAWN's small-write zone (feature `FEATURE_ZONE`): cache-line-aligned
+//! slots that hold the newest copy of small slices of files, each described
+//! by a 16-byte descriptor set and cleared with one atomic store
+//! (lawn.txt §4.1). The zone's blocks come from the data area; superblock
+//! region descriptor 0 holds its header block, 1 the header's length.
+//!
+//! ```text
+//! header block h (first 64 bytes; the rest zero)
+//!   0  8  magic "AMBZONE\0"
+//!   8  4  version (1)
+//!  12  4  slot size in bytes (64, 128, 256 or 512)
+//!  16  4  sub-zone count (1..=16)
+//!  20  4  blocks per chunk
+//!  24  4  descriptor blocks per chunk
+//!  28  4  slots per chunk
+//!  32  4  chunk-table entries per sub-zone (64)
+//!  36 24  reserved, zero
+//!  60  4  CRC-32C of bytes 0..60
+//! blocks h+1, h+2: the chunk table, u64 [16 sub-zones][64 chunks]: the
+//!   first block of each chunk, 0 for none. A sub-zone's chunks fill its
+//!   row from entry 0; an entry is set by one 8-byte store only after the
+//!   chunk's descriptor blocks are zero and durable.
+//! chunk: `desc_blocks` blocks of descriptors, then the slots.
+//! descriptor (16 bytes, one atomic store):
+//!   0  8  seq (bits 0..63) | DOOMED (bit 63)
+//!   8  4  slice index in the file (file offset / slot size)
+//!  12  4  inode number (0: the slot is free)
+//! ```
+//!
+//! A descriptor is valid (its slot holds the newest copy of the slice)
+//! when its inode is a live regular file whose zone commit number `C`
+//! (inode offset 240) satisfies `seq <= C` — or, with DOOMED, `seq > C` —
+//! the slice starts below the file's size and its block is mapped.
+//! docs/design.md §11 gives the protocols that keep this true.
+
+use crate::error::FormatError;
+use crate::layout::BLOCK_SIZE;
+use crate::le::*;
+
+/// Incompatible feature bit: the pool has a small-write zone whose slots
+/// may hold the newest copy of file data.
+pub const FEATURE_ZONE: u64 = 1 << 0;
+/// Superblock region-descriptor index of the zone's header block.
+pub const REGION_ZONE_START: usize = 0;
+/// Superblock region-descriptor index of the header's length in blocks.
+pub const REGION_ZONE_BLOCKS: usize = 1;
+
+/// The zone header's first bytes.
+pub const ZONE_MAGIC: [u8; 8] = *b"AMBZONE\0";
+/// The zone format version this code reads and writes.
+pub const ZONE_VERSION: u32 = 1;
+/// Bytes of one descriptor.
+pub const DESC_SIZE: u64 = 16;
+/// Most sub-zones (one per CPU, capped).
+pub const MAX_SUBZONES: u32 = 16;
+/// Chunk-table entries per sub-zone: the most a sub-zone can grow to.
+pub const MAX_CHUNKS: u32 = 64;
+/// Header block plus chunk-table blocks.
+pub const HEADER_BLOCKS: u64 = 1 + (MAX_SUBZONES as u64 * MAX_CHUNKS as u64 * 8) / BLOCK_SIZE;
+/// Slot sizes the zone supports: whole cache lines that divide a block.
+pub const SLOT_SIZES: [u32; 4] = [64, 128, 256, 512];
+/// Smallest chunk: a descriptor block and at least a block of slots.
+pub const MIN_CHUNK_BLOCKS: u32 = 8;
+/// Largest chunk (16 MiB), so one growth step stays bounded.
+pub const MAX_CHUNK_BLOCKS: u32 = 4096;
+
+const HEADER_LEN: usize = 64;
+const OFF_CRC: usize = 60;
+const DOOMED: u64 = 1 << 63;
+
+const _: () = assert!((MAX_SUBZONES as u64 * MAX_CHUNKS as u64 * 8).is_multiple_of(BLOCK_SIZE));
+const _: () = assert!(HEADER_BLOCKS == 3);
+
+/// The zone's fixed shape, from its header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ZoneGeometry {
+    pub slot_size: u32,
+    pub subzones: u32,
+    pub chunk_blocks: u32,
+    pub desc_blocks: u32,
+    pub slots_per_chunk: u32,
+}
+
+fn invalid(what: &'static str, value: u64) -> FormatError {
+    FormatError::InvalidField { what, value }
+}
+
+impl ZoneGeometry {
+    /// The geometry for chunks of `chunk_blocks` blocks of `slot_size`
+    /// slots: as many slots as both the descriptor blocks and the slot
+    /// blocks have room for.
+    pub fn new(slot_size: u32, subzones: u32, chunk_blocks: u32) -> Result<Self, FormatError> {
+        if !SLOT_SIZES.contains(&slot_size) {
+            return Err(invalid("zone slot size", slot_size as u64));
+        }
+        if subzones == 0 || subzones > MAX_SUBZONES {
+            return Err(invalid("zone sub-zone count", subzones as u64));
+        }
+        if !(MIN_CHUNK_BLOCKS..=MAX_CHUNK_BLOCKS).contains(&chunk_blocks) {
+            return Err(invalid("zone chunk blocks", chunk_blocks as u64));
+        }
+        let per_block = (BLOCK_SIZE / DESC_SIZE) as u32;
+        // Each slot costs slot_size bytes plus a descriptor.
+        let desc_blocks =
+            (chunk_blocks as u64 * DESC_SIZE).div_ceil(slot_size as u64 + DESC_SIZE) as u32;
+        let slot_bytes = (chunk_blocks - desc_blocks) as u64 * BLOCK_SIZE;
+        let slots = (slot_bytes / slot_size as u64).min((desc_blocks * per_block) as u64) as u32;
+        assert!(slots > 0 && desc_blocks > 0 && desc_blocks < chunk_blocks);
+        Ok(ZoneGeometry {
+            slot_size,
+            subzones,
+            chunk_blocks,
+            desc_blocks,
+            slots_per_chunk: slots,
+        })
+    }
+
+    /// The header's 64 bytes, with checksum.
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        b[0..8].copy_from_slice(&ZONE_MAGIC);
+        put_u32(&mut b, 8, ZONE_VERSION);
+        put_u32(&mut b, 12, self.slot_size);
+        put_u32(&mut b, 16, self.subzones);
+        put_u32(&mut b, 20, self.chunk_blocks);
+        put_u32(&mut b, 24, self.desc_blocks);
+        put_u32(&mut b, 28, self.slots_per_chunk);
+        put_u32(&mut b, 32, MAX_CHUNKS);
+        let crc = crc32c(&b[..OFF_CRC]);
+        put_u32(&mut b, OFF_CRC, crc);
+        b
+    }
+
+    /// Decodes and validates a header: magic, checksum, version, and a
+    /// geometry equal to the one `new` computes from its inputs.
+    pub fn decode(b: &[u8; HEADER_LEN]) -> Result<Self, FormatError> {
+        if b[0..8] != ZONE_MAGIC {
+            return Err(invalid("zone header magic", get_u64(b, 0)));
+        }
+        if get_u32(b, OFF_CRC) != crc32c(&b[..OFF_CRC]) {
+            return Err(invalid("zone header checksum", get_u32(b, OFF_CRC) as u64));
+        }
+        let version = get_u32(b, 8);
+        if version != ZONE_VERSION {
+            return Err(FormatError::UnsupportedVersion {
+                found: version,
+                supported: ZONE_VERSION,
+            });
+        }
+        let g = ZoneGeometry::new(get_u32(b, 12), get_u32(b, 16), get_u32(b, 20))?;
+        if get_u32(b, 24) != g.desc_blocks || get_u32(b, 28) != g.slots_per_chunk {
+            return Err(invalid("zone chunk shape", get_u32(b, 28) as u64));
+        }
+        if get_u32(b, 32) != MAX_CHUNKS {
+            return Err(invalid("zone chunk-table width", get_u32(b, 32) as u64));
+        }
+        Ok(g)
+    }
+
+    /// Byte offset of the chunk-table entry of `chunk` in `subzone`.
+    pub fn table_entry(header_block: u64, subzone: u32, chunk: u32) -> u64 {
+        assert!(subzone < MAX_SUBZONES && chunk < MAX_CHUNKS);
+        (header_block + 1) * BLOCK_SIZE + (subzone as u64 * MAX_CHUNKS as u64 + chunk as u64) * 8
+    }
+
+    /// Byte offset of descriptor `i` of the chunk starting at `chunk_block`.
+    pub fn desc_offset(&self, chunk_block: u64, i: u32) -> u64 {
+        assert!(i < self.slots_per_chunk);
+        chunk_block * BLOCK_SIZE + i as u64 * DESC_SIZE
+    }
+
+    /// Byte offset of slot `i` of the chunk starting at `chunk_block`.
+    pub fn slot_offset(&self, chunk_block: u64, i: u32) -> u64 {
+        assert!(i < self.slots_per_chunk);
+        (chunk_block + self.desc_blocks as u64) * BLOCK_SIZE + i as u64 * self.slot_size as u64
+    }
+
+    /// Slices per file block.
+    pub fn slices_per_block(&self) -> u64 {
+        BLOCK_SIZE / self.slot_size as u64
+    }
+}
+
+/// One slot's descriptor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Descriptor {
+    pub ino: u32,
+    pub slice: u32,
+    /// The write that stored it (or, when `doomed`, the write that makes it
+    /// obsolete once committed).
+    pub seq: u64,
+    pub doomed: bool,
+}
+
+/// Largest sequence number a descriptor can carry.
+pub const MAX_SEQ: u64 = DOOMED - 1;
+
+impl Descriptor {
+    /// The 16 bytes as one value for a 16-byte atomic store (bytes 0..8
+    /// are the low half).
+    pub fn encode(&self) -> u128 {
+        assert!(self.ino != 0 && self.seq <= MAX_SEQ);
+        let w0 = self.seq | if self.doomed { DOOMED } else { 0 };
+        let w1 = self.slice as u64 | (self.ino as u64) << 32;
+        w0 as u128 | (w1 as u128) << 64
+    }
+
+    /// None for a free slot (all zero); an error for bytes no store ever
+    /// writes (a zero inode with a nonzero rest).
+    pub fn decode(b: &[u8; DESC_SIZE as usize]) -> Result<Option<Descriptor>, FormatError> {
+        let w0 = get_u64(b, 0);
+        let slice = get_u32(b, 8);
+        let ino = get_u32(b, 12);
+        if ino == 0 {
+            if w0 != 0 || slice != 0 {
+                return Err(invalid("zone descriptor with no inode", w0));
+            }
+            return Ok(None);
+        }
+        Ok(Some(Descriptor {
+            ino,
+            slice,
+            seq: w0 & !DOOMED,
+            doomed: w0 & DOOMED != 0,
+        }))
+    }
+
+    /// Whether the slot holds the slice's newest copy, by the sequence
+    /// rule alone, for a file whose zone commit number is `committed`.
+    pub fn committed(&self, committed: u64) -> bool {
+        if self.doomed {
+            self.seq > committed
+        } else {
+            self.seq <= committed
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn geometry_fits_its_chunk() {
+        for s in SLOT_SIZES {
+            for c in [MIN_CHUNK_BLOCKS, 100, 1024, MAX_CHUNK_BLOCKS] {
+                let g = ZoneGeometry::new(s, 2, c).unwrap();
+                let desc = g.slots_per_chunk as u64 * DESC_SIZE;
+                assert!(desc <= g.desc_blocks as u64 * BLOCK_SIZE);
+                let slots = g.slots_per_chunk as u64 * s as u64;
+                assert!(slots <= (c - g.desc_blocks) as u64 * BLOCK_SIZE);
+                // Little waste: within a block's worth on each side.
+                assert!(desc + BLOCK_SIZE >= g.desc_blocks as u64 * BLOCK_SIZE);
+                assert_eq!(ZoneGeometry::decode(&g.encode()).unwrap(), g);
+            }
+        }
+        assert!(ZoneGeometry::new(96, 2, 64).is_err());
+        assert!(ZoneGeometry::new(64, 0, 64).is_err());
+        assert!(ZoneGeometry::new(64, 2, 4).is_err());
+    }
+
+    #[test]
+    fn header_corruption_is_detected() {
+        let g = ZoneGeometry::new(64, 2, 256).unwrap();
+        let mut b = g.encode();
+        b[13] ^= 1;
+        assert!(ZoneGeometry::decode(&b).is_err());
+    }
+
+    #[test]
+    fn descriptors_round_trip() {
+        let d = Descriptor {
+            ino: 7,
+            slice: 0xdead_beef,
+            seq: 12345,
+            doomed: true,
+        };
+        let bytes = d.encode().to_le_bytes();
+        assert_eq!(Descriptor::decode(&bytes).unwrap(), Some(d));
+        assert_eq!(Descriptor::decode(&[0; 16]).unwrap(), None);
+        let mut bad = [0u8; 16];
+        bad[0] = 1;
+        assert!(Descriptor::decode(&bad).is_err());
+        assert!(d.committed(12344) && !d.committed(12345));
+        let live = Descriptor { doomed: false, ..d };
+        assert!(live.committed(12345) && !live.committed(12344));
+    }
+}
