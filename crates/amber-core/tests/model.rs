@@ -55,6 +55,17 @@ proptest! {
         }
     }
 
+    /// The same under the data-atomic policies: copy-on-write and
+    /// fine-grained logging must read back exactly what direct would.
+    #[test]
+    fn random_ops_match_model_cow(seeds in proptest::collection::vec(any::<u64>(), 50..200)) {
+        let ops: Vec<Op> = seeds.iter().map(|s| Op::generate(&mut Rng::new(*s), false)).collect();
+        let mut h = Harness::new(POOL, "cow");
+        if let Err(e) = h.run(&ops) {
+            prop_assert!(false, "{}", e);
+        }
+    }
+
     /// The same under hinfs: buffered writes, reads from DRAM and PM, and
     /// write-back must keep every result the model predicts.
     #[test]
@@ -95,6 +106,11 @@ fn seeded_long_sequence_hinfs_nclfw() {
     long_sequence("hinfs-nclfw");
 }
 
+#[test]
+fn seeded_long_sequence_cow() {
+    long_sequence("cow");
+}
+
 fn threads(policy: &str) {
     let seed = seed_from_env(0x7EAD_5EED);
     println!("threads base seed = {seed} ({policy}); rerun with AMBER_MODEL_SEED={seed}");
@@ -111,4 +127,9 @@ fn threads_share_one_fs() {
 #[test]
 fn threads_share_one_fs_hinfs() {
     threads("hinfs");
+}
+
+#[test]
+fn threads_share_one_fs_cow() {
+    threads("cow");
 }

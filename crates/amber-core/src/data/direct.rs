@@ -36,12 +36,12 @@ use amber_pmem::PmDevice;
 const NT_MIN: usize = 256;
 /// A file fsync'd within this many writes is treated as fsync-heavy: its
 /// overwrites persist their times in the data's fence.
-const FSYNC_HEAVY_WRITES: u32 = 4;
+pub(super) const FSYNC_HEAVY_WRITES: u32 = 4;
 
 /// The direct-access policy.
 pub struct Direct;
 
-fn block_range(off: u64, end: u64) -> std::ops::RangeInclusive<u64> {
+pub(super) fn block_range(off: u64, end: u64) -> std::ops::RangeInclusive<u64> {
     off / BLOCK_SIZE..=(end - 1) / BLOCK_SIZE
 }
 
@@ -399,7 +399,7 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
 /// fallocate's allocation: zeroed blocks for the holes of `[off, end)`,
 /// fenced before they are linked (some may lie inside the size), then the
 /// size grows over the range unless `keep_size`.
-fn allocate_zeroed<D: PmDevice>(
+pub(super) fn allocate_zeroed<D: PmDevice>(
     fs: &Core<D>,
     st: &mut InodeState,
     off: u64,

@@ -4,6 +4,7 @@
 //! ([`by_name`]). To add one, implement [`DataPolicy`] in a module of its
 //! own and add its name to [`by_name`] (ARCHITECTURE.md).
 
+mod cow;
 mod direct;
 mod hinfs;
 
@@ -13,6 +14,7 @@ use crate::inode::InodeState;
 use amber_pmem::PmDevice;
 use std::sync::Weak;
 
+pub use cow::{Cow, CowStage};
 pub use direct::Direct;
 pub use hinfs::{Hinfs, Variant};
 
@@ -136,7 +138,7 @@ pub enum FallocMode {
 }
 
 /// Names of the policies this build offers.
-pub const POLICIES: &[&str] = &["direct", "hinfs", "hinfs-wb", "hinfs-nclfw"];
+pub const POLICIES: &[&str] = &["direct", "hinfs", "hinfs-wb", "hinfs-nclfw", "cow"];
 
 /// The policy `opts` names, configured by the rest of `opts`.
 pub fn by_name<D: PmDevice>(opts: &MountOptions) -> Result<Box<dyn DataPolicy<D>>> {
@@ -145,8 +147,9 @@ pub fn by_name<D: PmDevice>(opts: &MountOptions) -> Result<Box<dyn DataPolicy<D>
         "hinfs" => Ok(Box::new(Hinfs::new(Variant::Full, opts))),
         "hinfs-wb" => Ok(Box::new(Hinfs::new(Variant::WriteBuffer, opts))),
         "hinfs-nclfw" => Ok(Box::new(Hinfs::new(Variant::NoClfw, opts))),
+        "cow" => Ok(Box::new(Cow)),
         _ => Err(FsError::InvalidArgument(
-            "unknown policy (known: direct, hinfs, hinfs-wb, hinfs-nclfw)",
+            "unknown policy (known: direct, hinfs, hinfs-wb, hinfs-nclfw, cow)",
         )),
     }
 }

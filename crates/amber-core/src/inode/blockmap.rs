@@ -11,7 +11,7 @@ use amber_format::{Layout, BLOCK_SIZE};
 use amber_pmem::PmDevice;
 use rustc_hash::FxHashMap;
 
-const CHUNK: u64 = PTRS_PER_NODE;
+pub(super) const CHUNK: u64 = PTRS_PER_NODE;
 
 /// DRAM index: file block -> PM block.
 #[derive(Default, Clone)]
@@ -99,11 +99,11 @@ impl BlockIndex {
     }
 }
 
-fn node_off(layout: &Layout, node: u64, idx: u64) -> u64 {
+pub(super) fn node_off(layout: &Layout, node: u64, idx: u64) -> u64 {
     layout.block_offset(node) + idx * 8
 }
 
-fn read_ptr<D: PmDevice>(dev: &D, layout: &Layout, node: u64, idx: u64) -> Result<u64> {
+pub(super) fn read_ptr<D: PmDevice>(dev: &D, layout: &Layout, node: u64, idx: u64) -> Result<u64> {
     let p = dev.load_u64(node_off(layout, node, idx));
     if p != 0 && !layout.is_data_block(p) {
         return Err(FsError::Corrupted(format!(
@@ -230,10 +230,19 @@ impl MapPlan {
 
     /// Writes the new nodes with non-temporal stores (caller drains).
     pub fn write_nodes<D: PmDevice>(&self, dev: &D, layout: &Layout) {
-        for (b, contents) in &self.new_nodes {
-            let bytes: Vec<u8> = contents.iter().flat_map(|p| p.to_le_bytes()).collect();
-            dev.write_nt(layout.block_offset(*b), &bytes);
-        }
+        write_nodes(dev, layout, &self.new_nodes);
+    }
+}
+
+/// Writes whole new nodes with non-temporal stores (caller drains).
+pub(super) fn write_nodes<D: PmDevice>(
+    dev: &D,
+    layout: &Layout,
+    nodes: &[(u64, Box<[u64; CHUNK as usize]>)],
+) {
+    for (b, contents) in nodes {
+        let bytes: Vec<u8> = contents.iter().flat_map(|p| p.to_le_bytes()).collect();
+        dev.write_nt(layout.block_offset(*b), &bytes);
     }
 }
 

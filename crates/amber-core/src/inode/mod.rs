@@ -6,12 +6,14 @@
 
 mod blockmap;
 mod cache;
+mod pathcopy;
 
 pub use blockmap::{
     load_index, plan_insert, plan_punch, plan_truncate, walk, BlockIndex, MapPlan, PunchStep,
     TreeBlocks, TruncatePlan,
 };
 pub use cache::{InodeCache, InodeRef};
+pub use pathcopy::{plan_path_copy, CommitStore, PathCopy};
 
 use crate::dir::DirIndex;
 use crate::error::{FsError, Result};

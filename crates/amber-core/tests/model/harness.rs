@@ -11,13 +11,14 @@ use amber_format::FormatParams;
 use amber_pmem::{MapOptions, MmapDevice};
 use std::sync::Arc;
 
-/// Mount options naming `policy`; a buffering policy buffers whatever
-/// the device's calibration says, so the model exercises the buffer.
+/// Mount options naming `policy`; a buffering policy (hinfs and its
+/// variants) buffers whatever the device's calibration says, so the model
+/// exercises the buffer.
 pub fn options(policy: &str) -> MountOptions {
-    let extra = if policy == "direct" {
-        ""
-    } else {
+    let extra = if policy.starts_with("hinfs") {
         ",buffering=always"
+    } else {
+        ""
     };
     MountOptions::parse(&format!("policy={policy}{extra}")).expect("known policy")
 }
@@ -42,7 +43,7 @@ pub fn fresh_fs(size: u64, policy: &str) -> Fs<MmapDevice> {
 /// allocates PM blocks only at write-back, so the free counts compared
 /// are taken after that sync (unmount would do it anyway).
 pub fn remount(fs: Fs<MmapDevice>, clean: bool, policy: &str) -> Result<Fs<MmapDevice>, String> {
-    if policy != "direct" {
+    if !fs.core().policy_durable_on_return() {
         fs.core()
             .sync_all()
             .map_err(|e| format!("sync before remounting: {e:?}"))?;
