@@ -66,6 +66,15 @@ proptest! {
         }
     }
 
+    #[test]
+    fn random_ops_match_model_finelog(seeds in proptest::collection::vec(any::<u64>(), 50..200)) {
+        let ops: Vec<Op> = seeds.iter().map(|s| Op::generate(&mut Rng::new(*s), false)).collect();
+        let mut h = Harness::new(POOL, "finelog");
+        if let Err(e) = h.run(&ops) {
+            prop_assert!(false, "{}", e);
+        }
+    }
+
     /// The same under hinfs: buffered writes, reads from DRAM and PM, and
     /// write-back must keep every result the model predicts.
     #[test]
@@ -111,6 +120,11 @@ fn seeded_long_sequence_cow() {
     long_sequence("cow");
 }
 
+#[test]
+fn seeded_long_sequence_finelog() {
+    long_sequence("finelog");
+}
+
 fn threads(policy: &str) {
     let seed = seed_from_env(0x7EAD_5EED);
     println!("threads base seed = {seed} ({policy}); rerun with AMBER_MODEL_SEED={seed}");
@@ -132,4 +146,9 @@ fn threads_share_one_fs_hinfs() {
 #[test]
 fn threads_share_one_fs_cow() {
     threads("cow");
+}
+
+#[test]
+fn threads_share_one_fs_finelog() {
+    threads("finelog");
 }

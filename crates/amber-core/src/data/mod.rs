@@ -6,6 +6,7 @@
 
 mod cow;
 mod direct;
+mod finelog;
 mod hinfs;
 
 use crate::error::{FsError, Result};
@@ -16,6 +17,7 @@ use std::sync::Weak;
 
 pub use cow::{Cow, CowStage};
 pub use direct::Direct;
+pub use finelog::Finelog;
 pub use hinfs::{Hinfs, Variant};
 
 /// A data path. Every method is called with the inode's write lock held
@@ -138,7 +140,14 @@ pub enum FallocMode {
 }
 
 /// Names of the policies this build offers.
-pub const POLICIES: &[&str] = &["direct", "hinfs", "hinfs-wb", "hinfs-nclfw", "cow"];
+pub const POLICIES: &[&str] = &[
+    "direct",
+    "hinfs",
+    "hinfs-wb",
+    "hinfs-nclfw",
+    "cow",
+    "finelog",
+];
 
 /// The policy `opts` names, configured by the rest of `opts`.
 pub fn by_name<D: PmDevice>(opts: &MountOptions) -> Result<Box<dyn DataPolicy<D>>> {
@@ -148,8 +157,9 @@ pub fn by_name<D: PmDevice>(opts: &MountOptions) -> Result<Box<dyn DataPolicy<D>
         "hinfs-wb" => Ok(Box::new(Hinfs::new(Variant::WriteBuffer, opts))),
         "hinfs-nclfw" => Ok(Box::new(Hinfs::new(Variant::NoClfw, opts))),
         "cow" => Ok(Box::new(Cow)),
+        "finelog" => Ok(Box::new(Finelog)),
         _ => Err(FsError::InvalidArgument(
-            "unknown policy (known: direct, hinfs, hinfs-wb, hinfs-nclfw, cow)",
+            "unknown policy (known: direct, hinfs, hinfs-wb, hinfs-nclfw, cow, finelog)",
         )),
     }
 }

@@ -22,6 +22,13 @@ impl Tx {
         Tx::default()
     }
 
+    /// Encoded bytes (header included) of the largest transaction the
+    /// journals of `layout` take: what a caller sizing a transaction from
+    /// its data (finelog) must stay within.
+    pub fn capacity(layout: &Layout) -> usize {
+        MAX_TX_BYTES.min(layout.journal_bytes() as usize)
+    }
+
     /// Records new bytes for `[offset, offset + data.len())`.
     pub fn write(&mut self, offset: u64, data: &[u8]) {
         assert!(!data.is_empty());
