@@ -38,7 +38,9 @@ pub const OFF_SIZE: usize = 24;
 /// Byte offset of the block-map root.
 pub const OFF_MAP_ROOT: usize = 96;
 /// Byte offset of the zone commit number: the last multi-slice write whose
-/// zone descriptors are committed (format::zone).
+/// zone descriptors are committed (format::zone). It only grows, and a
+/// freed inode keeps it for the next file of that number, so a superseded
+/// descriptor of an earlier file can never become valid again.
 pub const OFF_ZONE_SEQ: usize = 240;
 
 const OFF_INLINE: usize = 128;

@@ -191,7 +191,7 @@ pub(super) fn store_first_line<D: PmDevice>(fs: &Core<D>, st: &InodeState) -> Re
 /// line that clwb evicted last time, and no flush. Every field in it is
 /// changed only under the inode lock, in DRAM and on PM alike, so the DRAM
 /// copy is the line's true value. The caller fences.
-fn write_first_line<D: PmDevice>(fs: &Core<D>, st: &InodeState) {
+pub(super) fn write_first_line<D: PmDevice>(fs: &Core<D>, st: &InodeState) {
     let base = fs.layout().inode_offset(st.ino);
     let full = st.disk.encode();
     fs.device().write_nt(base, &full[..64]);

@@ -8,6 +8,7 @@ mod cow;
 mod direct;
 mod finelog;
 mod hinfs;
+mod lawn;
 
 use crate::error::{FsError, Result};
 use crate::fs::{Core, MountOptions};
@@ -19,6 +20,7 @@ pub use cow::{Cow, CowStage};
 pub use direct::Direct;
 pub use finelog::Finelog;
 pub use hinfs::{Hinfs, Variant};
+pub use lawn::Lawn;
 
 /// A data path. Every method is called with the inode's write lock held
 /// (read lock for `read`).
@@ -147,6 +149,7 @@ pub const POLICIES: &[&str] = &[
     "hinfs-nclfw",
     "cow",
     "finelog",
+    "lawn",
 ];
 
 /// The policy `opts` names, configured by the rest of `opts`.
@@ -158,8 +161,9 @@ pub fn by_name<D: PmDevice>(opts: &MountOptions) -> Result<Box<dyn DataPolicy<D>
         "hinfs-nclfw" => Ok(Box::new(Hinfs::new(Variant::NoClfw, opts))),
         "cow" => Ok(Box::new(Cow)),
         "finelog" => Ok(Box::new(Finelog)),
+        "lawn" => Ok(Box::new(Lawn::new(opts))),
         _ => Err(FsError::InvalidArgument(
-            "unknown policy (known: direct, hinfs, hinfs-wb, hinfs-nclfw, cow, finelog)",
+            "unknown policy (known: direct, hinfs, hinfs-wb, hinfs-nclfw, cow, finelog, lawn)",
         )),
     }
 }

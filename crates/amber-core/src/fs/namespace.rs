@@ -165,6 +165,9 @@ impl<D: PmDevice> Core<D> {
         child.uid = n.owner.uid;
         child.gid = if setgid_dir { p.disk.gid } else { n.owner.gid };
         child.generation = old.generation.wrapping_add(1).max(1);
+        // The zone commit number carries over: superseded (DOOMED)
+        // descriptors of the number's last file stay dead (format::zone).
+        child.zone_seq = old.zone_seq;
         child.atime = now;
         child.mtime = now;
         child.ctime = now;
@@ -377,8 +380,9 @@ impl<D: PmDevice> Core<D> {
         }
     }
 
-    /// Records in `tx` the freeing of inode `st` (mode 0, generation kept
-    /// so a reused number gets a new generation). Returns its blocks.
+    /// Records in `tx` the freeing of inode `st` (mode 0; generation and
+    /// zone commit number kept, so a reused number gets a new generation
+    /// and continues the commit numbers). Returns its blocks.
     pub(crate) fn free_inode_tx(&self, tx: &mut Tx, st: &mut InodeState) -> Result<Vec<u64>> {
         let t = walk(
             &*self.dev,
@@ -393,6 +397,7 @@ impl<D: PmDevice> Core<D> {
         }
         let mut free = Inode::free();
         free.generation = st.disk.generation;
+        free.zone_seq = st.disk.zone_seq;
         tx.inode(&self.layout, st.ino, &free);
         Ok(blocks)
     }
@@ -402,9 +407,10 @@ impl<D: PmDevice> Core<D> {
         // Data the policy buffered for a file that no longer exists is
         // dropped, never written back.
         self.policy.forget(self, st);
-        let generation = st.disk.generation;
+        let (generation, zone_seq) = (st.disk.generation, st.disk.zone_seq);
         st.disk = Inode::free();
         st.disk.generation = generation;
+        st.disk.zone_seq = zone_seq;
         st.map = BlockIndex::default();
         st.dir = None;
         self.blocks.free_all(&blocks);

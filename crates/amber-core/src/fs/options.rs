@@ -157,7 +157,7 @@ impl MountOptions {
                 ("policy", _) => {
                     return Err(FsError::InvalidArgument(
                         "policy= takes one of the known policies (direct, hinfs, hinfs-wb, \
-                         hinfs-nclfw)",
+                         hinfs-nclfw, cow, finelog, lawn)",
                     ))
                 }
                 ("sync", None) => o.sync = true,

@@ -51,11 +51,11 @@ pub fn attach<D: PmDevice>(
         let fits =
             want.is_some_and(|w| w.slot == media.geo.slot_size && w.subzones == media.geo.subzones);
         if fits {
-            let zone = Zone::new(media);
-            for f in found {
-                zone.lock(f.sub as usize).bind(f.slot, f.ino, f.slice);
-            }
-            return Ok((Some(zone), cleared));
+            let valid: Vec<_> = found
+                .iter()
+                .map(|f| (f.sub, f.slot, f.ino, f.slice))
+                .collect();
+            return Ok((Some(Zone::new(media, &valid)), cleared));
         }
         fold_back(fs, &media, &found)?;
         remove(fs, &media)?;
@@ -231,11 +231,14 @@ fn create<D: PmDevice>(fs: &Core<D>, w: &ZoneOptions) -> Result<Zone> {
         let r = write_superblock(dev, &sb);
         fs.guard(r)?;
     }
-    Ok(Zone::new(ZoneMedia {
-        header,
-        geo,
-        chunks,
-    }))
+    Ok(Zone::new(
+        ZoneMedia {
+            header,
+            geo,
+            chunks,
+        },
+        &[],
+    ))
 }
 
 impl Zone {

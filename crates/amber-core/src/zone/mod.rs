@@ -152,7 +152,7 @@ impl SubZone {
 
     /// Up to `n` valid slots, least recently written first, with owners.
     pub fn oldest(&self, n: usize) -> Vec<(u32, u64, u32)> {
-        let mut out = Vec::with_capacity(n);
+        let mut out = Vec::with_capacity(n.min(self.slots.len() - self.free.len()));
         let mut at = self.lru_head;
         while at != NIL && out.len() < n {
             let s = &self.slots[at as usize];
@@ -200,16 +200,26 @@ pub struct Zone {
 }
 
 impl Zone {
-    fn new(media: ZoneMedia) -> Zone {
+    /// The zone of `media` with the slices recovery found valid, each
+    /// (sub-zone, slot, inode, slice), bound; every other slot is free.
+    fn new(media: ZoneMedia, valid: &[(u32, u32, u64, u32)]) -> Zone {
         let per = media.geo.slots_per_chunk;
+        let mut subs: Vec<SubZone> = media
+            .chunks
+            .into_iter()
+            .map(|row| SubZone::new(row, per))
+            .collect();
+        for &(sub, slot, ino, slice) in valid {
+            subs[sub as usize].bind(slot, ino, slice);
+        }
+        for z in &mut subs {
+            let slots = &z.slots;
+            z.free.retain(|&s| slots[s as usize].ino == 0);
+        }
         Zone {
             geo: media.geo,
             header: media.header,
-            subs: media
-                .chunks
-                .into_iter()
-                .map(|row| Mutex::new(SubZone::new(row, per)))
-                .collect(),
+            subs: subs.into_iter().map(Mutex::new).collect(),
         }
     }
 

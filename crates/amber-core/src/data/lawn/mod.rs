@@ -1,0 +1,551 @@
+//! The `lawn` policy: logless alternate writing (lawn.txt §4). A small
+//! overwrite is cut into slot-sized slices; a slice whose newest copy is in
+//! its file goes to a free slot of the zone, one whose newest copy is in a
+//! slot goes back to the file, and the descriptor store decides which copy
+//! counts. Each slice is written once and is atomic.
+//!
+//! Beyond the paper, a write() of several slices is atomic as a whole:
+//! its descriptors carry the sequence number `s = C + 1` of the file's
+//! next zone commit (`C` is the commit number in the inode) — new slots as
+//! valid once `C >= s`, superseded slots as DOOMED, valid while `C < s` —
+//! and one 8-byte store of `C = s` into the inode commits every slice at
+//! once. Whole blocks go by copy-on-write; when a write has both, one
+//! journal transaction carries the copy-on-write's pointer switch and the
+//! inode with its new commit number. docs/design.md §11 has the argument.
+//!
+//! Writes that grow the file go by `direct` (a pure append, atomic by its
+//! size store) or by copy-on-write (a write straddling the end); the slice
+//! holding the old end is written back first, since its slot would hide
+//! the bytes written past the end.
+
+mod background;
+mod slices;
+
+use super::cow::{write_cow, CowStage};
+use super::direct::{block_range, note_write, write_first_line, Direct, FSYNC_HEAVY_WRITES};
+use super::{DataPolicy, FallocMode};
+use crate::error::Result;
+use crate::fs::{Core, MountOptions};
+use crate::inode::InodeState;
+use crate::journal::Tx;
+use crate::zone::Zone;
+use amber_format::inode::OFF_ZONE_SEQ;
+use amber_format::zone::{Descriptor, MAX_SEQ};
+use amber_format::BLOCK_SIZE;
+use amber_pmem::PmDevice;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Weak};
+
+/// Slices are written with non-temporal stores from this size (as
+/// `direct` does for its writes).
+const NT_MIN: u64 = 256;
+/// Rounds of growing or writing back before a write that found no free
+/// slot goes by copy-on-write instead.
+const SLOT_ROUNDS: usize = 3;
+
+/// The LAWN policy.
+pub struct Lawn {
+    shared: Arc<background::Shared>,
+}
+
+/// Counters for the workbench.
+#[derive(Default)]
+struct Stats {
+    /// Slices written to a zone slot (their newest copy was in the file).
+    to_zone: AtomicU64,
+    /// Slices written to the file (their newest copy was in a slot).
+    to_file: AtomicU64,
+    /// Writes committed by the commit-number store or with a transaction.
+    multi_slice_writes: AtomicU64,
+    /// Writes that went (wholly or partly) by copy-on-write.
+    cow_writes: AtomicU64,
+    /// Slices written back to make room during a write.
+    evicted: AtomicU64,
+    /// Slices written back by the idle-time thread.
+    idle_written_back: AtomicU64,
+    /// Chunks added to sub-zones.
+    growths: AtomicU64,
+}
+
+/// One slice of a write.
+struct Piece {
+    slice: u32,
+    /// Slot holding its newest copy, if any.
+    old: Option<u32>,
+}
+
+impl Lawn {
+    pub fn new(opts: &MountOptions) -> Lawn {
+        Lawn {
+            shared: Arc::new(background::Shared::new(opts.zone)),
+        }
+    }
+
+    fn zone<D: PmDevice>(fs: &Core<D>) -> &Zone {
+        fs.zone().expect("lawn is mounted with its zone")
+    }
+
+    /// Slices of a write inside the file: the partial (head and tail)
+    /// blocks that are mapped go through the zone; whole blocks, holes and
+    /// blocks past what a descriptor can number go by copy-on-write, as
+    /// one run (only head and tail can be partial, so the run is
+    /// contiguous).
+    fn classify(
+        zone: &Zone,
+        st: &InodeState,
+        off: u64,
+        end: u64,
+    ) -> (Vec<u32>, Option<(u64, u64)>) {
+        let size = zone.geo.slot_size as u64;
+        let mut slices = Vec::new();
+        let mut run: Option<(u64, u64)> = None;
+        for fb in block_range(off, end) {
+            let bstart = fb * BLOCK_SIZE;
+            let s = off.max(bstart);
+            let e = end.min(bstart + BLOCK_SIZE);
+            let partial = s != bstart || e != bstart + BLOCK_SIZE;
+            if partial && st.map.get(fb).is_some() && (e - 1) / size <= u32::MAX as u64 {
+                slices.extend((s / size) as u32..=((e - 1) / size) as u32);
+            } else {
+                run = Some(run.map_or((fb, fb), |(a, _)| (a, fb)));
+            }
+        }
+        (slices, run)
+    }
+
+    /// Free slots for `need` slices of `st`'s sub-zone, growing it when its
+    /// free slots fall under the threshold and writing back the least
+    /// recently written slices (never `pieces`' own) when it cannot grow.
+    /// None when no slot can be had: the write then goes by copy-on-write.
+    fn take_slots<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        zone: &Zone,
+        st: &InodeState,
+        pieces: &[Piece],
+        need: usize,
+    ) -> Result<Option<Vec<u32>>> {
+        let idx = zone.sub_of(st.ino);
+        let grow_pct = fs.options().zone.grow_pct as u64;
+        let mut got = Vec::with_capacity(need);
+        for _ in 0..SLOT_ROUNDS {
+            {
+                let mut sub = zone.lock(idx);
+                while got.len() < need {
+                    match sub.take_free() {
+                        Some(s) => got.push(s),
+                        None => break,
+                    }
+                }
+                if (sub.free_count() as u64) * 100 < sub.slot_count() as u64 * grow_pct
+                    && zone.grow(fs, idx, &mut sub)?
+                {
+                    self.shared.stats.growths.fetch_add(1, Relaxed);
+                    continue;
+                }
+                if got.len() == need {
+                    return Ok(Some(got));
+                }
+            }
+            let keep = |s: u32| pieces.iter().any(|p| p.slice == s);
+            let n = need - got.len();
+            let freed = slices::write_back_oldest(fs, zone, idx, n, Some((st, &keep)))?;
+            self.shared.stats.evicted.fetch_add(freed as u64, Relaxed);
+        }
+        let mut sub = zone.lock(idx);
+        if got.len() == need {
+            return Ok(Some(got));
+        }
+        got.into_iter().for_each(|s| sub.give_back(s));
+        Ok(None)
+    }
+
+    /// A write by copy-on-write alone, after the slices of its blocks went
+    /// back to the file (the new blocks are built from the file's bytes).
+    fn by_cow<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        st: &mut InodeState,
+        off: u64,
+        data: &[u8],
+        sync: bool,
+    ) -> Result<usize> {
+        let zone = Self::zone(fs);
+        let end = off + data.len() as u64;
+        slices::flush_blocks(fs, zone, st, off / BLOCK_SIZE, (end - 1) / BLOCK_SIZE)?;
+        self.shared.stats.cow_writes.fetch_add(1, Relaxed);
+        write_cow(fs, st, off, data, sync)
+    }
+
+    /// An overwrite inside the file: its slices by alternate writing, its
+    /// whole blocks (if any) by copy-on-write, all committed at once.
+    fn overwrite<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        st: &mut InodeState,
+        off: u64,
+        data: &[u8],
+        sync: bool,
+    ) -> Result<usize> {
+        let zone = Self::zone(fs);
+        let end = off + data.len() as u64;
+        let (numbers, run) = Self::classify(zone, st, off, end);
+        if numbers.is_empty() {
+            return self.by_cow(fs, st, off, data, sync);
+        }
+        if let Some((first, last)) = run {
+            // Slices inside the run's blocks are superseded by its new
+            // blocks, which are built from the file.
+            slices::flush_blocks(fs, zone, st, first, last)?;
+        }
+        let idx = zone.sub_of(st.ino);
+        let mut pieces: Vec<Piece> = {
+            let sub = zone.lock(idx);
+            numbers
+                .iter()
+                .map(|&slice| Piece {
+                    slice,
+                    old: sub.lookup(st.ino, slice),
+                })
+                .collect()
+        };
+        let need = pieces.iter().filter(|p| p.old.is_none()).count();
+        let Some(mut fresh) = self.take_slots(fs, zone, st, &pieces, need)? else {
+            return self.by_cow(fs, st, off, data, sync);
+        };
+        let stage = match run {
+            Some((first, last)) => {
+                let old_size = st.disk.size;
+                let staged = CowStage::stage(fs, st, first, last, &mut |fb, buf| {
+                    let bstart = fb * BLOCK_SIZE;
+                    // Old bytes past the size were never visible: zeros.
+                    let visible = old_size.saturating_sub(bstart).min(BLOCK_SIZE);
+                    buf[visible as usize..].fill(0);
+                    let s = off.max(bstart);
+                    let e = end.min(bstart + BLOCK_SIZE);
+                    buf[(s - bstart) as usize..(e - bstart) as usize]
+                        .copy_from_slice(&data[(s - off) as usize..(e - off) as usize]);
+                });
+                match staged {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        let mut sub = zone.lock(idx);
+                        fresh.into_iter().for_each(|s| sub.give_back(s));
+                        return Err(e);
+                    }
+                }
+            }
+            None => None,
+        };
+        // Slots for the slices going to the zone, in order.
+        let mut new_slots = Vec::with_capacity(need);
+        for p in pieces.iter_mut().filter(|p| p.old.is_none()) {
+            let s = fresh.pop().expect("one slot per slice going to the zone");
+            new_slots.push((p.slice, s));
+        }
+        let multi = pieces.len() > 1 || stage.is_some();
+        let committed = st.disk.zone_seq;
+        let seq = if multi { committed + 1 } else { committed };
+        assert!(seq <= MAX_SEQ, "zone commit number exhausted");
+        let descs = self.write_slices(fs, zone, st, &pieces, &new_slots, off, data, multi, seq);
+        let mode_changed = note_write(st);
+        let stats = &self.shared.stats;
+        stats
+            .to_file
+            .fetch_add((pieces.len() - need) as u64, Relaxed);
+        stats.to_zone.fetch_add(need as u64, Relaxed);
+        if let Some(stage) = stage {
+            // Copy-on-write blocks and slices: one transaction switches
+            // the blocks and commits the slices with the inode.
+            stats.multi_slice_writes.fetch_add(1, Relaxed);
+            stats.cow_writes.fetch_add(1, Relaxed);
+            let mut d = st.disk.clone();
+            d.zone_seq = seq;
+            let mut tx = Tx::new();
+            stage.add_to_tx(fs, st.ino, &mut d, &mut tx)?;
+            fs.commit(tx)?;
+            st.disk = d;
+            stage.finish(fs, st);
+            st.times_dirty = false;
+        } else {
+            let eager = sync || st.writes_since_fsync <= FSYNC_HEAVY_WRITES || mode_changed;
+            if eager {
+                // Times (and a dropped set-id bit) ride on the data's fence.
+                write_first_line(fs, st);
+            }
+            fs.drain()?;
+            let dev = &**fs.device();
+            if multi {
+                stats.multi_slice_writes.fetch_add(1, Relaxed);
+                let at = fs.layout().inode_offset(st.ino) + OFF_ZONE_SEQ as u64;
+                dev.store_u64(at, seq);
+                dev.flush(at, 8);
+            } else {
+                // Algorithm 1: the descriptor store decides which copy counts.
+                match descs[0] {
+                    (at, Some(d)) => Zone::set_desc(dev, at, &d),
+                    (at, None) => Zone::clear_desc(dev, at),
+                }
+            }
+            fs.drain()?;
+            st.disk.zone_seq = seq;
+            st.times_dirty = !eager;
+        }
+        let mut sub = zone.lock(idx);
+        for p in &pieces {
+            if let Some(z) = p.old {
+                sub.unbind(z);
+            }
+        }
+        for &(slice, s) in &new_slots {
+            sub.bind(s, st.ino, slice);
+        }
+        Ok(data.len())
+    }
+
+    /// Writes every slice's new contents where Algorithm 1 sends it (the
+    /// file if its newest copy is in a slot, else the new slot), without a
+    /// fence. For a multi-slice write it also stores each descriptor with
+    /// `seq` (new slots pending, superseded slots DOOMED), none of which
+    /// changes what is valid until the commit. For a single slice it
+    /// returns the one descriptor store that commits it: (offset, new
+    /// descriptor) or (offset, None) to clear.
+    #[allow(clippy::too_many_arguments)]
+    fn write_slices<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        zone: &Zone,
+        st: &InodeState,
+        pieces: &[Piece],
+        new_slots: &[(u32, u32)],
+        off: u64,
+        data: &[u8],
+        multi: bool,
+        seq: u64,
+    ) -> Vec<(u64, Option<Descriptor>)> {
+        let dev = &**fs.device();
+        let l = fs.layout();
+        let size = zone.geo.slot_size as u64;
+        let end = off + data.len() as u64;
+        // Places under the sub-zone lock; the slots stay ours (taken, or
+        // bound to this locked file) until the DRAM update.
+        let places: Vec<(u64, u64, bool)> = {
+            let sub = zone.lock(zone.sub_of(st.ino));
+            pieces
+                .iter()
+                .map(|p| match p.old {
+                    Some(z) => {
+                        let (desc, data) = zone.place(&sub, z);
+                        (desc, data, true)
+                    }
+                    None => {
+                        let s = new_slots
+                            .iter()
+                            .find(|(slice, _)| *slice == p.slice)
+                            .expect("a slot for every new slice")
+                            .1;
+                        let (desc, data) = zone.place(&sub, s);
+                        (desc, data, false)
+                    }
+                })
+                .collect()
+        };
+        let mut img = vec![0u8; size as usize];
+        let mut out = Vec::with_capacity(pieces.len());
+        for (p, &(desc, slot_data, in_zone)) in pieces.iter().zip(&places) {
+            let start = p.slice as u64 * size;
+            let lo = off.max(start);
+            let hi = end.min(start + size);
+            let file_at = l.block_offset(st.map.get(start / BLOCK_SIZE).expect("mapped"))
+                + start % BLOCK_SIZE;
+            if lo != start || hi != start + size {
+                // Patch with the slice's newest bytes; past the size, zeros.
+                dev.read(if in_zone { slot_data } else { file_at }, &mut img);
+                let visible = st.disk.size.saturating_sub(start).min(size) as usize;
+                img[visible..].fill(0);
+            }
+            img[(lo - start) as usize..(hi - start) as usize]
+                .copy_from_slice(&data[(lo - off) as usize..(hi - off) as usize]);
+            let to = if in_zone { file_at } else { slot_data };
+            if size >= NT_MIN {
+                dev.write_nt(to, &img);
+            } else {
+                dev.write(to, &img);
+                dev.flush(to, size);
+            }
+            let d = Descriptor {
+                ino: st.ino as u32,
+                slice: p.slice,
+                seq,
+                doomed: in_zone,
+            };
+            if multi {
+                Zone::set_desc(dev, desc, &d);
+            }
+            out.push((desc, (!in_zone).then_some(d)));
+        }
+        out
+    }
+}
+
+impl<D: PmDevice> DataPolicy<D> for Lawn {
+    fn name(&self) -> &'static str {
+        "lawn"
+    }
+
+    /// The file's bytes, then the newest copies the zone holds over them.
+    fn read(&self, fs: &Core<D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
+        let n = Direct.read(fs, st, off, buf)?;
+        if n == 0 {
+            return Ok(0);
+        }
+        let zone = Self::zone(fs);
+        let size = zone.geo.slot_size as u64;
+        let end = off + n as u64;
+        let first = (off / size).min(u32::MAX as u64) as u32;
+        let last = ((end - 1) / size).min(u32::MAX as u64) as u32;
+        let found: Vec<(u64, u64)> = {
+            let sub = zone.lock(zone.sub_of(st.ino));
+            sub.range(st.ino, first, last)
+                .into_iter()
+                .map(|(slice, slot)| (slice as u64 * size, zone.place(&sub, slot).1))
+                .collect()
+        };
+        let dev = &**fs.device();
+        for (start, at) in found {
+            let lo = off.max(start);
+            let hi = end.min(start + size);
+            dev.read(
+                at + (lo - start),
+                &mut buf[(lo - off) as usize..(hi - off) as usize],
+            );
+        }
+        Ok(n)
+    }
+
+    fn write(
+        &self,
+        fs: &Core<D>,
+        st: &mut InodeState,
+        off: u64,
+        data: &[u8],
+        sync: bool,
+    ) -> Result<usize> {
+        self.shared.note_activity();
+        let end = off + data.len() as u64;
+        let old_size = st.disk.size;
+        if end <= old_size {
+            return self.overwrite(fs, st, off, data, sync);
+        }
+        // The size grows: the slice holding the old end goes back first.
+        slices::flush_from(fs, Self::zone(fs), st, old_size)?;
+        if off >= old_size {
+            return Direct.write(fs, st, off, data, sync);
+        }
+        self.by_cow(fs, st, off, data, sync)
+    }
+
+    /// Slices at or past the smaller of the two sizes go back first: they
+    /// would be cut, or hide bytes the new size exposes.
+    fn truncate(&self, fs: &Core<D>, st: &mut InodeState, size: u64) -> Result<()> {
+        slices::flush_from(fs, Self::zone(fs), st, size.min(st.disk.size))?;
+        Direct.truncate(fs, st, size)
+    }
+
+    fn fallocate(
+        &self,
+        fs: &Core<D>,
+        st: &mut InodeState,
+        off: u64,
+        len: u64,
+        mode: FallocMode,
+    ) -> Result<()> {
+        let zone = Self::zone(fs);
+        match mode {
+            FallocMode::PunchHole if len > 0 => {
+                let last = off.saturating_add(len - 1) / BLOCK_SIZE;
+                slices::flush_blocks(fs, zone, st, off / BLOCK_SIZE, last)?;
+            }
+            FallocMode::Allocate { keep_size: false } => {
+                slices::flush_from(fs, zone, st, st.disk.size)?;
+            }
+            _ => {}
+        }
+        Direct.fallocate(fs, st, off, len, mode)
+    }
+
+    fn sync_writes_are_complete(&self) -> bool {
+        true
+    }
+
+    fn atomic_writes(&self) -> bool {
+        true
+    }
+
+    fn uses_zone(&self) -> bool {
+        true
+    }
+
+    /// Data is durable on return; only times may wait in DRAM.
+    fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
+        Direct.fsync(fs, st)
+    }
+
+    fn spawn(&self, core: Weak<Core<D>>) {
+        background::spawn(&self.shared, core);
+    }
+
+    fn unmount(&self, _fs: &Core<D>) {
+        self.shared.stop();
+    }
+
+    /// The file is gone: its descriptors are cleared (durably, before its
+    /// inode number can be reused) without writing anything back.
+    fn forget(&self, fs: &Core<D>, st: &mut InodeState) {
+        let Some(zone) = fs.zone() else { return };
+        let mut sub = zone.lock(zone.sub_of(st.ino));
+        let all = sub.all_of(st.ino);
+        if all.is_empty() {
+            return;
+        }
+        let dev = &**fs.device();
+        for &(_, slot) in &all {
+            Zone::clear_desc(dev, zone.place(&sub, slot).0);
+        }
+        // A failed fence poisons the core; the descriptors are stale by
+        // then anyway (their inode is free), and mount clears stale ones.
+        let _ = fs.drain();
+        for (_, slot) in all {
+            sub.unbind(slot);
+        }
+    }
+
+    /// Writes back up to `max_blocks` slices (least recently written
+    /// first, sub-zone by sub-zone), as the idle-time thread does.
+    fn write_back(&self, fs: &Core<D>, max_blocks: u64) -> Result<u64> {
+        let zone = Self::zone(fs);
+        let mut done = 0u64;
+        for idx in 0..zone.count() {
+            let left = max_blocks.saturating_sub(done) as usize;
+            if left == 0 {
+                break;
+            }
+            done += slices::write_back_oldest(fs, zone, idx, left, None)? as u64;
+        }
+        Ok(done)
+    }
+
+    fn stats(&self) -> Vec<(String, u64)> {
+        let s = &self.shared.stats;
+        let get = |a: &AtomicU64| a.load(Relaxed);
+        vec![
+            ("to_zone".into(), get(&s.to_zone)),
+            ("to_file".into(), get(&s.to_file)),
+            ("multi_slice_writes".into(), get(&s.multi_slice_writes)),
+            ("cow_writes".into(), get(&s.cow_writes)),
+            ("evicted".into(), get(&s.evicted)),
+            ("idle_written_back".into(), get(&s.idle_written_back)),
+            ("zone_growths".into(), get(&s.growths)),
+        ]
+    }
+}

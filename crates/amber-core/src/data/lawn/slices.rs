@@ -1,0 +1,145 @@
+//! Moving slices between the zone and their files outside a write: the
+//! write-back of least-recently-used slices (idle time, a full zone, the
+//! tools), and the flush of a file's slices before an operation that does
+//! not go through the zone (truncate, hole punching, copy-on-write of the
+//! blocks they lie in).
+//!
+//! Each is Algorithm 1's to-file step with the zone's own copy: the slot's
+//! bytes go into the file while the descriptor still vouches for the slot,
+//! a fence, then the descriptor is cleared and fenced. A crash in between
+//! leaves the slot valid and its copy equal to the file's.
+
+use crate::error::Result;
+use crate::fs::Core;
+use crate::inode::InodeState;
+use crate::zone::Zone;
+use amber_format::BLOCK_SIZE;
+use amber_pmem::PmDevice;
+
+/// Writes `slices` (slice number, slot) of the file `st` (write-locked by
+/// the caller) back into it and frees their slots. Slots that no longer
+/// hold their slice are skipped.
+pub(super) fn write_back<D: PmDevice>(
+    fs: &Core<D>,
+    zone: &Zone,
+    st: &InodeState,
+    slices: &[(u32, u32)],
+) -> Result<usize> {
+    if slices.is_empty() {
+        return Ok(0);
+    }
+    let dev = &**fs.device();
+    let size = zone.geo.slot_size as u64;
+    let idx = zone.sub_of(st.ino);
+    let places: Vec<(u32, u64, u64, u64)> = {
+        let sub = zone.lock(idx);
+        slices
+            .iter()
+            .filter(|&&(slice, slot)| sub.holds(slot, st.ino, slice))
+            .map(|&(slice, slot)| {
+                let (desc, data) = zone.place(&sub, slot);
+                let off = slice as u64 * size;
+                let b = st
+                    .map
+                    .get(off / BLOCK_SIZE)
+                    .expect("a valid slice lies in a mapped block");
+                (
+                    slot,
+                    desc,
+                    data,
+                    fs.layout().block_offset(b) + off % BLOCK_SIZE,
+                )
+            })
+            .collect()
+    };
+    let mut buf = vec![0u8; size as usize];
+    for &(_, _, data, at) in &places {
+        dev.read(data, &mut buf);
+        dev.write(at, &buf);
+        dev.flush(at, size);
+    }
+    fs.drain()?;
+    for &(_, desc, _, _) in &places {
+        Zone::clear_desc(dev, desc);
+    }
+    fs.drain()?;
+    let mut sub = zone.lock(idx);
+    for &(slot, ..) in &places {
+        sub.unbind(slot);
+    }
+    Ok(places.len())
+}
+
+/// Writes back every slice of `st` in file blocks `[first, last]`.
+pub(super) fn flush_blocks<D: PmDevice>(
+    fs: &Core<D>,
+    zone: &Zone,
+    st: &InodeState,
+    first: u64,
+    last: u64,
+) -> Result<usize> {
+    let per = zone.geo.slices_per_block();
+    let lo = (first * per).min(u32::MAX as u64) as u32;
+    let hi = ((last + 1) * per - 1).min(u32::MAX as u64) as u32;
+    let slices = zone.lock(zone.sub_of(st.ino)).range(st.ino, lo, hi);
+    write_back(fs, zone, st, &slices)
+}
+
+/// Writes back every slice of `st` that ends past byte `from`.
+pub(super) fn flush_from<D: PmDevice>(
+    fs: &Core<D>,
+    zone: &Zone,
+    st: &InodeState,
+    from: u64,
+) -> Result<usize> {
+    let first = (from / zone.geo.slot_size as u64).min(u32::MAX as u64) as u32;
+    let slices = zone
+        .lock(zone.sub_of(st.ino))
+        .range(st.ino, first, u32::MAX);
+    write_back(fs, zone, st, &slices)
+}
+
+/// Writes back up to `n` of sub-zone `idx`'s least recently written
+/// slices, locking each owner in turn (never while holding the sub-zone).
+/// `held` is the file a writer holds locked, with the slices of it that
+/// must stay (its write's own); other owners are then only try-locked, so
+/// a writer cannot deadlock with another. Returns how many went back.
+pub(super) fn write_back_oldest<D: PmDevice>(
+    fs: &Core<D>,
+    zone: &Zone,
+    idx: usize,
+    n: usize,
+    held: Option<(&InodeState, &dyn Fn(u32) -> bool)>,
+) -> Result<usize> {
+    let victims = zone.lock(idx).oldest(n);
+    let mut done = 0;
+    let mut i = 0;
+    while i < victims.len() {
+        let ino = victims[i].1;
+        let mine: Vec<(u32, u32)> = victims[i..]
+            .iter()
+            .take_while(|v| v.1 == ino)
+            .map(|&(slot, _, slice)| (slice, slot))
+            .collect();
+        i += mine.len();
+        match held {
+            Some((st, keep)) if st.ino == ino => {
+                let ok: Vec<(u32, u32)> = mine.into_iter().filter(|(s, _)| !keep(*s)).collect();
+                done += write_back(fs, zone, st, &ok)?;
+            }
+            Some(_) => {
+                let r = fs.inode(ino)?;
+                let locked = r.try_write();
+                if let Some(st) = locked {
+                    done += write_back(fs, zone, &st, &mine)?;
+                }
+            }
+            None => {
+                let r = fs.inode(ino)?;
+                let st = r.write();
+                done += write_back(fs, zone, &st, &mine)?;
+            }
+        }
+    }
+    Ok(done)
+}
