@@ -18,13 +18,16 @@ pub use lifecycle::attach;
 pub use media::{slot_place, ZoneMedia};
 
 use amber_format::zone::{Descriptor, ZoneGeometry, MAX_CHUNKS};
+use amber_format::BLOCK_SIZE;
 use amber_pmem::PmDevice;
 use parking_lot::{Mutex, MutexGuard};
 use rustc_hash::FxHashMap;
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 
-/// No slot: the end of a list.
+/// No slot: the end of a list, or a slice not in the zone.
 const NIL: u32 = u32::MAX;
+/// Most slices per block (64-byte slots).
+const MAX_PER_BLOCK: usize = (BLOCK_SIZE / 64) as usize;
 
 #[derive(Clone, Copy)]
 struct Slot {
@@ -35,29 +38,50 @@ struct Slot {
     next: u32,
 }
 
+/// The slots holding a file block's slices.
+struct BlockSlots {
+    /// Bit i: slice i of the block is in the zone.
+    mask: u64,
+    slot: [u32; MAX_PER_BLOCK],
+}
+
 /// One sub-zone's DRAM state. Slot numbers count within the sub-zone.
 pub struct SubZone {
     chunks: Vec<u64>,
     slots: Vec<Slot>,
-    /// Free slots; the last is handed out next.
-    free: Vec<u32>,
+    /// Free slots, one bit each (set: free).
+    free: Vec<u64>,
+    free_count: u32,
+    /// The free pointer: where the search for a free slot starts, so
+    /// consecutive allocations get neighbouring slots (whose descriptors
+    /// share a cache line, one flush for several).
+    cursor: u32,
     /// Least recently written valid slot (the write-back end).
     lru_head: u32,
     lru_tail: u32,
-    /// The hash table: per file, its slices in the zone, ordered so a read
-    /// finds the slices of its range in one walk.
-    files: FxHashMap<u64, BTreeMap<u32, u32>>,
+    /// The hash table: (inode, file block) to the slot of each slice of
+    /// the block in the zone — one probe per block a read or write touches.
+    blocks: FxHashMap<(u64, u64), Box<BlockSlots>>,
+    /// Per file, its blocks with slices in the zone, ordered for range
+    /// walks (truncate, a file's write-back, unlink).
+    files: FxHashMap<u64, BTreeSet<u64>>,
+    per_block: u32,
 }
 
 impl SubZone {
-    fn new(chunks: Vec<u64>, per_chunk: u32) -> SubZone {
+    fn new(chunks: Vec<u64>, per_chunk: u32, per_block: u32) -> SubZone {
+        assert!(per_block as usize <= MAX_PER_BLOCK);
         let mut z = SubZone {
             chunks: Vec::new(),
             slots: Vec::new(),
             free: Vec::new(),
+            free_count: 0,
+            cursor: 0,
             lru_head: NIL,
             lru_tail: NIL,
+            blocks: FxHashMap::default(),
             files: FxHashMap::default(),
+            per_block,
         };
         for c in chunks {
             z.add_chunk(c, per_chunk);
@@ -78,8 +102,17 @@ impl SubZone {
         };
         self.slots
             .resize(self.slots.len() + per_chunk as usize, free);
-        // Hand out low slot numbers first.
-        self.free.extend((first..first + per_chunk).rev());
+        self.free.resize(self.slots.len().div_ceil(64), 0);
+        for s in first..first + per_chunk {
+            self.set_free(s);
+        }
+    }
+
+    fn set_free(&mut self, s: u32) {
+        let w = &mut self.free[(s / 64) as usize];
+        assert!(*w & 1 << (s % 64) == 0, "slot {s} freed twice");
+        *w |= 1 << (s % 64);
+        self.free_count += 1;
     }
 
     pub fn chunks(&self) -> &[u64] {
@@ -91,19 +124,43 @@ impl SubZone {
     }
 
     pub fn free_count(&self) -> u32 {
-        self.free.len() as u32
+        self.free_count
+    }
+
+    fn split(&self, slice: u32) -> (u64, usize) {
+        (
+            (slice / self.per_block) as u64,
+            (slice % self.per_block) as usize,
+        )
     }
 
     /// The slot holding `slice` of `ino`.
     pub fn lookup(&self, ino: u64, slice: u32) -> Option<u32> {
-        self.files.get(&ino)?.get(&slice).copied()
+        let (fb, i) = self.split(slice);
+        let b = self.blocks.get(&(ino, fb))?;
+        (b.mask & 1 << i != 0).then_some(b.slot[i])
     }
 
-    /// `ino`'s slices in `[first, last]` with their slots.
+    /// `ino`'s slices in `[first, last]` with their slots, in order.
     pub fn range(&self, ino: u64, first: u32, last: u32) -> Vec<(u32, u32)> {
-        self.files.get(&ino).map_or_else(Vec::new, |m| {
-            m.range(first..=last).map(|(&s, &z)| (s, z)).collect()
-        })
+        let mut out = Vec::new();
+        let Some(blocks) = self.files.get(&ino) else {
+            return out;
+        };
+        let (fb0, fb1) = (self.split(first).0, self.split(last).0);
+        for &fb in blocks.range(fb0..=fb1) {
+            let b = &self.blocks[&(ino, fb)];
+            let mut m = b.mask;
+            while m != 0 {
+                let i = m.trailing_zeros();
+                m &= m - 1;
+                let slice = fb as u32 * self.per_block + i;
+                if (first..=last).contains(&slice) {
+                    out.push((slice, b.slot[i as usize]));
+                }
+            }
+        }
+        out
     }
 
     /// Every slice of `ino` in the zone.
@@ -111,27 +168,65 @@ impl SubZone {
         self.range(ino, 0, u32::MAX)
     }
 
-    /// A free slot, taken.
+    /// A free slot, taken: the first free one at or after the free
+    /// pointer, which then moves past it.
     pub fn take_free(&mut self) -> Option<u32> {
-        self.free.pop()
+        if self.free_count == 0 {
+            return None;
+        }
+        let words = self.free.len();
+        let start = (self.cursor / 64) as usize;
+        // The cursor's own word first from the cursor's bit, then the
+        // others in turn, ending with the bits before the cursor.
+        for k in 0..=words {
+            let wi = (start + k) % words;
+            let mut w = self.free[wi];
+            if k == 0 {
+                w &= u64::MAX << (self.cursor % 64);
+            }
+            if w != 0 {
+                let s = wi as u32 * 64 + w.trailing_zeros();
+                self.free[wi] &= !(1 << (s % 64));
+                self.free_count -= 1;
+                self.cursor = (s + 1) % self.slot_count();
+                return Some(s);
+            }
+        }
+        unreachable!("free_count says a slot is free")
     }
 
     /// Returns a slot taken by `take_free` but never bound.
     pub fn give_back(&mut self, slot: u32) {
         assert_eq!(self.slots[slot as usize].ino, 0, "slot {slot} is bound");
-        self.free.push(slot);
+        self.set_free(slot);
     }
 
     /// Records that `slot` holds the newest copy of `slice` of `ino`, as
-    /// the most recently written.
+    /// the most recently written. The slot must not be free.
     pub fn bind(&mut self, slot: u32, ino: u64, slice: u32) {
         assert!(ino != 0);
+        assert!(
+            self.free[(slot / 64) as usize] & 1 << (slot % 64) == 0,
+            "binding free slot {slot}"
+        );
         let s = &mut self.slots[slot as usize];
         assert_eq!(s.ino, 0, "slot {slot} bound twice");
         s.ino = ino;
         s.slice = slice;
-        let old = self.files.entry(ino).or_default().insert(slice, slot);
-        assert!(old.is_none(), "slice {slice} of inode {ino} in two slots");
+        let (fb, i) = self.split(slice);
+        let b = self.blocks.entry((ino, fb)).or_insert_with(|| {
+            Box::new(BlockSlots {
+                mask: 0,
+                slot: [NIL; MAX_PER_BLOCK],
+            })
+        });
+        assert!(
+            b.mask & 1 << i == 0,
+            "slice {slice} of inode {ino} in two slots"
+        );
+        b.mask |= 1 << i;
+        b.slot[i] = slot;
+        self.files.entry(ino).or_default().insert(fb);
         self.push_tail(slot);
     }
 
@@ -141,18 +236,25 @@ impl SubZone {
         let Slot { ino, slice, .. } = self.slots[slot as usize];
         assert!(ino != 0, "slot {slot} is not bound");
         self.unlink(slot);
-        let m = self.files.get_mut(&ino).expect("bound file");
-        m.remove(&slice);
-        if m.is_empty() {
-            self.files.remove(&ino);
+        let (fb, i) = self.split(slice);
+        let b = self.blocks.get_mut(&(ino, fb)).expect("bound block");
+        b.mask &= !(1 << i);
+        b.slot[i] = NIL;
+        if b.mask == 0 {
+            self.blocks.remove(&(ino, fb));
+            let f = self.files.get_mut(&ino).expect("bound file");
+            f.remove(&fb);
+            if f.is_empty() {
+                self.files.remove(&ino);
+            }
         }
         self.slots[slot as usize].ino = 0;
-        self.free.push(slot);
+        self.set_free(slot);
     }
 
     /// Up to `n` valid slots, least recently written first, with owners.
     pub fn oldest(&self, n: usize) -> Vec<(u32, u64, u32)> {
-        let mut out = Vec::with_capacity(n.min(self.slots.len() - self.free.len()));
+        let mut out = Vec::with_capacity(n.min((self.slot_count() - self.free_count) as usize));
         let mut at = self.lru_head;
         while at != NIL && out.len() < n {
             let s = &self.slots[at as usize];
@@ -204,17 +306,17 @@ impl Zone {
     /// (sub-zone, slot, inode, slice), bound; every other slot is free.
     fn new(media: ZoneMedia, valid: &[(u32, u32, u64, u32)]) -> Zone {
         let per = media.geo.slots_per_chunk;
+        let per_block = media.geo.slices_per_block() as u32;
         let mut subs: Vec<SubZone> = media
             .chunks
             .into_iter()
-            .map(|row| SubZone::new(row, per))
+            .map(|row| SubZone::new(row, per, per_block))
             .collect();
         for &(sub, slot, ino, slice) in valid {
-            subs[sub as usize].bind(slot, ino, slice);
-        }
-        for z in &mut subs {
-            let slots = &z.slots;
-            z.free.retain(|&s| slots[s as usize].ino == 0);
+            let z = &mut subs[sub as usize];
+            z.free[(slot / 64) as usize] &= !(1 << (slot % 64));
+            z.free_count -= 1;
+            z.bind(slot, ino, slice);
         }
         Zone {
             geo: media.geo,
@@ -247,6 +349,20 @@ impl Zone {
     pub fn set_desc<D: PmDevice>(dev: &D, at: u64, d: &Descriptor) {
         dev.store_u128(at, d.encode());
         dev.flush(at, 16);
+    }
+
+    /// Stores several descriptors, then flushes each cache line they
+    /// touch once (neighbouring slots share lines). The caller fences.
+    pub fn set_descs<D: PmDevice>(dev: &D, descs: &[(u64, Descriptor)]) {
+        for (at, d) in descs {
+            dev.store_u128(*at, d.encode());
+        }
+        let mut lines: Vec<u64> = descs.iter().map(|(at, _)| at / 64).collect();
+        lines.sort_unstable();
+        lines.dedup();
+        for l in lines {
+            dev.flush(l * 64, 64);
+        }
     }
 
     /// Clears a descriptor and flushes it (the caller fences).

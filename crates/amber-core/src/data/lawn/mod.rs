@@ -36,9 +36,6 @@ use amber_pmem::PmDevice;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 
-/// Slices are written with non-temporal stores from this size (as
-/// `direct` does for its writes).
-const NT_MIN: u64 = 256;
 /// Rounds of growing or writing back before a write that found no free
 /// slot goes by copy-on-write instead.
 const SLOT_ROUNDS: usize = 3;
@@ -248,7 +245,11 @@ impl Lawn {
         let seq = if multi { committed + 1 } else { committed };
         assert!(seq <= MAX_SEQ, "zone commit number exhausted");
         let descs = self.write_slices(fs, zone, st, &pieces, &new_slots, off, data, multi, seq);
+        let before = (st.disk.mtime, st.disk.ctime);
         let mode_changed = note_write(st);
+        // The coarse clock often leaves the times as they were: then the
+        // inode's first line needs no store.
+        let times_changed = st.times_dirty || (st.disk.mtime, st.disk.ctime) != before;
         let stats = &self.shared.stats;
         stats
             .to_file
@@ -269,7 +270,7 @@ impl Lawn {
             st.times_dirty = false;
         } else {
             let eager = sync || st.writes_since_fsync <= FSYNC_HEAVY_WRITES || mode_changed;
-            if eager {
+            if eager && (times_changed || mode_changed) {
                 // Times (and a dropped set-id bit) ride on the data's fence.
                 write_first_line(fs, st);
             }
@@ -289,7 +290,7 @@ impl Lawn {
             }
             fs.drain()?;
             st.disk.zone_seq = seq;
-            st.times_dirty = !eager;
+            st.times_dirty = times_changed && !eager;
         }
         let mut sub = zone.lock(idx);
         for p in &pieces {
@@ -352,6 +353,7 @@ impl Lawn {
         };
         let mut img = vec![0u8; size as usize];
         let mut out = Vec::with_capacity(pieces.len());
+        let mut marks = Vec::with_capacity(if multi { pieces.len() } else { 0 });
         for (p, &(desc, slot_data, in_zone)) in pieces.iter().zip(&places) {
             let start = p.slice as u64 * size;
             let lo = off.max(start);
@@ -366,13 +368,8 @@ impl Lawn {
             }
             img[(lo - start) as usize..(hi - start) as usize]
                 .copy_from_slice(&data[(lo - off) as usize..(hi - off) as usize]);
-            let to = if in_zone { file_at } else { slot_data };
-            if size >= NT_MIN {
-                dev.write_nt(to, &img);
-            } else {
-                dev.write(to, &img);
-                dev.flush(to, size);
-            }
+            // Whole aligned cache lines: non-temporal stores, no flush.
+            dev.write_nt(if in_zone { file_at } else { slot_data }, &img);
             let d = Descriptor {
                 ino: st.ino as u32,
                 slice: p.slice,
@@ -380,10 +377,11 @@ impl Lawn {
                 doomed: in_zone,
             };
             if multi {
-                Zone::set_desc(dev, desc, &d);
+                marks.push((desc, d));
             }
             out.push((desc, (!in_zone).then_some(d)));
         }
+        Zone::set_descs(dev, &marks);
         out
     }
 }
