@@ -39,7 +39,10 @@ pub struct Row {
 struct Samples {
     ops_per_s: Vec<f64>,
     mib_per_s: Vec<f64>,
+    /// PM bytes per byte the workload wrote.
     write_amp: Vec<f64>,
+    /// PM bytes per write call (lawn.txt's bytes per I/O request).
+    pm_per_write: Vec<f64>,
     last: Outcome,
     verified: Verified,
     /// The policy's counters, summed over the timed runs (each run starts
@@ -154,9 +157,14 @@ fn measure(
             out.mib_per_s
                 .push((o.bytes_read + o.bytes_written) as f64 / secs / (1 << 20) as f64);
             if let (Some(b), Some(a)) = (before, t.pm_stats()) {
+                // Everything the file system stored to PM while the run
+                // was timed: data, logs, journal, metadata.
+                let pm = a.since(&b).bytes_written() as f64;
                 if o.bytes_written > 0 {
-                    out.write_amp
-                        .push(a.since(&b).bytes_written() as f64 / o.bytes_written as f64);
+                    out.write_amp.push(pm / o.bytes_written as f64);
+                }
+                if o.writes > 0 {
+                    out.pm_per_write.push(pm / o.writes as f64);
                 }
             }
             out.last = o;
@@ -184,8 +192,10 @@ fn records(plan: &Plan, params: &Params, targets: &[&dyn Target], samples: &[Sam
         let notes = vec![
             params.describe(),
             format!(
-                "per repetition: {} ops, {:.1} MiB read, {:.1} MiB written; {} warm-up run(s)",
+                "per repetition: {} ops ({} write calls), {:.1} MiB read, {:.1} MiB written; \
+                 {} warm-up run(s)",
                 s.last.ops,
+                s.last.writes,
                 s.last.bytes_read as f64 / (1 << 20) as f64,
                 s.last.bytes_written as f64 / (1 << 20) as f64,
                 plan.warmup
@@ -202,6 +212,7 @@ fn records(plan: &Plan, params: &Params, targets: &[&dyn Target], samples: &[Sam
             ("throughput", "ops/s", &s.ops_per_s),
             ("bandwidth", "MiB/s", &s.mib_per_s),
             ("write_amplification", "PM B/B", &s.write_amp),
+            ("pm_bytes_per_write", "PM B/op", &s.pm_per_write),
         ];
         for (metric, unit, xs) in metrics {
             if xs.is_empty() {

@@ -224,3 +224,59 @@ fn bad_parameters_are_refused_before_anything_runs() {
     assert!(workload::validate("populate", &tiny("fileserver")).is_err());
     assert!(workload::defaults("nope").is_err());
 }
+
+#[test]
+fn pm_bytes_per_write_counts_every_pm_byte_per_write_call() {
+    let dir = TempDir::new().unwrap();
+    let (amber, posix) = targets(&dir);
+    let mut p = tiny("randwrite");
+    p.threads = 1;
+    p.fsync = Fsync::Every;
+    let plan = Plan {
+        workload: "randwrite".into(),
+        params: p.clone(),
+        threads: vec![1, 2],
+        reps: 2,
+        warmup: 0,
+    };
+    let rows = compare::run(&plan, &[&amber, &posix], &mut |_| {}).unwrap();
+    for threads in [1, 2] {
+        let of = |t: &str, m: &str| {
+            rows.iter().find(|r| {
+                r.record.threads == threads
+                    && r.record.target.starts_with(t)
+                    && r.record.metric == m
+            })
+        };
+        let per_write = of("amberfs:", "pm_bytes_per_write").expect("amber has PM accounting");
+        assert_eq!(per_write.record.unit, "PM B/op");
+        // Each write call stores its whole request to PM, and more
+        // (whatever the policy needs to make it durable) counts too.
+        assert!(
+            per_write.record.value >= p.io_size as f64,
+            "{} PM bytes per {}-byte write",
+            per_write.record.value,
+            p.io_size
+        );
+        // randwrite's write calls are all io_size bytes, so per write is
+        // per byte times io_size, sample by sample.
+        let wa = of("amberfs:", "write_amplification").unwrap();
+        let scaled = wa.record.value * p.io_size as f64;
+        assert!((per_write.record.value - scaled).abs() < 1e-6 * scaled);
+        assert!(of("posix:", "pm_bytes_per_write").is_none(), "no PM there");
+    }
+
+    // A timed phase without writes has no bytes per write to report.
+    p.read_ratio = 10;
+    let plan = Plan {
+        params: p,
+        threads: vec![1],
+        ..plan
+    };
+    let rows = compare::run(&plan, &[&amber, &posix], &mut |_| {}).unwrap();
+    assert!(rows.iter().any(|r| r.record.metric == "throughput"));
+    assert!(rows.iter().all(
+        |r| r.record.metric != "pm_bytes_per_write" && r.record.metric != "write_amplification"
+    ));
+    amber.destroy().unwrap();
+}

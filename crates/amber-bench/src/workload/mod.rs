@@ -225,6 +225,9 @@ pub struct Outcome {
     pub ops: u64,
     pub bytes_read: u64,
     pub bytes_written: u64,
+    /// Write calls (`write_at` and appends) issued to the target: what
+    /// lawn.txt's Figure 6 calls I/O requests.
+    pub writes: u64,
     /// From the moment all threads start to the moment the last finishes.
     pub elapsed: Duration,
 }
@@ -599,6 +602,7 @@ struct Exec<'a> {
     sink: u64,
     read: u64,
     written: u64,
+    writes: u64,
 }
 
 impl Exec<'_> {
@@ -629,21 +633,24 @@ impl Exec<'_> {
             } => {
                 let (pat, io) = (self.pat, self.io);
                 let f = self.file(file)?;
-                let mut done = 0;
+                let (mut done, mut calls) = (0, 0);
                 while done < len {
                     let n = io.min(len - done);
                     f.write_at(pat.slice(file, ver, off + done, n), off + done)?;
                     done += n;
+                    calls += 1;
                 }
                 if sync {
                     f.fsync()?;
                 }
                 self.written += len;
+                self.writes += calls;
             }
             Op::Append { file, off, len } => {
                 let pat = self.pat;
                 self.file(file)?.append(pat.slice(file, 0, off, len))?;
                 self.written += len;
+                self.writes += 1;
             }
             Op::AppendLog { len } => {
                 if self.log.is_none() {
@@ -652,6 +659,7 @@ impl Exec<'_> {
                 let rec = self.pat.slice(LOG, 0, 0, len);
                 self.log.as_mut().expect("opened").append(rec)?;
                 self.written += len;
+                self.writes += 1;
             }
             Op::Read { file, off, len } => {
                 let io = self.io;
@@ -802,6 +810,7 @@ impl<F: Flow> FlowSession<'_, F> {
                             sink: 0,
                             read: 0,
                             written: 0,
+                            writes: 0,
                         };
                         let mut ops = Vec::new();
                         let mut count = 0u64;
@@ -828,6 +837,7 @@ impl<F: Flow> FlowSession<'_, F> {
                                 ops: count,
                                 bytes_read: ex.read,
                                 bytes_written: ex.written,
+                                writes: ex.writes,
                                 elapsed,
                             },
                         ))
@@ -849,6 +859,7 @@ impl<F: Flow> FlowSession<'_, F> {
             total.ops += o.ops;
             total.bytes_read += o.bytes_read;
             total.bytes_written += o.bytes_written;
+            total.writes += o.writes;
             total.elapsed = total.elapsed.max(o.elapsed);
         }
         Ok(total)
