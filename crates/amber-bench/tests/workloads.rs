@@ -222,6 +222,18 @@ fn bad_parameters_are_refused_before_anything_runs() {
     p.files = 3;
     assert!(workload::validate("fileserver", &p).is_err());
     assert!(workload::validate("populate", &tiny("fileserver")).is_err());
+    let mut p = tiny("fileserver");
+    p.prewrite = 10;
+    assert!(workload::validate("fileserver", &p)
+        .unwrap_err()
+        .contains("randwrite only"));
+    let mut p = tiny("randwrite");
+    p.prewrite = 1 << 40;
+    assert!(workload::validate("randwrite", &p)
+        .unwrap_err()
+        .contains("at most"));
+    p.prewrite = 1000;
+    assert!(workload::validate("randwrite", &p).is_ok());
     assert!(workload::defaults("nope").is_err());
 }
 
@@ -278,5 +290,83 @@ fn pm_bytes_per_write_counts_every_pm_byte_per_write_call() {
     assert!(rows.iter().all(
         |r| r.record.metric != "pm_bytes_per_write" && r.record.metric != "write_amplification"
     ));
+    amber.destroy().unwrap();
+}
+
+/// Reads a whole file through the target.
+fn read_all(t: &dyn Target, path: &str) -> Vec<u8> {
+    let mut f = t.open(path, false).unwrap();
+    let mut buf = vec![0u8; f.size().unwrap() as usize];
+    assert_eq!(f.read_at(&mut buf, 0).unwrap(), buf.len());
+    buf
+}
+
+#[test]
+fn prewrite_scatters_writes_untimed_and_verification_checks_them() {
+    let dir = TempDir::new().unwrap();
+    let (amber, posix) = targets(&dir);
+    let mut p = tiny("randwrite");
+    p.fsync = Fsync::Every;
+    p.read_ratio = 10;
+    let plain = p.clone();
+    p.prewrite = 200;
+    for threads in [1, 2] {
+        let (p, plain) = (
+            Params {
+                threads,
+                ..p.clone()
+            },
+            Params {
+                threads,
+                ..plain.clone()
+            },
+        );
+        // The same file set without and with the untimed writes.
+        let mut before = workload::session("randwrite", &posix, &plain).unwrap();
+        before.setup().unwrap();
+        let mut s = workload::session("randwrite", &amber, &p).unwrap();
+        s.setup().unwrap();
+        let path = files(&amber, "wl-randwrite").remove(0);
+        let old = read_all(&posix, &path);
+        let new = read_all(&amber, &path);
+        assert_eq!(old.len(), new.len());
+        let unit = p.io_size as usize;
+        let changed: Vec<usize> = (0..old.len() / unit)
+            .filter(|b| old[b * unit..(b + 1) * unit] != new[b * unit..(b + 1) * unit])
+            .collect();
+        // 200 writes over 512 blocks: some land twice, none is lost.
+        assert!(
+            changed.len() > 100 && changed.len() <= 200,
+            "{}",
+            changed.len()
+        );
+        // Every thread wrote in its stripe.
+        let stripe = old.len() / unit / threads;
+        for t in 0..threads {
+            assert!(
+                changed.iter().any(|b| b / stripe == t),
+                "thread {t} wrote nothing"
+            );
+        }
+
+        // The timed runs only read.
+        amber.reset().unwrap();
+        let o = s.run_once().unwrap();
+        assert!(o.ops > 0 && o.bytes_read == o.ops * p.io_size);
+        assert_eq!((o.writes, o.bytes_written), (0, 0));
+        s.verify().unwrap();
+
+        // A prewritten block that reads back as before the prewrite (a
+        // lost write) fails verification.
+        let b = changed[changed.len() / 2];
+        let mut f = amber.open(&path, false).unwrap();
+        f.write_at(&old[b * unit..(b + 1) * unit], (b * unit) as u64)
+            .unwrap();
+        drop(f);
+        let err = s.verify().expect_err("lost write caught").to_string();
+        assert!(err.contains("content differs"), "{err}");
+        s.cleanup().unwrap();
+        before.cleanup().unwrap();
+    }
     amber.destroy().unwrap();
 }

@@ -176,3 +176,83 @@ fn bad_targets_and_parameters_say_why() {
     ]);
     assert!(e.contains("not a directory"), "{e}");
 }
+
+#[test]
+fn randwrite_reads_after_prewrite_with_mount_options_in_the_target() {
+    let tmp = TempDir::new().unwrap();
+    let dir = tmp.path().to_str().unwrap();
+    let json = format!("{dir}/out.json");
+    let common = [
+        "bench",
+        "compare",
+        "--workload",
+        "randwrite",
+        "--target",
+        "amberfs:direct",
+        "--target",
+        "amberfs:hinfs,buffer=16M",
+        "--file-size",
+        "1M",
+        "--io-size",
+        "1K",
+        "--ops",
+        "300",
+        "--threads",
+        "1,2",
+        "--reps",
+        "1",
+        "--warmup",
+        "0",
+        "--pool-dir",
+        dir,
+        "--pool-size",
+        "64M",
+        "--json",
+        &json,
+    ];
+    let mut args = common.to_vec();
+    args.extend(["--read-ratio", "10", "--prewrite", "500"]);
+    let doc = run_json(&args, &json);
+    let recs = doc["records"].as_array().unwrap();
+    let metrics: Vec<&str> = recs.iter().map(|r| r["metric"].as_str().unwrap()).collect();
+    assert_eq!(
+        metrics,
+        ["throughput", "bandwidth"].repeat(4),
+        "reads only: no PM bytes per write"
+    );
+    assert!(recs
+        .iter()
+        .any(|r| r["target"] == "amberfs:hinfs,buffer=16M"
+            && r["policy"] == "hinfs"
+            && r["threads"] == 2));
+    for r in recs {
+        let notes = r["notes"].to_string();
+        assert!(
+            notes.contains("prewrite=500") && notes.contains("seed="),
+            "{notes}"
+        );
+    }
+
+    // Writes only: bytes per write from the device, per target.
+    let doc = run_json(&common, &json);
+    let per_write: Vec<f64> = doc["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["metric"] == "pm_bytes_per_write")
+        .map(|r| r["value"].as_f64().unwrap())
+        .collect();
+    assert_eq!(per_write.len(), 4);
+    assert!(per_write.iter().all(|b| *b >= 1024.0), "{per_write:?}");
+
+    // A mount option the core does not know stops the run before it starts.
+    let mut args = common.to_vec();
+    args[7] = "amberfs:direct,lawn_slot=64";
+    let out = amberfs(&args);
+    assert_eq!(out.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains("amberfs:direct,lawn_slot=64") && e.contains("unknown mount option"),
+        "{e}"
+    );
+}

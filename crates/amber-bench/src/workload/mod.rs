@@ -113,6 +113,11 @@ pub struct Params {
     pub limit: Limit,
     /// randwrite: reads per ten operations (lawn's 3/7, 5/5, 7/3 mixes).
     pub read_ratio: u32,
+    /// randwrite: random writes over the file after setup, untimed and
+    /// split over the threads like the timed ops, so that the timed runs
+    /// (`read_ratio` 10: reads only) read a file a policy has scattered
+    /// (lawn.txt Figure 5(e)). 0: none.
+    pub prewrite: u64,
     pub fsync: Fsync,
     pub seed: u64,
 }
@@ -126,13 +131,14 @@ impl Params {
             Limit::Complete => "until done".into(),
         };
         format!(
-            "files={} file_size={} io_size={} append_size={} dir_width={} {limit} read_ratio={}/10 fsync={} seed={}",
+            "files={} file_size={} io_size={} append_size={} dir_width={} {limit} read_ratio={}/10 prewrite={} fsync={} seed={}",
             self.files,
             self.file_size,
             self.io_size,
             self.append_size,
             self.dir_width,
             self.read_ratio,
+            self.prewrite,
             self.fsync,
             self.seed
         )
@@ -161,6 +167,14 @@ fn unknown(name: &str) -> String {
 
 /// Largest single I/O the workbench issues; bounds the pattern buffer.
 const MAX_IO: u64 = 64 << 20;
+
+/// Most untimed writes before the timed runs (`--prewrite`): hours at
+/// the slowest emulated media, so a typo does not run for days.
+const MAX_PREWRITE: u64 = 1 << 30;
+
+/// The random stream of the untimed writes (`--prewrite`), apart from the
+/// timed rounds' streams (`round << 20`).
+const PREWRITE_STREAM: u64 = 1 << 63;
 
 /// Rejects parameters a workload cannot run with, before any pool is made.
 pub fn validate(name: &str, p: &Params) -> Result<(), String> {
@@ -207,6 +221,12 @@ pub fn validate(name: &str, p: &Params) -> Result<(), String> {
     }
     if name != "randwrite" && p.read_ratio != 0 {
         return Err("--read-ratio applies to randwrite only".into());
+    }
+    if name != "randwrite" && p.prewrite != 0 {
+        return Err("--prewrite applies to randwrite only".into());
+    }
+    if p.prewrite > MAX_PREWRITE {
+        return Err(format!("--prewrite must be at most {MAX_PREWRITE} writes"));
     }
     match name {
         "randwrite" => randwrite::validate(p),
@@ -777,12 +797,13 @@ impl<F: Flow> FlowSession<'_, F> {
         Ok(())
     }
 
-    fn run_threads(&mut self) -> io::Result<Outcome> {
-        let threads = self.p.threads;
+    /// Runs every thread's loop under `p` (the session's parameters, or
+    /// the prewrite's), each thread's random stream drawn from `stream`.
+    fn run_threads(&mut self, p: &Params, stream: u64) -> io::Result<Outcome> {
+        let threads = p.threads;
         let barrier = Barrier::new(threads);
-        let round = self.rounds;
         let states = std::mem::take(&mut self.states);
-        let (flow, p, t, layout, pat) = (&self.flow, &self.p, self.t, &self.layout, &self.pat);
+        let (flow, t, layout, pat) = (&self.flow, self.t, &self.layout, &self.pat);
         let results: Vec<io::Result<(F::State, Outcome)>> = std::thread::scope(|scope| {
             let handles: Vec<_> = states
                 .into_iter()
@@ -796,9 +817,8 @@ impl<F: Flow> FlowSession<'_, F> {
                             }
                             Limit::Duration(_) | Limit::Complete => u64::MAX,
                         };
-                        let mut rng = SplitMix64::new(
-                            SplitMix64::new(p.seed ^ (round << 20) ^ i as u64).next_u64(),
-                        );
+                        let mut rng =
+                            SplitMix64::new(SplitMix64::new(p.seed ^ stream ^ i as u64).next_u64());
                         let mut ex = Exec {
                             t,
                             layout,
@@ -878,7 +898,18 @@ impl<F: Flow> Session for FlowSession<'_, F> {
         self.states = (0..self.p.threads)
             .map(|i| self.flow.init(&self.p, i))
             .collect();
-        self.materialize()
+        self.materialize()?;
+        if self.p.prewrite > 0 {
+            // The flow's own writes, so the model knows what they stored.
+            let pre = Params {
+                limit: Limit::Ops(self.p.prewrite),
+                read_ratio: 0,
+                ..self.p.clone()
+            };
+            let done = self.run_threads(&pre, PREWRITE_STREAM)?;
+            assert_eq!(done.writes, self.p.prewrite, "prewrite ops are writes");
+        }
+        Ok(())
     }
 
     fn prepare(&mut self) -> io::Result<()> {
@@ -889,7 +920,8 @@ impl<F: Flow> Session for FlowSession<'_, F> {
     }
 
     fn run_once(&mut self) -> io::Result<Outcome> {
-        let out = self.run_threads();
+        let p = self.p.clone();
+        let out = self.run_threads(&p, self.rounds << 20);
         self.rounds += 1;
         out
     }

@@ -29,6 +29,7 @@ pub fn defaults() -> Params {
         threads: 1,
         limit: Limit::Complete,
         read_ratio: 0,
+        prewrite: 0,
         fsync: Fsync::None,
         seed: 42,
     }

@@ -8,6 +8,10 @@
 //! * 128 B requests (`--io-size`, 128..=4096): lawn's smallest, where its
 //!   9.5-12x gains are reported;
 //! * `--read-ratio 0` (reads per ten ops: 3, 5 and 7 give lawn's mixes);
+//! * `--read-ratio 10 --prewrite N` for lawn's random reads (Figure 5(e)):
+//!   N untimed random writes after setup fill a lawn zone with slices and
+//!   scatter a copy-on-write file's blocks; the timed runs then only read
+//!   (the verification pass checks every block the prewrite wrote);
 //! * `--fsync every`: lawn's writes are synchronous; `N` or `none` relax it;
 //! * one 256 MiB file: lawn uses 60 GB (five times its DRAM) to defeat the
 //!   page cache; a directory target should be dropped from the cache
@@ -30,6 +34,7 @@ pub fn defaults() -> Params {
         threads: 1,
         limit: Limit::Ops(200_000),
         read_ratio: 0,
+        prewrite: 0,
         fsync: Fsync::Every,
         seed: 42,
     }

@@ -28,6 +28,7 @@ pub fn defaults() -> Params {
         threads: 1,
         limit: Limit::Ops(100_000),
         read_ratio: 0,
+        prewrite: 0,
         fsync: super::Fsync::Every,
         seed: 42,
     }

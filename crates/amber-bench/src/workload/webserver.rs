@@ -29,6 +29,7 @@ pub fn defaults() -> Params {
         threads: 1,
         limit: Limit::Ops(200_000),
         read_ratio: 0,
+        prewrite: 0,
         fsync: super::Fsync::None,
         seed: 42,
     }

@@ -58,6 +58,10 @@ pub struct RunArgs {
     /// randwrite: reads per ten operations (3, 5, 7: lawn's mixes).
     #[arg(long)]
     read_ratio: Option<u32>,
+    /// randwrite: this many random writes after setup, untimed (then
+    /// `--read-ratio 10` times random reads of a scattered file).
+    #[arg(long, value_name = "OPS")]
+    prewrite: Option<u64>,
     /// randwrite and populate: `every`, `none` or N (after every Nth write).
     #[arg(long)]
     fsync: Option<String>,
@@ -135,6 +139,7 @@ fn params(name: &str, a: &RunArgs) -> CliResult<Params> {
         threads: a.threads[0],
         limit,
         read_ratio: a.read_ratio.unwrap_or(d.read_ratio),
+        prewrite: a.prewrite.unwrap_or(d.prewrite),
         fsync,
         seed: a.seed.unwrap_or(d.seed),
     };
