@@ -85,6 +85,21 @@ impl Results {
             .map_err(|e| format!("{} is not a results file: {e}", path.display()))
     }
 
+    /// Several results files as one, for a figure drawn from several
+    /// runs (a sweep run as one command per point): the records in order,
+    /// the first run's machine facts, and every run's command line.
+    pub fn merge(parts: Vec<Results>) -> Option<Results> {
+        let mut parts = parts.into_iter();
+        let mut all = parts.next()?;
+        for p in parts {
+            if !all.run.command.split(" ; ").any(|c| c == p.run.command) {
+                all.run.command = format!("{} ; {}", all.run.command, p.run.command);
+            }
+            all.records.extend(p.records);
+        }
+        Some(all)
+    }
+
     pub fn write_json(&self, path: &std::path::Path) -> Result<(), String> {
         let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
         std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
@@ -110,5 +125,49 @@ pub fn print_table(records: &[Record]) {
         for n in &r.notes {
             println!("{:<22} {}", "", n);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::summarize;
+
+    fn results(command: &str, targets: &[&str]) -> Results {
+        Results {
+            run: RunInfo::collect(command.into(), "clwb".into()),
+            records: targets
+                .iter()
+                .map(|t| Record {
+                    benchmark: "randwrite".into(),
+                    target: t.to_string(),
+                    policy: "direct".into(),
+                    preset: "pcm".into(),
+                    threads: 1,
+                    metric: "bandwidth".into(),
+                    value: 1.0,
+                    unit: "MiB/s".into(),
+                    summary: summarize(&[1.0]),
+                    notes: vec![command.into()],
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn merge_keeps_every_record_and_every_command_once() {
+        assert!(Results::merge(Vec::new()).is_none());
+        let m = Results::merge(vec![
+            results("amberfs bench compare --io-size 128", &["a", "b"]),
+            results("amberfs bench compare --io-size 256", &["a"]),
+            results("amberfs bench compare --io-size 128", &["c"]),
+        ])
+        .unwrap();
+        let targets: Vec<&str> = m.records.iter().map(|r| r.target.as_str()).collect();
+        assert_eq!(targets, ["a", "b", "a", "c"]);
+        assert_eq!(
+            m.run.command,
+            "amberfs bench compare --io-size 128 ; amberfs bench compare --io-size 256"
+        );
     }
 }

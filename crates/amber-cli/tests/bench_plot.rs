@@ -60,3 +60,62 @@ fn foundation_json_plots_as_bars_and_lines() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-target"));
 }
+
+#[test]
+fn a_sweep_run_point_by_point_plots_as_one_figure_per_thread_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = env!("CARGO_BIN_EXE_amberfs");
+    let d = dir.path().to_str().unwrap();
+    let mut inputs = Vec::new();
+    for size in ["128", "256"] {
+        let json = format!("{d}/rw-{size}.json");
+        let out = Command::new(bin)
+            .args(["bench", "--quiet", "compare", "--workload", "randwrite"])
+            .args(["--target", "amberfs:direct", "--target", "amberfs:hinfs"])
+            .args(["--io-size", size, "--file-size", "256K", "--ops", "100"])
+            .args(["--threads", "1,2", "--reps", "1", "--warmup", "0"])
+            .args(["--pool-dir", d, "--pool-size", "64M", "--json", &json])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        inputs.push(json);
+    }
+    let plot = |threads: &str| {
+        let mut c = Command::new(bin);
+        c.args(["bench", "plot", "--kind", "lines", "--x", "io_size"])
+            .args(["--metric", "bandwidth", "--threads", threads]);
+        for i in &inputs {
+            c.args(["--input", i]);
+        }
+        c.args(["--out", &format!("{d}/fig-{threads}")])
+            .output()
+            .unwrap()
+    };
+    let out = plot("2");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let csv = std::fs::read_to_string(format!("{d}/fig-2.csv")).unwrap();
+    // Both runs' commands, then 2 sizes x 2 targets at 2 threads.
+    assert_eq!(csv.lines().next().unwrap().matches("--io-size").count(), 2);
+    let rows: Vec<&str> = csv
+        .lines()
+        .filter(|l| l.starts_with("randwrite,"))
+        .collect();
+    assert_eq!(rows.len(), 4, "{csv}");
+    assert!(rows.iter().all(|r| r.contains(",2,bandwidth,")), "{csv}");
+    assert!(rows.iter().any(|r| r.contains("io_size=128 ")));
+    assert!(rows.iter().any(|r| r.contains("io_size=256 ")));
+    let svg = std::fs::read_to_string(format!("{d}/fig-2.svg")).unwrap();
+    assert!(svg.contains("amberfs:hinfs"));
+
+    let out = plot("3");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--threads"));
+}

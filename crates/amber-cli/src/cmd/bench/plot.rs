@@ -20,9 +20,10 @@ enum Kind {
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A results file written by a suite's --json.
-    #[arg(long)]
-    input: PathBuf,
+    /// A results file written by a suite's --json; repeat it to draw
+    /// several runs (a sweep, one run per point) in one figure.
+    #[arg(long, required = true)]
+    input: Vec<PathBuf>,
     #[arg(long, value_enum, default_value = "bars")]
     kind: Kind,
     /// Target every bar is divided by (default: each group's first
@@ -38,6 +39,9 @@ pub struct Args {
     /// Only this metric (e.g. throughput, bandwidth).
     #[arg(long)]
     metric: Option<String>,
+    /// Only these thread counts (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    threads: Vec<u32>,
     /// Figure title (default: the suite and preset).
     #[arg(long)]
     title: Option<String>,
@@ -47,15 +51,23 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> CliResult<ExitCode> {
-    let mut results = Results::read(&a.input).map_err(CliError::new)?;
+    let parts = a
+        .input
+        .iter()
+        .map(|p| Results::read(p))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(CliError::new)?;
+    let mut results = Results::merge(parts).expect("clap requires an --input");
     results.records.retain(|r| {
         (a.benchmark.is_empty() || a.benchmark.contains(&r.benchmark))
             && a.metric.iter().all(|m| *m == r.metric)
+            && (a.threads.is_empty() || a.threads.contains(&r.threads))
     });
     if results.records.is_empty() {
+        let inputs: Vec<String> = a.input.iter().map(|p| p.display().to_string()).collect();
         return Err(CliError::new(format!(
-            "no records in {} match --benchmark/--metric",
-            a.input.display()
+            "no records in {} match --benchmark/--metric/--threads",
+            inputs.join(", ")
         )));
     }
     let title = a.title.unwrap_or_else(|| default_title(&results));
