@@ -247,12 +247,12 @@ fn randwrite_reads_after_prewrite_with_mount_options_in_the_target() {
 
     // A mount option the core does not know stops the run before it starts.
     let mut args = common.to_vec();
-    args[7] = "amberfs:direct,lawn_slot=64";
+    args[7] = "amberfs:direct,no_such_option=1";
     let out = amberfs(&args);
     assert_eq!(out.status.code(), Some(1));
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(
-        e.contains("amberfs:direct,lawn_slot=64") && e.contains("unknown mount option"),
+        e.contains("amberfs:direct,no_such_option=1") && e.contains("unknown mount option"),
         "{e}"
     );
 }
