@@ -6,7 +6,7 @@
 #
 #   bash docs/results/lawn/commands.sh            # from the repository root
 #
-# About 17 minutes on the project's 2-vCPU machine. Stops at the first
+# About 18 minutes on the project's 2-vCPU machine. Stops at the first
 # failure (an unknown policy or mount option fails the preflight, before
 # any long run).
 #
