@@ -10,12 +10,12 @@
 # failure (an unknown policy or mount option fails the preflight, before
 # any long run).
 #
-# Dry run before cow, finelog and lawn exist (existing policies in their
-# places, a mount option hinfs takes for the slot sweep, tiny runs, results
-# outside the repository):
-#   POLICIES="hinfs-wb hinfs-nclfw direct hinfs" SLOT_OPT=lazy_after \
+# Dry run before lawn exists (hinfs in its place, which ignores lawn_slot;
+# tiny runs; results outside the repository; about 2 minutes):
+#   POLICIES="cow finelog direct hinfs" \
 #     DUR=20ms PREWRITE=200 FILE_SIZE=1M OUT=/tmp/lawn-dry PLOTS=/tmp/lawn-dry/plots \
 #     bash docs/results/lawn/commands.sh
+# (SLOT_OPT=KEY names the slot option if it is not lawn_slot.)
 set -euo pipefail
 
 # The policies of every run: the baseline first (ratios are to it), lawn last.
