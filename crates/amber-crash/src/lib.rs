@@ -19,7 +19,7 @@ mod state;
 mod workload;
 
 pub use state::{capture, diff, judge, Content, FsState, History, Node, WriteRange};
-pub use workload::{random, Op, Workload, WriteAt, RANDOM_OPS};
+pub use workload::{atomic_random, random, Op, Workload, WriteAt, ATOMIC_RANDOM_OPS, RANDOM_OPS};
 
 use amber_core::fs::{format, mount};
 use amber_core::MountOptions;
@@ -56,8 +56,9 @@ fn format_params() -> FormatParams {
 pub struct CrashConfig {
     /// A name from [`workload_names`].
     pub workload: String,
-    /// Generates the `random` workload and seeds the enumerator's sampling
-    /// (it replaces `enum_config.seed`), so one number replays a run.
+    /// Generates the `random` and `atomic-random` workloads and seeds the
+    /// enumerator's sampling (it replaces `enum_config.seed`), so one
+    /// number replays a run.
     pub seed: u64,
     pub enum_config: EnumConfig,
     /// Stop checking after this many images in total (quick runs); the

@@ -14,12 +14,12 @@ use crate::common::{CliError, CliResult};
 #[derive(clap::Args)]
 pub struct Args {
     /// Workload to run (files, dirs, rename, links, truncate, writes,
-    /// attrs, orphan, xattrs, fallocate, buffered, writeback, random, or
-    /// all).
+    /// attrs, orphan, xattrs, fallocate, buffered, writeback, atomic,
+    /// atomic-random, zone-pressure, random, or all).
     #[arg(long, default_value = "all")]
     workload: String,
-    /// Seed of the random workload and of crash-image sampling; the same
-    /// seed replays the same run.
+    /// Seed of the random and atomic-random workloads and of crash-image
+    /// sampling; the same seed replays the same run.
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Print the report as JSON.

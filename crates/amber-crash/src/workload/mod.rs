@@ -4,6 +4,10 @@
 //! shell script and needs no inode numbers, which differ per run only if
 //! the allocator changes.
 
+mod atomic;
+
+pub use atomic::{atomic_random, ATOMIC_RANDOM_OPS};
+
 use amber_core::RenameMode;
 use amber_format::Timespec;
 use amber_sim::SplitMix64;
@@ -222,6 +226,9 @@ pub const NAMES: &[&str] = &[
     "fallocate",
     "buffered",
     "writeback",
+    "atomic",
+    "atomic-random",
+    "zone-pressure",
     "random",
 ];
 
@@ -799,6 +806,9 @@ pub fn named(name: &str, seed: u64) -> Option<Workload> {
         "fallocate" => fallocates(),
         "buffered" => buffered(),
         "writeback" => writeback(),
+        "atomic" => atomic::atomic(),
+        "atomic-random" => atomic_random(seed, ATOMIC_RANDOM_OPS),
+        "zone-pressure" => atomic::zone_pressure(),
         "random" => random(seed, RANDOM_OPS),
         _ => return None,
     };

@@ -1,0 +1,117 @@
+//! Workloads aimed at data policies whose writes are atomic (`cow`,
+//! `finelog`, `lawn`): overwrites of every size and alignment class that
+//! splits a write differently (one byte, whole and partial cache lines,
+//! whole and partial blocks, across EOF, into a hole), the same range
+//! rewritten again and again (LAWN alternates between its zone and the
+//! file), and more distinct small slices than a small zone holds. Each
+//! runs under every policy: under `direct` these are plain writes.
+
+use super::{append, create, fsync, truncate, unlink, write, Op, KIB};
+use amber_sim::SplitMix64;
+
+/// Size of the file the atomic workloads overwrite: three blocks.
+const FILE_SIZE: u64 = 12 * KIB;
+
+/// Ops of the `atomic-random` workload after its setup; a handful, since
+/// a write of up to 9000 bytes leaves many lines in flight per fence.
+pub const ATOMIC_RANDOM_OPS: usize = 8;
+
+/// Overwrites of assorted sizes and alignments on a preallocated, fsync'd
+/// file whose last two blocks are a hole inside the size, each chosen for
+/// how it splits into lines and blocks.
+pub fn atomic() -> Vec<Op> {
+    vec![
+        create("f"),
+        write("f", 0, 2 * 4 * KIB, 1),
+        // Blocks 2 and 3 stay a hole inside the size.
+        truncate("f", 4 * 4 * KIB),
+        fsync("f"),
+        // One byte: one line, one store.
+        write("f", 100, 1, 2),
+        // Two whole lines, 64-byte aligned.
+        write("f", 256, 128, 3),
+        // Unaligned at both ends, three lines.
+        write("f", 1040, 170, 4),
+        // Unaligned 200 bytes: four lines.
+        write("f", 2010, 200, 5),
+        // 1 KiB across the boundary of blocks 0 and 1.
+        write("f", 3584, KIB, 6),
+        // A whole aligned block.
+        write("f", 4 * KIB, 4 * KIB, 7),
+        // 6 KiB over two blocks, partial head and partial tail.
+        write("f", KIB, 6 * KIB, 8),
+        // Into the hole inside the size.
+        write("f", 9000, 500, 9),
+        // Straddling EOF: the size grows with the write.
+        write("f", 16 * KIB - 100, 300, 10),
+        // The same 128 bytes again and again, then ranges overlapping them.
+        write("f", 512, 128, 11),
+        write("f", 512, 128, 12),
+        write("f", 512, 128, 13),
+        write("f", 512, 128, 14),
+        write("f", 550, 100, 15),
+        write("f", 480, 128, 16),
+        fsync("f"),
+    ]
+}
+
+/// The `atomic-random` workload for `seed`: a fsync'd three-block file,
+/// then seeded overwrites (1 to 9000 bytes anywhere in it, so across
+/// lines, blocks and EOF), some appends and fsyncs.
+pub fn atomic_random(seed: u64, ops: usize) -> Vec<Op> {
+    let mut r = SplitMix64::new(seed ^ 0xA70_3C0F_F1E5);
+    let mut out = vec![create("f"), write("f", 0, FILE_SIZE, 1), fsync("f")];
+    for _ in 0..ops {
+        let len = 1 + r.below(9000);
+        let data_seed = r.next_u64();
+        out.push(match r.below(8) {
+            0 => append("f", len, data_seed),
+            1 => fsync("f"),
+            _ => write("f", r.below(FILE_SIZE), len, data_seed),
+        });
+    }
+    out
+}
+
+/// Distinct 64-byte slices `zone-pressure` overwrites: more than a small
+/// LAWN zone holds, so slices are evicted or the zone grows.
+const SLICES: u64 = 48;
+
+/// Many small overwrites of distinct 64-byte slices of two files, with
+/// fsyncs between them, a write-back of the least recently used ones, the
+/// same slices written again, then a truncate and an unlink of files with
+/// recent small overwrites. Under a policy without a zone or buffer these
+/// are plain writes and the write-back does nothing.
+pub fn zone_pressure() -> Vec<Op> {
+    let mut ops = vec![
+        create("a"),
+        create("b"),
+        write("a", 0, FILE_SIZE, 1),
+        write("b", 0, FILE_SIZE, 2),
+        fsync("a"),
+        fsync("b"),
+    ];
+    // Slice i: alternate files, and a stride coprime with the file's 192
+    // lines, so the slices are distinct lines spread over every block.
+    let slice = |i: u64| {
+        let file = if i.is_multiple_of(2) { "a" } else { "b" };
+        (file, i * 37 % (FILE_SIZE / 64) * 64)
+    };
+    for i in 0..SLICES {
+        let (file, off) = slice(i);
+        ops.push(write(file, off, 64, 100 + i));
+        if i % 16 == 15 {
+            ops.push(fsync(file));
+        }
+    }
+    ops.push(Op::WriteBack { blocks: 2 });
+    // The oldest slices again: back into a zone that just evicted them.
+    for i in 0..8 {
+        let (file, off) = slice(i);
+        ops.push(write(file, off, 64, 200 + i));
+    }
+    ops.push(truncate("b", 1000));
+    ops.push(unlink("a"));
+    ops.push(Op::SyncAll);
+    ops
+}
