@@ -532,4 +532,29 @@ fn crashtest_runs_a_capped_workload() {
         err.contains("unknown workload") && err.contains("files"),
         "{err}"
     );
+    let out = ok(&[
+        "crashtest",
+        "--workload",
+        "zone-pressure",
+        "--policy",
+        "hinfs",
+        "--mount-options",
+        "buffer=2M",
+        "--max-images",
+        "50",
+    ]);
+    assert!(
+        out.contains("oracle buffering") && out.contains("no violations"),
+        "{out}"
+    );
+    let err = fails(&[
+        "crashtest",
+        "--workload",
+        "atomic",
+        "--mount-options",
+        "no_such_option",
+        "--max-images",
+        "50",
+    ]);
+    assert!(err.contains("no_such_option"), "{err}");
 }

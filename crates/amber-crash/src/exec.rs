@@ -2,7 +2,7 @@
 //! from the root, as a front end would, so the op itself is the only
 //! call that writes.
 
-use crate::state::WriteRange;
+use crate::state::{Landing, WriteRange};
 use crate::workload::{Op, WriteAt};
 use amber_core::data::FallocMode;
 use amber_core::fs::XattrSet;
@@ -61,18 +61,41 @@ impl Handles {
 }
 
 /// The write range an op would tear if interrupted, resolved before it
-/// runs (an append's offset is the size before it).
-pub fn write_range<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &Handles) -> Option<WriteRange> {
-    let (ino, at, len) = match op {
-        Op::Write { path, at, len, .. } => (resolve(fs, path).ok()?, *at, len),
+/// runs (an append's offset is the size before it). A write() lands
+/// [`Landing::Whole`] when `atomic_writes` (the policy promises it, or the
+/// harness forces the atomic oracle); a punch's in-place zeroing is no
+/// write() and lands byte-wise under every policy.
+pub fn write_range<D: PmDevice>(
+    fs: &Core<D>,
+    op: &Op,
+    handles: &Handles,
+    atomic_writes: bool,
+) -> Option<WriteRange> {
+    let write = if atomic_writes {
+        Landing::Whole
+    } else {
+        Landing::ByteWise
+    };
+    let (ino, at, len, landing) = match op {
+        Op::Write { path, at, len, .. } => (resolve(fs, path).ok()?, *at, len, write),
         Op::WriteHandle {
             handle, off, len, ..
-        } => (handles.get(*handle).ok()?, WriteAt::Offset(*off), len),
+        } => (
+            handles.get(*handle).ok()?,
+            WriteAt::Offset(*off),
+            len,
+            write,
+        ),
         // A punch zeroes its edge blocks in place before unmapping the
         // rest: like a write of zeros, each byte may be old or new.
-        Op::Punch { path, off, len } => (resolve(fs, path).ok()?, WriteAt::Offset(*off), len),
+        Op::Punch { path, off, len } => (
+            resolve(fs, path).ok()?,
+            WriteAt::Offset(*off),
+            len,
+            Landing::ByteWise,
+        ),
         Op::WriteSync { path, off, len, .. } => {
-            (resolve(fs, path).ok()?, WriteAt::Offset(*off), len)
+            (resolve(fs, path).ok()?, WriteAt::Offset(*off), len, write)
         }
         _ => return None,
     };
@@ -84,6 +107,7 @@ pub fn write_range<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &Handles) -> Opt
         ino,
         off,
         len: *len,
+        landing,
     })
 }
 

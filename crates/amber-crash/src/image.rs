@@ -44,25 +44,25 @@ fn fsck<D: PmDevice>(dev: &D, unmounted: bool) -> Result<(), String> {
     Ok(())
 }
 
-/// Recovers `dev`, returns its state, and checks it with fsck and the
-/// usability probe. Any error names the stage that failed.
-pub fn check(dev: Arc<OverlayDevice>) -> Result<FsState, String> {
+/// Recovers `dev` by mounting it with `opts` (for every mount here),
+/// returns its state, and checks it with fsck and the usability probe.
+/// Any error names the stage that failed.
+pub fn check(dev: Arc<OverlayDevice>, opts: &MountOptions) -> Result<FsState, String> {
     fsck(&*dev, false).map_err(|e| format!("fsck before recovery: {e}"))?;
-    let (fs, _) =
-        mount(Arc::clone(&dev), MountOptions::default()).map_err(|e| format!("recovery: {e}"))?;
+    let (fs, _) = mount(Arc::clone(&dev), opts.clone()).map_err(|e| format!("recovery: {e}"))?;
     let state = capture(&fs).map_err(|e| format!("reading the recovered tree: {e}"))?;
     fs.unmount()
         .map_err(|e| format!("unmount after recovery: {e}"))?;
     drop(fs);
     fsck(&*dev, true).map_err(|e| format!("fsck after recovery: {e}"))?;
-    prove_usable(dev).map_err(|e| format!("using the recovered pool: {e}"))?;
+    prove_usable(dev, opts).map_err(|e| format!("using the recovered pool: {e}"))?;
     Ok(state)
 }
 
 /// Chipmunk's last step: a recovered pool must take new files and give
 /// every inode back when everything is deleted.
-fn prove_usable(dev: Arc<OverlayDevice>) -> Result<(), String> {
-    let (fs, rep) = mount(dev, MountOptions::default()).map_err(|e| format!("remount: {e}"))?;
+fn prove_usable(dev: Arc<OverlayDevice>, opts: &MountOptions) -> Result<(), String> {
+    let (fs, rep) = mount(dev, opts.clone()).map_err(|e| format!("remount: {e}"))?;
     if !rep.was_clean {
         return Err("the remount after a clean unmount needed recovery".into());
     }

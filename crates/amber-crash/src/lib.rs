@@ -2,10 +2,18 @@
 //! workload on the crash simulator's recording device, and at every fence
 //! of every operation build the crash images the enumerator picks, recover
 //! each on a copy-on-write overlay, and require the recovered pool to
-//! (1) mount, (2) pass fsck, (3) show exactly the state before or after the
-//! interrupted operation (data writes may tear byte-wise inside their
-//! range, as the direct policy documents), and (4) take new files and
-//! delete everything. `amberfs crashtest` and CI call [`run`].
+//! (1) mount, (2) pass fsck, (3) show a state the interrupted operation may
+//! leave, and (4) take new files and delete everything. `amberfs
+//! crashtest` and CI call [`run`].
+//!
+//! What (3) allows follows from what the mounted policy declares, never
+//! from its name: a policy durable on return (`direct`; `cow`, `finelog`
+//! and `lawn` as they land) must show exactly the state before or after the operation,
+//! except that an interrupted write may tear byte-wise inside its range
+//! ([`judge`]); a policy that buffers writes in DRAM (`hinfs`) is judged
+//! by what it promises instead ([`History::judge`]); and a policy whose
+//! writes are atomic loses the byte-wise allowance: each write's range is
+//! all old or all new ([`Landing::Whole`]).
 //!
 //! The oracle compares with the states the same run observed before and
 //! after each op rather than replaying on a fresh pool: the core is
@@ -18,7 +26,7 @@ mod image;
 mod state;
 mod workload;
 
-pub use state::{capture, diff, judge, Content, FsState, History, Node, WriteRange};
+pub use state::{capture, diff, judge, Content, FsState, History, Landing, Node, WriteRange};
 pub use workload::{atomic_random, random, Op, Workload, WriteAt, ATOMIC_RANDOM_OPS, RANDOM_OPS};
 
 use amber_core::fs::{format, mount};
@@ -67,11 +75,20 @@ pub struct CrashConfig {
     /// Where to save failing pre-recovery images (replay one with
     /// `RecordingDevice::from_image` and `amber_core::fs::mount`).
     pub save_dir: Option<PathBuf>,
-    /// The data policy the workload runs under. `direct` is judged
-    /// strictly (before or after, data torn only inside the interrupted
-    /// write); a policy that buffers writes in DRAM by what it promises
-    /// instead ([`History::judge`]).
+    /// The data policy the workload runs under. It is judged by what it
+    /// declares once mounted: durable on return strictly (before or after,
+    /// data torn only inside the interrupted write), buffering by what it
+    /// promises ([`History::judge`]), and with atomic writes no tear at
+    /// all. A name this build does not know fails the run.
     pub policy: String,
+    /// More mount options, comma-separated, appended to `policy=NAME` for
+    /// the workload's mount and for every recovery (e.g. a policy's own
+    /// sizing, to force eviction on a small pool); empty for none.
+    pub mount_options: String,
+    /// Judges every write() as atomic even if the policy does not promise
+    /// it. Exists only for the harness's self-test: under `direct` it must
+    /// report torn writes, proving the atomic-write oracle can fail.
+    pub force_atomic_oracle: bool,
 }
 
 impl CrashConfig {
@@ -84,6 +101,8 @@ impl CrashConfig {
             max_images: None,
             save_dir: None,
             policy: "direct".into(),
+            mount_options: String::new(),
+            force_atomic_oracle: false,
         }
     }
 }
@@ -142,6 +161,10 @@ pub struct CrashReport {
     pub violation_count: u64,
     /// Whether `max_images` stopped checking early.
     pub capped: bool,
+    /// How the images were judged, from what the policy declared
+    /// ("durable on return", "buffering", each with ", atomic writes"
+    /// when the atomic-write oracle was on); empty if nothing ran.
+    pub oracle: String,
     pub elapsed_secs: f64,
     pub images_per_sec: f64,
     pub workloads: Vec<WorkloadStats>,
@@ -190,7 +213,8 @@ impl fmt::Display for CrashReport {
         }
         write!(
             f,
-            "seed {}: {} ops, {} crash points, {} images checked in {:.2} s ({:.0} images/s){}: {}",
+            "seed {}: {} ops, {} crash points, {} images checked in {:.2} s ({:.0} images/s){}, \
+             oracle {}: {}",
             self.seed,
             self.ops,
             self.fences,
@@ -198,6 +222,11 @@ impl fmt::Display for CrashReport {
             self.elapsed_secs,
             self.images_per_sec,
             if self.capped { ", capped" } else { "" },
+            if self.oracle.is_empty() {
+                "none"
+            } else {
+                &self.oracle
+            },
             if self.is_clean() {
                 "no violations".to_string()
             } else {
@@ -249,6 +278,7 @@ pub fn run_workloads(cfg: &CrashConfig, workloads: &[Workload]) -> Result<CrashR
         violations: Vec::new(),
         violation_count: 0,
         capped: false,
+        oracle: String::new(),
         elapsed_secs: 0.0,
         images_per_sec: 0.0,
         workloads: Vec::new(),
@@ -278,6 +308,19 @@ pub fn run_workloads(cfg: &CrashConfig, workloads: &[Workload]) -> Result<CrashR
     rep.elapsed_secs = started.elapsed().as_secs_f64();
     rep.images_per_sec = per_sec(rep.images_checked, rep.elapsed_secs);
     Ok(rep)
+}
+
+/// The mount options of a run: the policy, `buffering=always` (read only
+/// by a policy that buffers in DRAM, which then buffers whatever the
+/// recording device's calibration says: the buffer is what is under test),
+/// then the configured extras, which may override it.
+fn mount_text(cfg: &CrashConfig) -> String {
+    let mut text = format!("policy={},buffering=always", cfg.policy);
+    if !cfg.mount_options.is_empty() {
+        text.push(',');
+        text.push_str(&cfg.mount_options);
+    }
+    text
 }
 
 fn per_sec(n: u64, secs: f64) -> f64 {
@@ -311,6 +354,8 @@ struct Judged<'a> {
     range: Option<&'a WriteRange>,
     /// Under a buffering policy: what the run wrote and made durable.
     history: Option<&'a History>,
+    /// The mount options every image is recovered with.
+    recover_with: &'a MountOptions,
 }
 
 impl Judged<'_> {
@@ -351,25 +396,45 @@ impl Runner<'_> {
         if let Err(e) = format(&*dev, &format_params()) {
             return self.fail(format!("format: {e}"));
         }
-        // A buffering policy buffers whatever the recording device's
-        // calibration says: the buffer is what is under test.
-        let extra = if self.cfg.policy == "direct" {
-            ""
-        } else {
-            ",buffering=always"
-        };
-        let opts = match MountOptions::parse(&format!("policy={}{extra}", self.cfg.policy)) {
+        let opts = match MountOptions::parse(&mount_text(self.cfg)) {
             Ok(o) => o,
-            Err(e) => return self.fail(format!("policy {:?}: {e}", self.cfg.policy)),
+            Err(e) => {
+                return self.fail(format!(
+                    "policy {:?} with options {:?}: {e}",
+                    self.cfg.policy, self.cfg.mount_options
+                ))
+            }
         };
         // The core's mount: no background threads, so write-back happens
         // only where the workload says (fsync, syncfs, WriteBack), and a
         // run is deterministic.
-        let fs = match mount(Arc::clone(&dev), opts) {
+        let fs = match mount(Arc::clone(&dev), opts.clone()) {
             Ok((fs, _)) => fs,
             Err(e) => return self.fail(format!("mount: {e}")),
         };
-        let mut history = (self.cfg.policy != "direct").then(History::default);
+        let durable = fs.policy_durable_on_return();
+        // A policy durable on return recovers under the run's own options,
+        // as a user remounts: its durability may rest on structures its
+        // mount replays, laid out as its options say. A buffering policy
+        // keeps nothing of its own across a crash (its buffer is gone), so
+        // its images recover under the defaults, sparing hinfs a DRAM-vs-PM
+        // calibration per mount (it would make its runs four times longer).
+        let recovery_opts = if durable {
+            opts
+        } else {
+            MountOptions::default()
+        };
+        let atomic = fs.policy_atomic_writes() || self.cfg.force_atomic_oracle;
+        self.rep.oracle = format!(
+            "{}{}",
+            if durable {
+                "durable on return"
+            } else {
+                "buffering"
+            },
+            if atomic { ", atomic writes" } else { "" }
+        );
+        let mut history = (!durable).then(History::default);
         // The hook only records: it runs inside the workload core's drain,
         // with that core's locks held, and the images are checked after
         // the op, once its "after" state is known.
@@ -382,7 +447,7 @@ impl Runner<'_> {
         for (i, op) in self.w.ops.iter().enumerate() {
             let before = state::capture(&fs)
                 .or_else(|e| self.fail(format!("before op #{i} ({op}): {e}")))?;
-            let range = exec::write_range(&fs, op, &handles);
+            let range = exec::write_range(&fs, op, &handles, atomic);
             dev.arm_fence_hook(true);
             let res = exec::apply(&fs, op, &mut handles);
             dev.arm_fence_hook(false);
@@ -408,6 +473,7 @@ impl Runner<'_> {
                     after: &after,
                     range: range.as_ref(),
                     history: history.as_ref(),
+                    recover_with: &recovery_opts,
                 };
                 self.check_point(i, op, p, &judged);
             }
@@ -457,7 +523,7 @@ impl Runner<'_> {
             }
             self.rep.images_checked += 1;
             let dev = Arc::new(OverlayDevice::from_crash(point, &image));
-            let outcome = catch_unwind(AssertUnwindSafe(|| image::check(dev)))
+            let outcome = catch_unwind(AssertUnwindSafe(|| image::check(dev, j.recover_with)))
                 .unwrap_or_else(|p| Err(format!("panic: {}", panic_text(&p))))
                 .and_then(|got| j.judge(&got));
             if let Err(what) = outcome {
@@ -522,8 +588,9 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "(non-string panic)".into())
 }
 
-/// Recovers, fscks and uses one image, returning its recovered state: the
-/// per-image half of the oracle, for replaying a saved image.
-pub fn check_overlay(dev: Arc<OverlayDevice>) -> Result<FsState, String> {
-    image::check(dev)
+/// Recovers, fscks and uses one image with the mount options `opts`,
+/// returning its recovered state: the per-image half of the oracle, for
+/// replaying a saved image (with the options of the run that saved it).
+pub fn check_overlay(dev: Arc<OverlayDevice>, opts: &MountOptions) -> Result<FsState, String> {
+    image::check(dev, opts)
 }

@@ -156,13 +156,26 @@ pub fn capture<D: PmDevice>(fs: &Core<D>) -> Result<FsState, String> {
     Ok(st)
 }
 
-/// How an interrupted data write may have landed: each byte in the range
-/// is old or new, metadata is all old or all new.
+/// How the bytes of an interrupted data write may have landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Landing {
+    /// Each byte in the range old or new, independently: `direct`'s
+    /// overwrites, and the in-place zeroing of a punch under every policy.
+    ByteWise,
+    /// All old or all new: a write() under a policy whose writes are
+    /// atomic (`DataPolicy::atomic_writes`), or under any policy when
+    /// `CrashConfig::force_atomic_oracle` asks for it.
+    Whole,
+}
+
+/// The data range an interrupted op was writing and how it may have
+/// landed; metadata (size included) is all old or all new either way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriteRange {
     pub ino: u64,
     pub off: u64,
     pub len: u64,
+    pub landing: Landing,
 }
 
 /// The first difference between two states, for a failure message.
@@ -232,10 +245,14 @@ fn without_content(st: &FsState, ino: u64) -> FsState {
 }
 
 /// Whether the content of a file recovered from an interrupted write is
-/// possible: bytes outside the write as after it, bytes inside old or new,
+/// possible: bytes outside the write as after it, bytes inside old or new
+/// (each on its own, or all of them together for [`Landing::Whole`]),
 /// where "old" past the old end of file is zero.
 fn torn_ok(got: &[u8], old: &[u8], new: &[u8], w: &WriteRange) -> Result<(), String> {
     let (lo, hi) = (w.off as usize, (w.off + w.len) as usize);
+    if w.landing == Landing::Whole {
+        whole_ok(got, old, new, lo..hi)?;
+    }
     for (i, &b) in got.iter().enumerate() {
         let n = new.get(i).copied().unwrap_or(0);
         let o = old.get(i).copied().unwrap_or(0);
@@ -254,10 +271,45 @@ fn torn_ok(got: &[u8], old: &[u8], new: &[u8], w: &WriteRange) -> Result<(), Str
     Ok(())
 }
 
-/// The oracle: `Ok` if `got` is a state the interrupted operation may
-/// leave. Without a write range it must equal `before` or `after`; with
-/// one, metadata must equal one of them and the written file's bytes may
-/// be torn within the range.
+/// Whether `got`'s bytes in `range` are all old or all new (zero past
+/// either end of file); names the first byte of each kind if they mix.
+fn whole_ok(
+    got: &[u8],
+    old: &[u8],
+    new: &[u8],
+    range: std::ops::Range<usize>,
+) -> Result<(), String> {
+    let at = |f: &[u8], i: usize| f.get(i).copied().unwrap_or(0);
+    let end = range.end.min(got.len());
+    let lo = range.start.min(end);
+    let first_not = |f: &[u8]| (lo..end).find(|&i| got[i] != at(f, i));
+    match (first_not(old), first_not(new)) {
+        (None, _) | (_, None) => Ok(()),
+        (Some(o), Some(n)) => Err(format!(
+            "torn atomic write: bytes {}..{} mix old and new (byte {o} is not old, byte {n} \
+             is not new)",
+            range.start, range.end
+        )),
+    }
+}
+
+fn neither(got: &FsState, before: &FsState, after: &FsState) -> String {
+    format!(
+        "neither before nor after: vs before {}; vs after {}",
+        diff(got, before).unwrap_or_default(),
+        diff(got, after).unwrap_or_default()
+    )
+}
+
+/// The oracle for a policy whose writes are durable on return: `Ok` if
+/// `got` is one of the outcomes the interrupted operation may leave.
+///
+/// Every operation may leave `before` or `after`. A data write adds
+/// nothing more when its range lands [`Landing::Whole`]: an atomic write's
+/// outcomes are exactly {before, after}, so its range is all old or all
+/// new, with the size that goes with it. A [`Landing::ByteWise`] range
+/// adds every mix of the two inside the range: metadata equal to one of
+/// them, each byte in the range old or new, every byte outside as after.
 pub fn judge(
     got: &FsState,
     before: &FsState,
@@ -268,11 +320,7 @@ pub fn judge(
         return Ok(());
     }
     let Some(w) = write else {
-        return Err(format!(
-            "neither before nor after: vs before {}; vs after {}",
-            diff(got, before).unwrap_or_default(),
-            diff(got, after).unwrap_or_default()
-        ));
+        return Err(neither(got, before, after));
     };
     let g = without_content(got, w.ino);
     let (b, a) = (
@@ -301,7 +349,12 @@ pub fn judge(
             torn_ok(c, &old, &new, w).map_err(|e| format!("/{path}: {e}"))?;
         }
     }
-    Ok(())
+    match w.landing {
+        Landing::ByteWise => Ok(()),
+        // Metadata and bytes each possible, but not from the same state
+        // (the old size with new bytes, say).
+        Landing::Whole => Err(format!("atomic write: {}", neither(got, before, after))),
+    }
 }
 
 /// Contents a crash must not lose: `bytes` at `off` of inode `ino` (the
@@ -407,7 +460,8 @@ impl History {
     /// attribute but a file's size and contents are exactly before or
     /// after the op (atomic); each file shows only bytes it once held;
     /// and what was durable before the op is intact, or as the op left
-    /// it (torn byte-wise inside an interrupted write's range).
+    /// it (inside an interrupted write's range torn as its [`Landing`]
+    /// allows).
     pub fn judge(
         &self,
         got: &FsState,
@@ -472,8 +526,9 @@ impl History {
             return Ok(());
         }
         if let (Some(w), Some(r), true) = (write, region, size_ok) {
-            // The interrupted op writes over the durable range: each byte
-            // old or new inside its range, as under the direct policy.
+            // The interrupted op writes over the durable range: inside its
+            // range each byte old or new, or all of them for an atomic
+            // write, as under a policy durable on return.
             let base = d.off as u64;
             let (lo, hi) = (
                 w.off.saturating_sub(base),
@@ -483,6 +538,7 @@ impl History {
                 ino: w.ino,
                 off: lo,
                 len: hi - lo,
+                landing: w.landing,
             };
             let tail = |f: &[u8]| f.get(d.off..).unwrap_or_default().to_vec();
             if w.ino == d.ino && torn_ok(r, &tail(old), &tail(new), &rel).is_ok() {

@@ -5,7 +5,7 @@ use amber_core::fs::{format, mount};
 use amber_core::{MountOptions, Owner};
 use amber_crash::{
     capture, check_overlay, judge, random, run, workload_names, Content, CrashConfig, FsState,
-    Node, WriteRange, POOL_SIZE,
+    Landing, Node, WriteRange, POOL_SIZE,
 };
 use amber_format::{FileKind, FormatParams, ROOT_INO};
 use amber_sim::{enumerate, CrashPoint, EnumConfig, OverlayDevice, RecordingDevice};
@@ -47,7 +47,9 @@ fn recovered(points: &[CrashPoint]) -> Vec<FsState> {
     for p in points {
         for image in enumerate(p, &cfg).images {
             let dev = Arc::new(OverlayDevice::from_crash(p, &image));
-            out.push(check_overlay(dev).unwrap_or_else(|e| panic!("{e}")));
+            out.push(
+                check_overlay(dev, &MountOptions::default()).unwrap_or_else(|e| panic!("{e}")),
+            );
         }
     }
     out
@@ -106,7 +108,8 @@ fn a_dropped_fence_is_caught() {
                 [(line.line(), content)],
             ));
             tried += 1;
-            let verdict = check_overlay(dev).and_then(|s| judge(&s, &before, &after, None));
+            let verdict = check_overlay(dev, &MountOptions::default())
+                .and_then(|s| judge(&s, &before, &after, None));
             caught += usize::from(verdict.is_err());
         }
     }
@@ -126,6 +129,7 @@ fn write_oracle_bounds_the_tear() {
         ino,
         off: 10,
         len: 50,
+        landing: Landing::ByteWise,
     };
     for s in recovered(&points) {
         judge(&s, &before, &after, Some(&w)).unwrap();
@@ -147,6 +151,55 @@ fn write_oracle_bounds_the_tear() {
     let mut resized = after.clone();
     resized.nodes.get_mut("f").unwrap().size = 7;
     judge(&resized, &before, &after, Some(&w)).expect_err("size is metadata");
+}
+
+/// The bytes and size of file "f" in `s`.
+fn file_f(s: &mut FsState) -> (&mut Vec<u8>, &mut u64) {
+    match s.nodes.get_mut("f") {
+        Some(Node {
+            content: Content::File(bytes),
+            size,
+            ..
+        }) => (bytes, size),
+        _ => panic!("f is a file"),
+    }
+}
+
+/// An atomic write's outcomes are exactly {before, after}: a range mixing
+/// old and new bytes, or the old size with the new bytes, is rejected
+/// (and allowed when the same range may land byte-wise).
+#[test]
+fn atomic_oracle_allows_only_before_or_after() {
+    let (_, before, after) = points_of(|fs, ino| {
+        fs.write(ino, Some(90), &[0x22; 60], false).unwrap();
+    });
+    let ino = before.nodes["f"].ino;
+    let w = WriteRange {
+        ino,
+        off: 90,
+        len: 60,
+        landing: Landing::Whole,
+    };
+    judge(&before, &before, &after, Some(&w)).unwrap();
+    judge(&after, &before, &after, Some(&w)).unwrap();
+    let mut torn = after.clone();
+    file_f(&mut torn).0[95] = 0x11;
+    let e = judge(&torn, &before, &after, Some(&w)).expect_err("one old byte in a new range");
+    assert!(e.contains("torn atomic write"), "{e}");
+    let byte_wise = WriteRange {
+        landing: Landing::ByteWise,
+        ..w
+    };
+    judge(&torn, &before, &after, Some(&byte_wise)).expect("direct may tear");
+    // The old size (100) with the new bytes below it: each part possible,
+    // the pair not.
+    let mut short = after.clone();
+    let (bytes, size) = file_f(&mut short);
+    bytes.truncate(100);
+    *size = 100;
+    let e = judge(&short, &before, &after, Some(&w)).expect_err("old size, new bytes");
+    assert!(e.contains("neither before nor after"), "{e}");
+    judge(&short, &before, &after, Some(&byte_wise)).expect("direct may show it");
 }
 
 #[test]

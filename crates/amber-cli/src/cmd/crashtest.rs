@@ -31,12 +31,18 @@ pub struct Args {
     /// Save the images that fail to this directory, for replay.
     #[arg(long)]
     save_dir: Option<PathBuf>,
-    /// Data policy the workloads run under (direct, hinfs, hinfs-wb,
-    /// hinfs-nclfw); a buffering policy is judged by what it promises:
-    /// fsync'd and O_SYNC data intact, no byte never written, namespace
-    /// operations atomic.
+    /// Data policy the workloads run under (see `amberfs mount -o
+    /// policy=`). It is judged by what it declares: a policy durable on
+    /// return by the state before or after each operation; a buffering
+    /// one by what it promises (fsync'd and O_SYNC data intact, no byte
+    /// never written, namespace operations atomic); and one with atomic
+    /// writes with each write's range all old or all new.
     #[arg(long, default_value = "direct")]
     policy: String,
+    /// More mount options, comma-separated, appended to policy=NAME for
+    /// the run and for every recovery (a policy's own sizing, say).
+    #[arg(long, default_value = "")]
+    mount_options: String,
 }
 
 pub fn run(args: Args) -> CliResult<ExitCode> {
@@ -64,6 +70,7 @@ pub fn run(args: Args) -> CliResult<ExitCode> {
     }
     let mut config = CrashConfig::new(&args.workload, args.seed);
     config.policy = args.policy;
+    config.mount_options = args.mount_options;
     config.max_images = args.max_images;
     config.save_dir = args.save_dir;
     let report = amber_crash::run(&config)
