@@ -7,8 +7,8 @@
 //! crashtest` and CI call [`run`].
 //!
 //! What (3) allows follows from what the mounted policy declares, never
-//! from its name: a policy durable on return (`direct`; `cow`, `finelog`
-//! and `lawn` as they land) must show exactly the state before or after the operation,
+//! from its name: a policy durable on return (`direct`, `cow`, `finelog`,
+//! `lawn`) must show exactly the state before or after the operation,
 //! except that an interrupted write may tear byte-wise inside its range
 //! ([`judge`]); a policy that buffers writes in DRAM (`hinfs`) is judged
 //! by what it promises instead ([`History::judge`]); and a policy whose

@@ -73,45 +73,53 @@ pub fn atomic_random(seed: u64, ops: usize) -> Vec<Op> {
     out
 }
 
-/// Distinct 64-byte slices `zone-pressure` overwrites: more than a small
-/// LAWN zone holds, so slices are evicted or the zone grows.
-const SLICES: u64 = 48;
+/// Size of `zone-pressure`'s file "a": 80 regions of 512 bytes, the
+/// largest LAWN slot.
+const PRESSURE_FILE_SIZE: u64 = 40 * KIB;
+/// Distinct slices `zone-pressure` overwrites in file "a": more than the
+/// 64 slots of LAWN's smallest sub-zone (eight blocks of 512-byte slots),
+/// which grows when 90% full; and in file "b", which then goes.
+const SLICES_A: u64 = 66;
+const SLICES_B: u64 = 8;
+
+/// Slice `i`: 64 bytes in 512-byte region `i * 7 % 80` (7 is coprime with
+/// 80, so the first 80 regions are distinct), at a line that varies with
+/// `i`, so every slice is a distinct slot whatever LAWN's slot size.
+fn slice(i: u64) -> u64 {
+    i * 7 % (PRESSURE_FILE_SIZE / 512) * 512 + i % 8 * 64
+}
 
 /// Many small overwrites of distinct 64-byte slices of two files, with
 /// fsyncs between them, a write-back of the least recently used ones, the
-/// same slices written again, then a truncate and an unlink of files with
-/// recent small overwrites. Under a policy without a zone or buffer these
-/// are plain writes and the write-back does nothing.
+/// oldest slices written again, then a truncate and an unlink of files
+/// with recent small overwrites. Under a policy without a zone or buffer
+/// these are plain writes and the write-back does nothing.
 pub fn zone_pressure() -> Vec<Op> {
     let mut ops = vec![
         create("a"),
         create("b"),
-        write("a", 0, FILE_SIZE, 1),
+        write("a", 0, PRESSURE_FILE_SIZE, 1),
         write("b", 0, FILE_SIZE, 2),
         fsync("a"),
         fsync("b"),
     ];
-    // Slice i: alternate files, and a stride coprime with the file's 192
-    // lines, so the slices are distinct lines spread over every block.
-    let slice = |i: u64| {
-        let file = if i.is_multiple_of(2) { "a" } else { "b" };
-        (file, i * 37 % (FILE_SIZE / 64) * 64)
-    };
-    for i in 0..SLICES {
-        let (file, off) = slice(i);
-        ops.push(write(file, off, 64, 100 + i));
+    for i in 0..SLICES_A {
+        ops.push(write("a", slice(i), 64, 100 + i));
         if i % 16 == 15 {
-            ops.push(fsync(file));
+            ops.push(fsync("a"));
         }
     }
-    ops.push(Op::WriteBack { blocks: 2 });
-    // The oldest slices again: back into a zone that just evicted them.
-    for i in 0..8 {
-        let (file, off) = slice(i);
-        ops.push(write(file, off, 64, 200 + i));
+    for i in 0..SLICES_B {
+        ops.push(write("b", slice(i), 64, 200 + i));
     }
-    ops.push(truncate("b", 1000));
-    ops.push(unlink("a"));
+    ops.push(fsync("b"));
+    ops.push(Op::WriteBack { blocks: 2 });
+    // The oldest slices again: back into a zone that just wrote them back.
+    for i in 0..8 {
+        ops.push(write("a", slice(i), 64, 300 + i));
+    }
+    ops.push(truncate("a", 1000));
+    ops.push(unlink("b"));
     ops.push(Op::SyncAll);
     ops
 }
