@@ -153,20 +153,6 @@ fn unknown_policy_fails_cleanly() {
     assert!(e.contains("no-such-policy"), "{e}");
 }
 
-/// Runs `body` if this build has data policy `policy`; otherwise says so
-/// on stderr and passes. This is the one conditional test the project
-/// allows: `cow`, `finelog` and `lawn` were built on branches of their
-/// own while these tests were written, so they run, unchanged, on every
-/// build whose `amber_core::data::POLICIES` names the policy, and a branch
-/// cut before a policy landed still passes.
-fn run_if_known(policy: &str, body: impl FnOnce()) {
-    if amber_core::data::POLICIES.contains(&policy) {
-        body();
-    } else {
-        eprintln!("skipped: this build has no {policy:?} data policy (yet)");
-    }
-}
-
 /// The workloads whose ops reach a data policy's write, truncate,
 /// fallocate, fsync and write-back paths; the namespace workloads (dirs,
 /// rename, links, attrs, xattrs) go through the journal alike under every
@@ -211,27 +197,29 @@ fn atomic_policy_suite(policy: &str) {
 
 #[test]
 fn cow_data_workloads() {
-    run_if_known("cow", || atomic_policy_suite("cow"));
+    atomic_policy_suite("cow");
 }
 
 #[test]
 fn finelog_data_workloads() {
-    run_if_known("finelog", || atomic_policy_suite("finelog"));
+    atomic_policy_suite("finelog");
 }
 
 #[test]
 fn lawn_data_workloads() {
-    run_if_known("lawn", || atomic_policy_suite("lawn"));
+    atomic_policy_suite("lawn");
 }
 
 /// LAWN with a zone too small for `zone-pressure`'s slices: crashes in
-/// the middle of growth and write-back.
+/// the middle of growth, and (growth off) of the write-back a full zone
+/// forces inside a write.
 #[test]
 fn lawn_small_zone() {
-    run_if_known("lawn", || {
+    let no_growth = format!("{LAWN_SMALL_ZONE},lawn_grow=0");
+    for opts in [LAWN_SMALL_ZONE, no_growth.as_str()] {
         for w in ["zone-pressure", "atomic"] {
-            let rep = check(&atomic_config(w, "lawn", LAWN_SMALL_ZONE));
+            let rep = check(&atomic_config(w, "lawn", opts));
             assert_eq!(rep.oracle, ATOMIC_ORACLE);
         }
-    });
+    }
 }
