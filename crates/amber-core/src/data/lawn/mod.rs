@@ -391,32 +391,47 @@ impl<D: PmDevice> DataPolicy<D> for Lawn {
         "lawn"
     }
 
-    /// The file's bytes, then the newest copies the zone holds over them.
+    /// Each byte once, from where its newest copy is: the zone's slots for
+    /// the slices it holds, the file between them.
     fn read(&self, fs: &Core<D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
-        let n = Direct.read(fs, st, off, buf)?;
-        if n == 0 {
+        let size = st.disk.size;
+        if off >= size || buf.is_empty() {
             return Ok(0);
         }
-        let zone = Self::zone(fs);
-        let size = zone.geo.slot_size as u64;
+        let n = (buf.len() as u64).min(size - off) as usize;
         let end = off + n as u64;
-        let first = (off / size).min(u32::MAX as u64) as u32;
-        let last = ((end - 1) / size).min(u32::MAX as u64) as u32;
+        let zone = Self::zone(fs);
+        let slot = zone.geo.slot_size as u64;
+        let first = (off / slot).min(u32::MAX as u64) as u32;
+        let last = ((end - 1) / slot).min(u32::MAX as u64) as u32;
         let found: Vec<(u64, u64)> = {
             let sub = zone.lock(zone.sub_of(st.ino));
             sub.range(st.ino, first, last)
                 .into_iter()
-                .map(|(slice, slot)| (slice as u64 * size, zone.place(&sub, slot).1))
+                .map(|(slice, s)| (slice as u64 * slot, zone.place(&sub, s).1))
                 .collect()
         };
         let dev = &**fs.device();
+        let mut pos = off;
         for (start, at) in found {
             let lo = off.max(start);
-            let hi = end.min(start + size);
+            let hi = end.min(start + slot);
+            if pos < lo {
+                Direct.read(
+                    fs,
+                    st,
+                    pos,
+                    &mut buf[(pos - off) as usize..(lo - off) as usize],
+                )?;
+            }
             dev.read(
                 at + (lo - start),
                 &mut buf[(lo - off) as usize..(hi - off) as usize],
             );
+            pos = hi;
+        }
+        if pos < end {
+            Direct.read(fs, st, pos, &mut buf[(pos - off) as usize..n])?;
         }
         Ok(n)
     }
