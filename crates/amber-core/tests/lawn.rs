@@ -22,10 +22,17 @@ fn fresh_device() -> MmapDevice {
     dev
 }
 
+/// Mounts with `opts`; under lawn the idle-time write-back is held off
+/// (unless `opts` sets it), since these tests count where slices go and a
+/// slow run would otherwise look idle.
 fn mount(dev: MmapDevice, opts: &str) -> Fs<MmapDevice> {
-    Fs::mount(dev, MountOptions::parse(opts).unwrap())
-        .unwrap()
-        .0
+    let hold = if opts.contains("policy=lawn") && !opts.contains("lawn_idle=") {
+        ",lawn_idle=3600s"
+    } else {
+        ""
+    };
+    let o = MountOptions::parse(&format!("{opts}{hold}")).unwrap();
+    Fs::mount(dev, o).unwrap().0
 }
 
 /// Takes the device back from a dropped or unmounted `Fs` (the idle-time
@@ -206,6 +213,30 @@ fn a_full_zone_grows_or_writes_back() {
         drop(f);
         assert_clean(&device_of(fs, true));
     }
+}
+
+/// When nothing is written for `lawn_idle`, the background thread writes
+/// every slice back: the zone empties and the file reads the same.
+#[test]
+fn idle_time_write_back_empties_the_zone() {
+    let fs = mount(fresh_device(), "policy=lawn,lawn_idle=20ms");
+    let mut model = vec![3u8; 64 * 1024];
+    fs.write("/f", &model).unwrap();
+    let f = OpenOptions::new().write(true).open(&fs, "/f").unwrap();
+    for i in 0..300usize {
+        let off = i * 200;
+        f.write_at(&[i as u8; 100], off as u64).unwrap();
+        model[off..off + 100].fill(i as u8);
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while fs.core().zone().unwrap().occupancy().1 > 0 {
+        assert!(Instant::now() < deadline, "the zone never emptied");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(stat(&fs, "idle_written_back") > 0);
+    assert_eq!(read_all(&fs, "/f"), model);
+    drop(f);
+    assert_clean(&device_of(fs, true));
 }
 
 /// Appends, truncates and punched holes write the affected slices back

@@ -59,7 +59,9 @@ pub struct ZoneOptions {
     pub subzones: u32,
     /// When the file system is idle, the background thread writes the
     /// least recently used slices back until this percent of a sub-zone's
-    /// slots is free (`lawn_idle_free=`).
+    /// slots is free (`lawn_idle_free=`; by default all of them: an idle
+    /// file reads as one contiguous copy again, and a burst finds every
+    /// slot free).
     pub idle_free_pct: u8,
     /// How long without a small write counts as idle (`lawn_idle=`).
     pub idle: Duration,
@@ -73,7 +75,7 @@ impl Default for ZoneOptions {
             initial_pct: 3,
             grow_pct: 10,
             subzones: cpus.clamp(1, amber_format::zone::MAX_SUBZONES as usize) as u32,
-            idle_free_pct: 50,
+            idle_free_pct: 100,
             idle: Duration::from_millis(50),
         }
     }

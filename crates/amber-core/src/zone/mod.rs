@@ -148,8 +148,19 @@ impl SubZone {
             return out;
         };
         let (fb0, fb1) = (self.split(first).0, self.split(last).0);
-        for &fb in blocks.range(fb0..=fb1) {
-            let b = &self.blocks[&(ino, fb)];
+        // A read's few blocks are probed directly; a long range (truncate,
+        // a file's write-back) walks the file's ordered set.
+        let probed: Vec<u64>;
+        let walk: &mut dyn Iterator<Item = u64> = if fb1 - fb0 < 16 {
+            probed = (fb0..=fb1).collect();
+            &mut probed.into_iter()
+        } else {
+            &mut blocks.range(fb0..=fb1).copied()
+        };
+        for fb in walk {
+            let Some(b) = self.blocks.get(&(ino, fb)) else {
+                continue;
+            };
             let mut m = b.mask;
             while m != 0 {
                 let i = m.trailing_zeros();

@@ -1,9 +1,10 @@
 //! The idle-time write-back thread (lawn.txt §4.1): when no small write
 //! has arrived for a while, it writes the least recently written slices
 //! back to their files until each sub-zone has the configured share of
-//! its slots free, so bursts find free slots instead of evicting in the
-//! critical path. It never empties the zone: a slice left in a slot makes
-//! its next update a single in-place write.
+//! its slots free (all, by default), so bursts find free slots instead of
+//! evicting in the critical path, and reads of an idle file copy it in one
+//! piece instead of slice by slice from scattered slots. The extra PM
+//! writes happen off the critical path, when nothing else is running.
 
 use super::{slices, Stats};
 use crate::fs::{Core, ZoneOptions};

@@ -411,11 +411,20 @@ impl<D: PmDevice> DataPolicy<D> for Lawn {
                 .map(|(slice, s)| (slice as u64 * slot, zone.place(&sub, s).1))
                 .collect()
         };
+        // Neighbouring slices in neighbouring slots (written together) are
+        // one copy.
+        let mut runs: Vec<(u64, u64, u64)> = Vec::with_capacity(found.len());
+        for (start, at) in found {
+            match runs.last_mut() {
+                Some((s, a, len)) if *s + *len == start && *a + *len == at => *len += slot,
+                _ => runs.push((start, at, slot)),
+            }
+        }
         let dev = &**fs.device();
         let mut pos = off;
-        for (start, at) in found {
+        for (start, at, len) in runs {
             let lo = off.max(start);
-            let hi = end.min(start + slot);
+            let hi = end.min(start + len);
             if pos < lo {
                 Direct.read(
                     fs,
