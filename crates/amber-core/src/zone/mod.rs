@@ -21,8 +21,7 @@ use amber_format::zone::{Descriptor, ZoneGeometry, MAX_CHUNKS};
 use amber_format::BLOCK_SIZE;
 use amber_pmem::PmDevice;
 use parking_lot::{Mutex, MutexGuard};
-use rustc_hash::FxHashMap;
-use std::collections::BTreeSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// No slot: the end of a list, or a slice not in the zone.
 const NIL: u32 = u32::MAX;
@@ -62,9 +61,9 @@ pub struct SubZone {
     /// The hash table: (inode, file block) to the slot of each slice of
     /// the block in the zone — one probe per block a read or write touches.
     blocks: FxHashMap<(u64, u64), Box<BlockSlots>>,
-    /// Per file, its blocks with slices in the zone, ordered for range
+    /// Per file, its blocks with slices in the zone, for the long range
     /// walks (truncate, a file's write-back, unlink).
-    files: FxHashMap<u64, BTreeSet<u64>>,
+    files: FxHashMap<u64, FxHashSet<u64>>,
     per_block: u32,
 }
 
@@ -149,13 +148,17 @@ impl SubZone {
         };
         let (fb0, fb1) = (self.split(first).0, self.split(last).0);
         // A read's few blocks are probed directly; a long range (truncate,
-        // a file's write-back) walks the file's ordered set.
-        let probed: Vec<u64>;
-        let walk: &mut dyn Iterator<Item = u64> = if fb1 - fb0 < 16 {
-            probed = (fb0..=fb1).collect();
-            &mut probed.into_iter()
+        // a file's write-back) takes the file's blocks, in order.
+        let walk: Vec<u64> = if fb1 - fb0 < 16 {
+            (fb0..=fb1).collect()
         } else {
-            &mut blocks.range(fb0..=fb1).copied()
+            let mut v: Vec<u64> = blocks
+                .iter()
+                .copied()
+                .filter(|fb| (fb0..=fb1).contains(fb))
+                .collect();
+            v.sort_unstable();
+            v
         };
         for fb in walk {
             let Some(b) = self.blocks.get(&(ino, fb)) else {
