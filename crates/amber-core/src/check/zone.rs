@@ -70,5 +70,18 @@ pub(super) fn check<D: PmDevice>(cx: &mut Ctx<'_, D>, sb: &Superblock, scan: &Sc
              ({valid} valid); mount clears them"
         ));
     }
-    media.blocks().collect()
+    let blocks: Vec<u64> = media.blocks().collect();
+    let mut seen = FxHashSet::default();
+    let twice: Vec<u64> = blocks
+        .iter()
+        .copied()
+        .filter(|b| !seen.insert(*b))
+        .collect();
+    if let Some(b) = twice.first() {
+        cx.unfixable(format!(
+            "small-write zone: {} block(s) belong to two of its chunks (block {b})",
+            twice.len()
+        ));
+    }
+    blocks
 }

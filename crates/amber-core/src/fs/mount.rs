@@ -296,7 +296,19 @@ pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, R
         }
         let mut bytes = vec![0u8; l.total_blocks.div_ceil(8) as usize];
         dev.read(l.bitmap_start * BLOCK_SIZE, &mut bytes);
-        BitSet::from_bytes(&bytes, l.total_blocks)
+        let used = BitSet::from_bytes(&bytes, l.total_blocks);
+        // The zone writes its chunks without asking the allocator: each
+        // must be one the saved bitmap says is taken.
+        if let Some(b) = zone_media
+            .iter()
+            .flat_map(|z| z.blocks())
+            .find(|&b| !used.get(b))
+        {
+            return Err(FsError::Corrupted(format!(
+                "small-write zone block {b} is free in the saved bitmap"
+            )));
+        }
+        used
     } else {
         BitSet::new(0)
     };

@@ -27,6 +27,9 @@ use rustc_hash::{FxHashMap, FxHashSet};
 const NIL: u32 = u32::MAX;
 /// Most slices per block (64-byte slots).
 const MAX_PER_BLOCK: usize = (BLOCK_SIZE / 64) as usize;
+/// Words of the free bitmap `take_near` looks through for room for a
+/// whole write before it settles for scattered slots.
+const NEAR_WORDS: usize = 64;
 
 #[derive(Clone, Copy)]
 struct Slot {
@@ -50,6 +53,9 @@ pub struct SubZone {
     slots: Vec<Slot>,
     /// Free slots, one bit each (set: free).
     free: Vec<u64>,
+    /// One bit per word of `free`: set when the word has a free slot, so
+    /// the search skips full stretches 4096 slots at a time.
+    nonempty: Vec<u64>,
     free_count: u32,
     /// The free pointer: where the search for a free slot starts, so
     /// consecutive allocations get neighbouring slots (whose descriptors
@@ -74,6 +80,7 @@ impl SubZone {
             chunks: Vec::new(),
             slots: Vec::new(),
             free: Vec::new(),
+            nonempty: Vec::new(),
             free_count: 0,
             cursor: 0,
             lru_head: NIL,
@@ -102,16 +109,47 @@ impl SubZone {
         self.slots
             .resize(self.slots.len() + per_chunk as usize, free);
         self.free.resize(self.slots.len().div_ceil(64), 0);
+        self.nonempty.resize(self.free.len().div_ceil(64), 0);
         for s in first..first + per_chunk {
             self.set_free(s);
         }
     }
 
     fn set_free(&mut self, s: u32) {
-        let w = &mut self.free[(s / 64) as usize];
+        let wi = (s / 64) as usize;
+        let w = &mut self.free[wi];
         assert!(*w & 1 << (s % 64) == 0, "slot {s} freed twice");
         *w |= 1 << (s % 64);
+        self.nonempty[wi / 64] |= 1 << (wi % 64);
         self.free_count += 1;
+    }
+
+    /// Marks free slot `s` taken.
+    fn set_taken(&mut self, s: u32) {
+        let wi = (s / 64) as usize;
+        assert!(self.free[wi] & 1 << (s % 64) != 0, "slot {s} is not free");
+        self.free[wi] &= !(1 << (s % 64));
+        if self.free[wi] == 0 {
+            self.nonempty[wi / 64] &= !(1 << (wi % 64));
+        }
+        self.free_count -= 1;
+    }
+
+    /// The first word of `free` at or after word `from` (wrapping round)
+    /// with a free slot.
+    fn next_nonempty(&self, from: usize) -> Option<usize> {
+        let n = self.nonempty.len();
+        for k in 0..=n {
+            let si = (from / 64 + k) % n;
+            let mut m = self.nonempty[si];
+            if k == 0 {
+                m &= u64::MAX << (from % 64);
+            }
+            if m != 0 {
+                return Some(si * 64 + m.trailing_zeros() as usize);
+            }
+        }
+        None
     }
 
     pub fn chunks(&self) -> &[u64] {
@@ -183,30 +221,58 @@ impl SubZone {
     }
 
     /// A free slot, taken: the first free one at or after the free
-    /// pointer, which then moves past it.
+    /// pointer (wrapping round), which then moves past it.
     pub fn take_free(&mut self) -> Option<u32> {
         if self.free_count == 0 {
             return None;
         }
-        let words = self.free.len();
-        let start = (self.cursor / 64) as usize;
-        // The cursor's own word first from the cursor's bit, then the
-        // others in turn, ending with the bits before the cursor.
-        for k in 0..=words {
-            let wi = (start + k) % words;
-            let mut w = self.free[wi];
-            if k == 0 {
-                w &= u64::MAX << (self.cursor % 64);
-            }
-            if w != 0 {
-                let s = wi as u32 * 64 + w.trailing_zeros();
-                self.free[wi] &= !(1 << (s % 64));
-                self.free_count -= 1;
-                self.cursor = (s + 1) % self.slot_count();
-                return Some(s);
+        let cw = (self.cursor / 64) as usize;
+        let here = self.free[cw] & u64::MAX << (self.cursor % 64);
+        let (wi, bits) = if here != 0 {
+            (cw, here)
+        } else {
+            let wi = self
+                .next_nonempty((cw + 1) % self.free.len())
+                .expect("free_count says a slot is free");
+            (wi, self.free[wi])
+        };
+        let s = wi as u32 * 64 + bits.trailing_zeros();
+        self.set_taken(s);
+        self.cursor = (s + 1) % self.slot_count();
+        Some(s)
+    }
+
+    /// Up to `n` free slots for one write, taken together: from the first
+    /// word (of 64 slots, at or after the free pointer, among the next
+    /// `NEAR_WORDS`) with `n` free, so the write's slots, and their
+    /// descriptors, sit in a few neighbouring lines; otherwise one by one
+    /// from the free pointer.
+    pub fn take_near(&mut self, n: usize, out: &mut Vec<u32>) {
+        if (1..=64).contains(&n) && self.free_count as usize >= n {
+            let words = self.free.len();
+            let mut wi = (self.cursor / 64) as usize;
+            for _ in 0..NEAR_WORDS.min(words) {
+                let Some(w) = self.next_nonempty(wi) else {
+                    break;
+                };
+                if self.free[w].count_ones() as usize >= n {
+                    for _ in 0..n {
+                        let s = w as u32 * 64 + self.free[w].trailing_zeros();
+                        self.set_taken(s);
+                        out.push(s);
+                    }
+                    self.cursor = (out[out.len() - 1] + 1) % self.slot_count();
+                    return;
+                }
+                wi = (w + 1) % words;
             }
         }
-        unreachable!("free_count says a slot is free")
+        for _ in 0..n {
+            match self.take_free() {
+                Some(s) => out.push(s),
+                None => return,
+            }
+        }
     }
 
     /// Returns a slot taken by `take_free` but never bound.
@@ -328,8 +394,7 @@ impl Zone {
             .collect();
         for &(sub, slot, ino, slice) in valid {
             let z = &mut subs[sub as usize];
-            z.free[(slot / 64) as usize] &= !(1 << (slot % 64));
-            z.free_count -= 1;
+            z.set_taken(slot);
             z.bind(slot, ino, slice);
         }
         Zone {
@@ -394,5 +459,52 @@ impl Zone {
                 v + (s.slot_count() - s.free_count()) as u64,
             )
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The free pointer finds the few free slots among thousands of taken
+    /// ones, in order from the pointer round to it, and every slot once.
+    #[test]
+    fn free_pointer_finds_scattered_slots() {
+        let mut z = SubZone::new(vec![100, 200], 5000, 64);
+        let all: Vec<u32> = std::iter::from_fn(|| z.take_free()).collect();
+        assert_eq!(all, (0..10_000).collect::<Vec<_>>());
+        assert_eq!(z.take_free(), None);
+        for s in [9_999, 17, 4_500, 4_501, 8_000] {
+            z.give_back(s);
+        }
+        // The pointer wrapped to 0 after slot 9,999.
+        let got: Vec<u32> = std::iter::from_fn(|| z.take_free()).collect();
+        assert_eq!(got, vec![17, 4_500, 4_501, 8_000, 9_999]);
+        assert_eq!(z.free_count(), 0);
+        z.give_back(3);
+        assert_eq!(z.take_free(), Some(3));
+    }
+
+    /// Binding and unbinding keep the hash table, the per-file blocks and
+    /// the least-recently-written list in step.
+    #[test]
+    fn bind_lookup_range_and_oldest() {
+        let mut z = SubZone::new(vec![100], 256, 64);
+        let a = z.take_free().unwrap();
+        let b = z.take_free().unwrap();
+        let c = z.take_free().unwrap();
+        z.bind(a, 7, 130);
+        z.bind(b, 7, 3);
+        z.bind(c, 9, 3);
+        assert_eq!(z.lookup(7, 130), Some(a));
+        assert_eq!(z.lookup(7, 4), None);
+        assert_eq!(z.range(7, 0, 200), vec![(3, b), (130, a)]);
+        assert_eq!(z.all_of(9), vec![(3, c)]);
+        assert_eq!(z.oldest(2), vec![(a, 7, 130), (b, 7, 3)]);
+        z.unbind(a);
+        assert_eq!(z.oldest(5), vec![(b, 7, 3), (c, 9, 3)]);
+        assert_eq!(z.range(7, 0, u32::MAX), vec![(3, b)]);
+        assert!(z.holds(c, 9, 3) && !z.holds(a, 7, 130));
+        assert_eq!(z.free_count(), 254);
     }
 }

@@ -26,6 +26,8 @@ pub(super) struct Shared {
     stop: AtomicBool,
     lock: Mutex<()>,
     wake: Condvar,
+    /// Held by the thread for a whole pass, so `stop` can wait one out.
+    pass: Mutex<()>,
 }
 
 impl Shared {
@@ -37,6 +39,7 @@ impl Shared {
             stop: AtomicBool::new(false),
             lock: Mutex::new(()),
             wake: Condvar::new(),
+            pass: Mutex::new(()),
         }
     }
 
@@ -44,12 +47,16 @@ impl Shared {
         self.activity.fetch_add(1, Relaxed);
     }
 
-    /// Stops the thread (unmount): nothing is written after this returns
-    /// but the write-back in progress, which holds the core alive.
+    /// Stops the thread (unmount) and waits out a pass in progress, so
+    /// nothing is written after this returns. The caller holds no inode
+    /// lock (a pass takes them).
     pub fn stop(&self) {
-        let _g = self.lock.lock();
-        self.stop.store(true, Relaxed);
-        self.wake.notify_all();
+        {
+            let _g = self.lock.lock();
+            self.stop.store(true, Relaxed);
+            self.wake.notify_all();
+        }
+        drop(self.pass.lock());
     }
 }
 
@@ -80,7 +87,8 @@ fn run<D: PmDevice>(sh: &Shared, core: &Weak<Core<D>>) {
             continue;
         }
         let Some(fs) = core.upgrade() else { return };
-        if fs.check_writable().is_err() {
+        let _pass = sh.pass.lock();
+        if sh.stop.load(Relaxed) || fs.check_writable().is_err() {
             return;
         }
         let Some(zone) = fs.zone() else { return };

@@ -128,12 +128,8 @@ impl Lawn {
         for _ in 0..SLOT_ROUNDS {
             {
                 let mut sub = zone.lock(idx);
-                while got.len() < need {
-                    match sub.take_free() {
-                        Some(s) => got.push(s),
-                        None => break,
-                    }
-                }
+                let n = need - got.len();
+                sub.take_near(n, &mut got);
                 if (sub.free_count() as u64) * 100 < sub.slot_count() as u64 * grow_pct
                     && zone.grow(fs, idx, &mut sub)?
                 {
@@ -354,6 +350,10 @@ impl Lawn {
         let mut img = vec![0u8; size as usize];
         let mut out = Vec::with_capacity(pieces.len());
         let mut marks = Vec::with_capacity(if multi { pieces.len() } else { 0 });
+        // Slices bound for neighbouring places (the file's, or neighbouring
+        // slots) go out as one non-temporal copy.
+        let mut run: Vec<u8> = Vec::with_capacity(pieces.len() * size as usize);
+        let mut run_at = 0;
         for (p, &(desc, slot_data, in_zone)) in pieces.iter().zip(&places) {
             let start = p.slice as u64 * size;
             let lo = off.max(start);
@@ -369,7 +369,15 @@ impl Lawn {
             img[(lo - start) as usize..(hi - start) as usize]
                 .copy_from_slice(&data[(lo - off) as usize..(hi - off) as usize]);
             // Whole aligned cache lines: non-temporal stores, no flush.
-            dev.write_nt(if in_zone { file_at } else { slot_data }, &img);
+            let to = if in_zone { file_at } else { slot_data };
+            if !run.is_empty() && to != run_at + run.len() as u64 {
+                dev.write_nt(run_at, &run);
+                run.clear();
+            }
+            if run.is_empty() {
+                run_at = to;
+            }
+            run.extend_from_slice(&img);
             let d = Descriptor {
                 ino: st.ino as u32,
                 slice: p.slice,
@@ -380,6 +388,9 @@ impl Lawn {
                 marks.push((desc, d));
             }
             out.push((desc, (!in_zone).then_some(d)));
+        }
+        if !run.is_empty() {
+            dev.write_nt(run_at, &run);
         }
         Zone::set_descs(dev, &marks);
         out
