@@ -27,7 +27,7 @@
 //! then finish.
 
 use super::direct::{note_write, store_first_line, Direct, FSYNC_HEAVY_WRITES};
-use super::{DataPolicy, FallocMode};
+use super::DataPolicy;
 use crate::error::{FsError, Result};
 use crate::fs::Core;
 use crate::inode::{plan_path_copy, CommitStore, InodeState, PathCopy};
@@ -286,35 +286,8 @@ impl<D: PmDevice> DataPolicy<D> for Cow {
         write_cow(fs, st, off, data, sync)
     }
 
-    /// Truncate is a journal transaction (down) or zeroing + one size store
-    /// (up) under `direct`: atomic already.
-    fn truncate(&self, fs: &Core<D>, st: &mut InodeState, size: u64) -> Result<()> {
-        Direct.truncate(fs, st, size)
-    }
-
-    fn fallocate(
-        &self,
-        fs: &Core<D>,
-        st: &mut InodeState,
-        off: u64,
-        len: u64,
-        mode: FallocMode,
-    ) -> Result<()> {
-        Direct.fallocate(fs, st, off, len, mode)
-    }
-
-    /// Data, size and mode are durable on return; a sync write stores its
-    /// times too.
-    fn sync_writes_are_complete(&self) -> bool {
-        true
-    }
-
     fn atomic_writes(&self) -> bool {
         true
-    }
-
-    fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
-        Direct.fsync(fs, st)
     }
 }
 

@@ -27,7 +27,7 @@
 
 use super::cow::write_cow;
 use super::direct::{allocate_zeroed, block_range, note_write, Direct, FSYNC_HEAVY_WRITES};
-use super::{DataPolicy, FallocMode};
+use super::DataPolicy;
 use crate::error::Result;
 use crate::fs::Core;
 use crate::inode::InodeState;
@@ -125,34 +125,7 @@ impl<D: PmDevice> DataPolicy<D> for Finelog {
         Ok(data.len())
     }
 
-    /// Truncate is a journal transaction (down) or zeroing + one size store
-    /// (up) under `direct`: atomic already.
-    fn truncate(&self, fs: &Core<D>, st: &mut InodeState, size: u64) -> Result<()> {
-        Direct.truncate(fs, st, size)
-    }
-
-    fn fallocate(
-        &self,
-        fs: &Core<D>,
-        st: &mut InodeState,
-        off: u64,
-        len: u64,
-        mode: FallocMode,
-    ) -> Result<()> {
-        Direct.fallocate(fs, st, off, len, mode)
-    }
-
-    /// Data, size and mode are durable on return; a sync write logs its
-    /// times with its data.
-    fn sync_writes_are_complete(&self) -> bool {
-        true
-    }
-
     fn atomic_writes(&self) -> bool {
         true
-    }
-
-    fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
-        Direct.fsync(fs, st)
     }
 }

@@ -44,9 +44,14 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
     ) -> Result<usize>;
 
     /// Sets the file's size, freeing blocks past it or exposing zeros.
-    fn truncate(&self, fs: &Core<D>, st: &mut InodeState, size: u64) -> Result<()>;
+    /// By default `direct`'s: a journal transaction down, zeroing and one
+    /// size store up, so atomic already.
+    fn truncate(&self, fs: &Core<D>, st: &mut InodeState, size: u64) -> Result<()> {
+        Direct.truncate(fs, st, size)
+    }
 
     /// Allocates (zeroed) or punches out the blocks of `[off, off + len)`.
+    /// By default `direct`'s.
     fn fallocate(
         &self,
         fs: &Core<D>,
@@ -54,13 +59,18 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
         off: u64,
         len: u64,
         mode: FallocMode,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        Direct.fallocate(fs, st, off, len, mode)
+    }
 
     /// Whether a write made with `sync = true` leaves nothing for fsync to
     /// do (data, size and times durable on return). A front end that sends
     /// every write with `sync` may then skip fsync: the FUSE adapter tells
     /// the kernel fsync is not implemented, saving a round trip per call.
-    fn sync_writes_are_complete(&self) -> bool;
+    /// True by default, as for every policy durable on return.
+    fn sync_writes_are_complete(&self) -> bool {
+        true
+    }
 
     /// Whether a write is durable when it returns, without fsync: true for
     /// the direct-access and data-atomic policies, false for a policy that
@@ -85,7 +95,11 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
     }
 
     /// Makes everything written to this file durable.
-    fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()>;
+    /// By default `direct`'s: data was durable on return; times an
+    /// overwrite left in DRAM are stored, or a fence keeps the promise.
+    fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
+        Direct.fsync(fs, st)
+    }
 
     /// Called once at the end of mount, before the file system is used
     /// (a policy may calibrate against the device here).

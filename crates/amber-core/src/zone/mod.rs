@@ -22,6 +22,8 @@ use amber_format::BLOCK_SIZE;
 use amber_pmem::PmDevice;
 use parking_lot::{Mutex, MutexGuard};
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 /// No slot: the end of a list, or a slice not in the zone.
 const NIL: u32 = u32::MAX;
@@ -71,10 +73,12 @@ pub struct SubZone {
     /// walks (truncate, a file's write-back, unlink).
     files: FxHashMap<u64, FxHashSet<u64>>,
     per_block: u32,
+    /// Valid slots, also readable without the lock (`Zone::is_empty`).
+    valid: Arc<AtomicU32>,
 }
 
 impl SubZone {
-    fn new(chunks: Vec<u64>, per_chunk: u32, per_block: u32) -> SubZone {
+    fn new(chunks: Vec<u64>, per_chunk: u32, per_block: u32, valid: Arc<AtomicU32>) -> SubZone {
         assert!(per_block as usize <= MAX_PER_BLOCK);
         let mut z = SubZone {
             chunks: Vec::new(),
@@ -88,6 +92,7 @@ impl SubZone {
             blocks: FxHashMap::default(),
             files: FxHashMap::default(),
             per_block,
+            valid,
         };
         for c in chunks {
             z.add_chunk(c, per_chunk);
@@ -308,6 +313,7 @@ impl SubZone {
         b.slot[i] = slot;
         self.files.entry(ino).or_default().insert(fb);
         self.push_tail(slot);
+        self.valid.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Frees `slot`: its slice's newest copy is in the file again (or the
@@ -330,6 +336,7 @@ impl SubZone {
         }
         self.slots[slot as usize].ino = 0;
         self.set_free(slot);
+        self.valid.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Up to `n` valid slots, least recently written first, with owners.
@@ -379,6 +386,8 @@ pub struct Zone {
     /// The header's first block (the chunk table follows).
     pub header: u64,
     subs: Vec<Mutex<SubZone>>,
+    /// Each sub-zone's valid slots (the same counters the sub-zones keep).
+    valid: Vec<Arc<AtomicU32>>,
 }
 
 impl Zone {
@@ -387,10 +396,12 @@ impl Zone {
     fn new(media: ZoneMedia, valid: &[(u32, u32, u64, u32)]) -> Zone {
         let per = media.geo.slots_per_chunk;
         let per_block = media.geo.slices_per_block() as u32;
+        let counts: Vec<Arc<AtomicU32>> = media.chunks.iter().map(|_| Arc::default()).collect();
         let mut subs: Vec<SubZone> = media
             .chunks
             .into_iter()
-            .map(|row| SubZone::new(row, per, per_block))
+            .zip(&counts)
+            .map(|(row, v)| SubZone::new(row, per, per_block, Arc::clone(v)))
             .collect();
         for &(sub, slot, ino, slice) in valid {
             let z = &mut subs[sub as usize];
@@ -401,6 +412,7 @@ impl Zone {
             geo: media.geo,
             header: media.header,
             subs: subs.into_iter().map(Mutex::new).collect(),
+            valid: counts,
         }
     }
 
@@ -412,6 +424,13 @@ impl Zone {
     /// Locks sub-zone `i`.
     pub fn lock(&self, i: usize) -> MutexGuard<'_, SubZone> {
         self.subs[i].lock()
+    }
+
+    /// Whether sub-zone `i` holds no slice, without its lock. A reader
+    /// holding a file's inode lock may trust a true: only that file's
+    /// writers, who need the lock, could add its slices.
+    pub fn is_empty(&self, i: usize) -> bool {
+        self.valid[i].load(Ordering::Relaxed) == 0
     }
 
     /// Number of sub-zones.
@@ -470,7 +489,7 @@ mod tests {
     /// ones, in order from the pointer round to it, and every slot once.
     #[test]
     fn free_pointer_finds_scattered_slots() {
-        let mut z = SubZone::new(vec![100, 200], 5000, 64);
+        let mut z = SubZone::new(vec![100, 200], 5000, 64, Arc::default());
         let all: Vec<u32> = std::iter::from_fn(|| z.take_free()).collect();
         assert_eq!(all, (0..10_000).collect::<Vec<_>>());
         assert_eq!(z.take_free(), None);
@@ -489,7 +508,7 @@ mod tests {
     /// the least-recently-written list in step.
     #[test]
     fn bind_lookup_range_and_oldest() {
-        let mut z = SubZone::new(vec![100], 256, 64);
+        let mut z = SubZone::new(vec![100], 256, 64, Arc::default());
         let a = z.take_free().unwrap();
         let b = z.take_free().unwrap();
         let c = z.take_free().unwrap();

@@ -412,6 +412,9 @@ impl<D: PmDevice> DataPolicy<D> for Lawn {
         let n = (buf.len() as u64).min(size - off) as usize;
         let end = off + n as u64;
         let zone = Self::zone(fs);
+        if zone.is_empty(zone.sub_of(st.ino)) {
+            return Direct.read(fs, st, off, &mut buf[..n]);
+        }
         let slot = zone.geo.slot_size as u64;
         let first = (off / slot).min(u32::MAX as u64) as u32;
         let last = ((end - 1) / slot).min(u32::MAX as u64) as u32;
@@ -507,21 +510,12 @@ impl<D: PmDevice> DataPolicy<D> for Lawn {
         Direct.fallocate(fs, st, off, len, mode)
     }
 
-    fn sync_writes_are_complete(&self) -> bool {
-        true
-    }
-
     fn atomic_writes(&self) -> bool {
         true
     }
 
     fn uses_zone(&self) -> bool {
         true
-    }
-
-    /// Data is durable on return; only times may wait in DRAM.
-    fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
-        Direct.fsync(fs, st)
     }
 
     fn spawn(&self, core: Weak<Core<D>>) {
