@@ -10,6 +10,8 @@
 # failure (an unknown policy or mount option fails the preflight, before
 # any long run).
 #
+# RESUME=1 skips runs whose JSON is already in $OUT and redraws the plots.
+#
 # Dry run before lawn exists (hinfs in its place, which ignores lawn_slot;
 # tiny runs; results outside the repository; about 2 minutes):
 #   POLICIES="cow finelog direct hinfs" \
@@ -64,6 +66,11 @@ echo "preflight ok: ${POL[*]}; slots ${SLOTS[*]} via $LAWN,$SLOT_OPT=N"
 run() {
   local name=$1 em=$2
   shift 2
+  # RESUME=1 keeps runs whose results exist (to redo a subset: delete its
+  # JSON files and run again).
+  if [ "${RESUME:-0}" = 1 ] && [ -e "$O/$name.json" ]; then
+    return
+  fi
   if ! "$A" --emulate "$em" bench --quiet compare --workload randwrite "$@" "${c[@]}" \
       --json "$O/$name.json" > "$O/$name.txt" 2>&1; then
     echo "FAILED: $name (log: $O/$name.txt)" >&2
