@@ -136,6 +136,33 @@ fn mkfs_then_info_as_text_and_json() {
     assert_eq!(json["state"], "clean", "ls unmounts cleanly");
 }
 
+/// A lawn mount gives the pool a small-write zone, which `info` shows and
+/// a mount with another policy removes again.
+#[test]
+fn info_shows_the_small_write_zone_while_it_exists() {
+    let pool = new_pool("32M");
+    let json: serde_json::Value = serde_json::from_str(&ok(&["info", pool.p(), "--json"])).unwrap();
+    assert!(json.get("zone").is_none(), "{json}");
+    ok(&[
+        "mkdir",
+        pool.p(),
+        "/d",
+        "-o",
+        "policy=lawn,lawn_slot=128,lawn_subzones=2",
+    ]);
+    let text = ok(&["info", pool.p()]);
+    assert!(text.contains("small-write zone:"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&ok(&["info", pool.p(), "--json"])).unwrap();
+    assert_eq!(json["features"]["incompat"], 1);
+    assert_eq!(json["zone"]["slot_size"], 128);
+    assert_eq!(json["zone"]["subzones"], 2);
+    assert!(json["zone"]["slots"].as_u64().unwrap() > 0);
+    ok(&["ls", pool.p(), "-o", "policy=direct"]);
+    let json: serde_json::Value = serde_json::from_str(&ok(&["info", pool.p(), "--json"])).unwrap();
+    assert!(json.get("zone").is_none(), "{json}");
+    assert_eq!(json["features"]["incompat"], 0);
+}
+
 #[test]
 fn mkfs_prints_geometry_and_honours_parameters() {
     let pool = no_pool();

@@ -38,7 +38,24 @@ struct Info {
     last_clean_unmount_secs: u64,
     pool_size: u64,
     geometry: Geometry,
+    /// LAWN's small-write zone, if the pool has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    zone: Option<Zone>,
     device: Device,
+}
+
+#[derive(Serialize)]
+struct Zone {
+    header_block: u64,
+    slot_size: u32,
+    subzones: u32,
+    chunk_blocks: u32,
+    /// Chunks per sub-zone.
+    chunks: Vec<usize>,
+    slots: u64,
+    /// Descriptors not zero: valid ones, and stale ones the next mount
+    /// clears (`amberfs fsck` tells them apart).
+    descriptors_in_use: u64,
 }
 
 #[derive(Serialize)]
@@ -78,7 +95,10 @@ struct Device {
 pub fn run(args: Args) -> CliResult<ExitCode> {
     let dev = open_device(&args.pool)?;
     let sb = amber_core::fs::read_superblock(&dev).map_err(|e| pool_error(&args.pool, e))?;
-    let info = describe(&args, &sb, dev.info());
+    let mut info = describe(&args, &sb, dev.info());
+    info.zone = amber_core::zone::ZoneMedia::read(&dev, &sb.layout, &sb)
+        .map_err(|e| pool_error(&args.pool, e))?
+        .map(|m| zone(&dev, &m));
     if args.json {
         let text = serde_json::to_string_pretty(&info)
             .map_err(|e| CliError::new(format!("could not encode the report as JSON: {e}")))?;
@@ -109,6 +129,7 @@ fn describe(args: &Args, sb: &Superblock, map: &MapInfo) -> Info {
         last_mount_secs: sb.last_mount_secs,
         last_clean_unmount_secs: sb.last_clean_secs,
         pool_size: sb.pool_size,
+        zone: None,
         geometry: Geometry {
             block_size: BLOCK_SIZE,
             total_blocks: l.total_blocks,
@@ -132,6 +153,27 @@ fn describe(args: &Args, sb: &Superblock, map: &MapInfo) -> Info {
             nt_store_bytes: map.nt_store.bytes(),
             cpu_model: map.cpu_model.clone(),
         },
+    }
+}
+
+/// The zone's shape and how many of its descriptors are in use.
+fn zone<D: amber_pmem::PmDevice>(dev: &D, m: &amber_core::zone::ZoneMedia) -> Zone {
+    let mut in_use = 0u64;
+    // Bytes that decode to no descriptor are fsck's to report; info only
+    // counts what decodes.
+    let _ = m.scan(dev, |_, _, _| {
+        in_use += 1;
+        Ok(())
+    });
+    let chunks: Vec<usize> = m.chunks.iter().map(Vec::len).collect();
+    Zone {
+        header_block: m.header,
+        slot_size: m.geo.slot_size,
+        subzones: m.geo.subzones,
+        chunk_blocks: m.geo.chunk_blocks,
+        slots: chunks.iter().sum::<usize>() as u64 * m.geo.slots_per_chunk as u64,
+        chunks,
+        descriptors_in_use: in_use,
     }
 }
 
@@ -209,6 +251,22 @@ fn print_text(i: &Info, map: &MapInfo) {
             g.data_start
         ),
     );
+    if let Some(z) = &i.zone {
+        row(
+            "small-write zone",
+            format!(
+                "{} slots of {} bytes in {} sub-zone(s) (chunks of {} blocks: {:?}), header at \
+                 block {}; {} descriptor(s) in use",
+                z.slots,
+                z.slot_size,
+                z.subzones,
+                z.chunk_blocks,
+                z.chunks,
+                z.header_block,
+                z.descriptors_in_use
+            ),
+        );
+    }
     println!("device:");
     for line in map.to_string().lines() {
         println!("  {line}");
