@@ -268,10 +268,6 @@ impl<D: PmDevice> DataPolicy<D> for Cow {
         "cow"
     }
 
-    fn read(&self, fs: &Core<D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
-        Direct.read(fs, st, off, buf)
-    }
-
     fn write(
         &self,
         fs: &Core<D>,

@@ -70,10 +70,6 @@ impl<D: PmDevice> DataPolicy<D> for Finelog {
         "finelog"
     }
 
-    fn read(&self, fs: &Core<D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
-        Direct.read(fs, st, off, buf)
-    }
-
     fn write(
         &self,
         fs: &Core<D>,

@@ -23,13 +23,17 @@ pub use hinfs::{Hinfs, Variant};
 pub use lawn::Lawn;
 
 /// A data path. Every method is called with the inode's write lock held
-/// (read lock for `read`).
+/// (read lock for `read`). Methods whose default is "`direct`'s" delegate
+/// to [`Direct`], which implements each of them itself.
 pub trait DataPolicy<D: PmDevice>: Send + Sync {
     /// The name it is selected by.
     fn name(&self) -> &'static str;
 
     /// Reads into `buf` from `off`; returns bytes read (0 at or past EOF).
-    fn read(&self, fs: &Core<D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize>;
+    /// By default `direct`'s: straight from the file's blocks on PM.
+    fn read(&self, fs: &Core<D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
+        Direct.read(fs, st, off, buf)
+    }
 
     /// Writes `data` at `off`, growing the file as needed. `sync` asks for
     /// the data to be durable on return (O_SYNC/O_DSYNC). `Core::write`
