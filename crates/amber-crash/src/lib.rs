@@ -85,6 +85,10 @@ pub struct CrashConfig {
     /// the workload's mount and for every recovery (e.g. a policy's own
     /// sizing, to force eviction on a small pool); empty for none.
     pub mount_options: String,
+    /// Recovers every image under this policy (its defaults) instead of
+    /// the run's: `direct` after `lawn` makes every recovery fold the
+    /// small-write zone back into the files. None: the run's own.
+    pub recover_policy: Option<String>,
     /// Judges every write() as atomic even if the policy does not promise
     /// it. Exists only for the harness's self-test: under `direct` it must
     /// report torn writes, proving the atomic-write oracle can fail.
@@ -102,6 +106,7 @@ impl CrashConfig {
             save_dir: None,
             policy: "direct".into(),
             mount_options: String::new(),
+            recover_policy: None,
             force_atomic_oracle: false,
         }
     }
@@ -419,10 +424,13 @@ impl Runner<'_> {
         // keeps nothing of its own across a crash (its buffer is gone), so
         // its images recover under the defaults, sparing hinfs a DRAM-vs-PM
         // calibration per mount (it would make its runs four times longer).
-        let recovery_opts = if durable {
-            opts
-        } else {
-            MountOptions::default()
+        let recovery_opts = match &self.cfg.recover_policy {
+            Some(p) => match MountOptions::parse(&format!("policy={p}")) {
+                Ok(o) => o,
+                Err(e) => return self.fail(format!("recovery policy {p:?}: {e}")),
+            },
+            None if durable => opts,
+            None => MountOptions::default(),
         };
         let atomic = fs.policy_atomic_writes() || self.cfg.force_atomic_oracle;
         self.rep.oracle = format!(

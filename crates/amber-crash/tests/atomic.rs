@@ -210,6 +210,19 @@ fn lawn_data_workloads() {
     atomic_policy_suite("lawn");
 }
 
+/// LAWN's images recovered by `direct`: every recovery judges the zone's
+/// descriptors, writes each valid slice into its file and removes the
+/// zone, and must still find the state before or after each write.
+#[test]
+fn lawn_images_folded_back_by_direct() {
+    for w in DATA_WORKLOADS {
+        let mut cfg = atomic_config(w, "lawn", "");
+        cfg.recover_policy = Some("direct".into());
+        let rep = check(&cfg);
+        assert_eq!(rep.oracle, ATOMIC_ORACLE);
+    }
+}
+
 /// LAWN with a zone too small for `zone-pressure`'s slices: crashes in
 /// the middle of growth, and (growth off) of the write-back a full zone
 /// forces inside a write.

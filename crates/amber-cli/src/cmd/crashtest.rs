@@ -43,6 +43,10 @@ pub struct Args {
     /// the run and for every recovery (a policy's own sizing, say).
     #[arg(long, default_value = "")]
     mount_options: String,
+    /// Recover every crash image under this policy instead (e.g. `direct`
+    /// after `lawn`: each recovery folds the small-write zone back).
+    #[arg(long)]
+    recover_policy: Option<String>,
 }
 
 pub fn run(args: Args) -> CliResult<ExitCode> {
@@ -61,16 +65,18 @@ pub fn run(args: Args) -> CliResult<ExitCode> {
             ))
         })?;
     }
-    if !amber_core::data::POLICIES.contains(&args.policy.as_str()) {
-        return Err(CliError::new(format!(
-            "unknown policy {:?}; choose one of {}",
-            args.policy,
-            amber_core::data::POLICIES.join(", ")
-        )));
+    for p in std::iter::once(&args.policy).chain(&args.recover_policy) {
+        if !amber_core::data::POLICIES.contains(&p.as_str()) {
+            return Err(CliError::new(format!(
+                "unknown policy {p:?}; choose one of {}",
+                amber_core::data::POLICIES.join(", ")
+            )));
+        }
     }
     let mut config = CrashConfig::new(&args.workload, args.seed);
     config.policy = args.policy;
     config.mount_options = args.mount_options;
+    config.recover_policy = args.recover_policy;
     config.max_images = args.max_images;
     config.save_dir = args.save_dir;
     let report = amber_crash::run(&config)
