@@ -208,6 +208,33 @@ fn run_one_serves_a_single_target() {
         .all(|r| r.value > 0.0 && r.policy == "-" && r.threads == 2));
 }
 
+/// randwrite with a file per thread: each thread writes and reads only
+/// its own file, and verification checks both.
+#[test]
+fn randwrite_gives_each_thread_its_own_file() {
+    let dir = TempDir::new().unwrap();
+    let (amber, _) = targets(&dir);
+    let mut p = tiny("randwrite");
+    p.files = 2;
+    workload::validate("randwrite", &p).unwrap();
+    let mut s = workload::session("randwrite", &amber, &p).expect("session");
+    s.setup().unwrap();
+    s.prepare().unwrap();
+    let o = s.run_once().unwrap();
+    assert!(o.ops > 0 && o.bytes_written > 0);
+    let v = s.verify().unwrap();
+    assert_eq!(v.files, 2);
+    let all = files(&amber, "wl-randwrite");
+    assert_eq!(all.len(), 2);
+    for f in &all {
+        assert_eq!(amber.size(f).unwrap(), p.file_size, "{f}");
+    }
+    p.files = 3;
+    assert!(workload::validate("randwrite", &p)
+        .unwrap_err()
+        .contains("one file per thread"));
+}
+
 #[test]
 fn bad_parameters_are_refused_before_anything_runs() {
     let mut p = tiny("randwrite");

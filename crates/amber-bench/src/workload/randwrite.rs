@@ -2,7 +2,9 @@
 //! file: the fio runs of lawn.txt §5.2 (request sizes 128 B to 4 KiB;
 //! random writes alone and read/write mixes 3/7, 5/5, 7/3; synchronous).
 //! Offsets are aligned to the request size, as fio's are; each thread
-//! works in its own stripe of the file.
+//! works in its own stripe of the file, or (`--files` equal to
+//! `--threads`) in a file of its own, so writers of different files can
+//! run in parallel.
 //!
 //! Defaults and their sources:
 //! * 128 B requests (`--io-size`, 128..=4096): lawn's smallest, where its
@@ -47,8 +49,12 @@ pub(crate) fn validate(p: &Params) -> Result<(), String> {
             p.io_size
         ));
     }
-    if p.files != 1 {
-        return Err("randwrite works on one file; size it with --file-size".into());
+    if p.files != 1 && p.files != p.threads as u64 {
+        return Err(
+            "randwrite works on one file shared by the threads (--files 1) or on one file per \
+             thread (--files equal to --threads)"
+                .into(),
+        );
     }
     if p.file_size / p.io_size < p.threads as u64 {
         return Err("randwrite: --file-size must hold one --io-size block per thread".into());
@@ -58,9 +64,11 @@ pub(crate) fn validate(p: &Params) -> Result<(), String> {
 
 pub(crate) struct Randwrite;
 
-/// One thread's stripe and which of its blocks it has overwritten.
+/// One thread's stripe (of the shared file, or the whole of its own file)
+/// and which of the file's blocks it has overwritten.
 #[derive(Debug, Clone)]
 pub(crate) struct Stripe {
+    file: u64,
     first: u64,
     blocks: u64,
     covered: Vec<u64>,
@@ -72,10 +80,16 @@ impl Flow for Randwrite {
 
     fn init(&self, p: &Params, thread: usize) -> Stripe {
         let total = p.file_size / p.io_size;
-        let per = total / p.threads as u64;
+        let (file, first, blocks) = if p.files > 1 {
+            (thread as u64, 0, total)
+        } else {
+            let per = total / p.threads as u64;
+            (0, per * thread as u64, per)
+        };
         Stripe {
-            first: per * thread as u64,
-            blocks: per,
+            file,
+            first,
+            blocks,
             covered: vec![0; total.div_ceil(64) as usize],
             writes: 0,
         }
@@ -86,7 +100,7 @@ impl Flow for Randwrite {
         let off = block * p.io_size;
         if rng.below(10) < u64::from(p.read_ratio) {
             ops.push(Op::Read {
-                file: 0,
+                file: s.file,
                 off,
                 len: p.io_size,
             });
@@ -94,7 +108,7 @@ impl Flow for Randwrite {
             s.writes += 1;
             s.covered[(block / 64) as usize] |= 1 << (block % 64);
             ops.push(Op::Write {
-                file: 0,
+                file: s.file,
                 off,
                 len: p.io_size,
                 ver: 1,
@@ -105,19 +119,21 @@ impl Flow for Randwrite {
     }
 
     fn expected(&self, p: &Params, states: &[Stripe]) -> Vec<(u64, Content)> {
-        let mut covered = vec![0u64; (p.file_size / p.io_size).div_ceil(64) as usize];
-        for s in states {
-            for (c, w) in covered.iter_mut().zip(&s.covered) {
-                *c |= w;
-            }
-        }
-        vec![(
-            0,
-            Content::Patched {
-                size: p.file_size,
-                unit: p.io_size,
-                covered,
-            },
-        )]
+        (0..p.files)
+            .map(|file| {
+                let mut covered = vec![0u64; (p.file_size / p.io_size).div_ceil(64) as usize];
+                for s in states.iter().filter(|s| s.file == file) {
+                    for (c, w) in covered.iter_mut().zip(&s.covered) {
+                        *c |= w;
+                    }
+                }
+                let content = Content::Patched {
+                    size: p.file_size,
+                    unit: p.io_size,
+                    covered,
+                };
+                (file, content)
+            })
+            .collect()
     }
 }
