@@ -192,7 +192,7 @@ impl Lawn {
             slices::flush_blocks(fs, zone, st, first, last)?;
         }
         let idx = zone.sub_of(st.ino);
-        let mut pieces: Vec<Piece> = {
+        let pieces: Vec<Piece> = {
             let sub = zone.lock(idx);
             numbers
                 .iter()
@@ -203,7 +203,7 @@ impl Lawn {
                 .collect()
         };
         let need = pieces.iter().filter(|p| p.old.is_none()).count();
-        let Some(mut fresh) = self.take_slots(fs, zone, st, &pieces, need)? else {
+        let Some(fresh) = self.take_slots(fs, zone, st, &pieces, need)? else {
             return self.by_cow(fs, st, off, data, sync);
         };
         let stage = match run {
@@ -230,12 +230,19 @@ impl Lawn {
             }
             None => None,
         };
-        // Slots for the slices going to the zone, in order.
-        let mut new_slots = Vec::with_capacity(need);
-        for p in pieces.iter_mut().filter(|p| p.old.is_none()) {
-            let s = fresh.pop().expect("one slot per slice going to the zone");
-            new_slots.push((p.slice, s));
-        }
+        // Slots for the slices going to the zone, in order: neighbouring
+        // slices in neighbouring slots go out as one copy.
+        let mut fresh = fresh.into_iter();
+        let new_slots: Vec<(u32, u32)> = pieces
+            .iter()
+            .filter(|p| p.old.is_none())
+            .map(|p| {
+                (
+                    p.slice,
+                    fresh.next().expect("one slot per slice going to the zone"),
+                )
+            })
+            .collect();
         let multi = pieces.len() > 1 || stage.is_some();
         let committed = st.disk.zone_seq;
         let seq = if multi { committed + 1 } else { committed };
