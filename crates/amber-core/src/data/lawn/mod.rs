@@ -64,11 +64,18 @@ struct Stats {
     growths: AtomicU64,
 }
 
-/// One slice of a write.
+/// One slice of a write and where it goes.
 struct Piece {
     slice: u32,
-    /// Slot holding its newest copy, if any.
-    old: Option<u32>,
+    /// The slot this write touches: the one holding the slice's newest
+    /// copy (the write then goes to the file and dooms it), or a free one
+    /// taken for it (the write goes there).
+    slot: u32,
+    /// Whether `slot` held the newest copy before this write.
+    in_zone: bool,
+    /// Byte offsets of the slot's descriptor and data.
+    desc: u64,
+    data: u64,
 }
 
 impl Lawn {
@@ -119,7 +126,7 @@ impl Lawn {
         fs: &Core<D>,
         zone: &Zone,
         st: &InodeState,
-        pieces: &[Piece],
+        numbers: &[u32],
         need: usize,
     ) -> Result<Option<Vec<u32>>> {
         let idx = zone.sub_of(st.ino);
@@ -140,7 +147,7 @@ impl Lawn {
                     return Ok(Some(got));
                 }
             }
-            let keep = |s: u32| pieces.iter().any(|p| p.slice == s);
+            let keep = |s: u32| numbers.contains(&s);
             let n = need - got.len();
             let freed = slices::write_back_oldest(fs, zone, idx, n, Some((st, &keep)))?;
             self.shared.stats.evicted.fetch_add(freed as u64, Relaxed);
@@ -151,6 +158,76 @@ impl Lawn {
         }
         got.into_iter().for_each(|s| sub.give_back(s));
         Ok(None)
+    }
+
+    /// Where each slice of a write goes, in one pass under the sub-zone
+    /// lock when the sub-zone has room (the common case); otherwise after
+    /// `take_slots` grew it or wrote slices back. None: no slot could be
+    /// had, the write goes by copy-on-write.
+    fn prepare<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        zone: &Zone,
+        st: &InodeState,
+        numbers: &[u32],
+    ) -> Result<Option<Vec<Piece>>> {
+        let idx = zone.sub_of(st.ino);
+        let grow_pct = fs.options().zone.grow_pct as u64;
+        let place = |sub: &crate::zone::SubZone,
+                     slice: u32,
+                     old: Option<u32>,
+                     fresh: &mut dyn Iterator<Item = u32>| {
+            let (slot, in_zone) = match old {
+                Some(z) => (z, true),
+                None => (
+                    fresh
+                        .next()
+                        .expect("a slot for every slice going to the zone"),
+                    false,
+                ),
+            };
+            let (desc, data) = zone.place(sub, slot);
+            Piece {
+                slice,
+                slot,
+                in_zone,
+                desc,
+                data,
+            }
+        };
+        let olds: Vec<Option<u32>> = {
+            let mut sub = zone.lock(idx);
+            let olds: Vec<Option<u32>> = numbers.iter().map(|&n| sub.lookup(st.ino, n)).collect();
+            let need = olds.iter().filter(|o| o.is_none()).count() as u64;
+            let free = sub.free_count() as u64;
+            // Room for every slice, leaving the sub-zone above its growth
+            // mark: no growth or write-back is due.
+            if free >= need && (free - need) * 100 >= sub.slot_count() as u64 * grow_pct {
+                let mut got = Vec::with_capacity(need as usize);
+                sub.take_near(need as usize, &mut got);
+                let mut fresh = got.into_iter();
+                let pieces = numbers
+                    .iter()
+                    .zip(&olds)
+                    .map(|(&n, &o)| place(&sub, n, o, &mut fresh))
+                    .collect();
+                return Ok(Some(pieces));
+            }
+            olds
+        };
+        let need = olds.iter().filter(|o| o.is_none()).count();
+        let Some(got) = self.take_slots(fs, zone, st, numbers, need)? else {
+            return Ok(None);
+        };
+        let sub = zone.lock(idx);
+        let mut fresh = got.into_iter();
+        Ok(Some(
+            numbers
+                .iter()
+                .zip(&olds)
+                .map(|(&n, &o)| place(&sub, n, o, &mut fresh))
+                .collect(),
+        ))
     }
 
     /// A write by copy-on-write alone, after the slices of its blocks went
@@ -192,20 +269,10 @@ impl Lawn {
             slices::flush_blocks(fs, zone, st, first, last)?;
         }
         let idx = zone.sub_of(st.ino);
-        let pieces: Vec<Piece> = {
-            let sub = zone.lock(idx);
-            numbers
-                .iter()
-                .map(|&slice| Piece {
-                    slice,
-                    old: sub.lookup(st.ino, slice),
-                })
-                .collect()
-        };
-        let need = pieces.iter().filter(|p| p.old.is_none()).count();
-        let Some(fresh) = self.take_slots(fs, zone, st, &pieces, need)? else {
+        let Some(pieces) = self.prepare(fs, zone, st, &numbers)? else {
             return self.by_cow(fs, st, off, data, sync);
         };
+        let need = pieces.iter().filter(|p| !p.in_zone).count();
         let stage = match run {
             Some((first, last)) => {
                 let old_size = st.disk.size;
@@ -223,31 +290,20 @@ impl Lawn {
                     Ok(s) => Some(s),
                     Err(e) => {
                         let mut sub = zone.lock(idx);
-                        fresh.into_iter().for_each(|s| sub.give_back(s));
+                        for p in pieces.iter().filter(|p| !p.in_zone) {
+                            sub.give_back(p.slot);
+                        }
                         return Err(e);
                     }
                 }
             }
             None => None,
         };
-        // Slots for the slices going to the zone, in order: neighbouring
-        // slices in neighbouring slots go out as one copy.
-        let mut fresh = fresh.into_iter();
-        let new_slots: Vec<(u32, u32)> = pieces
-            .iter()
-            .filter(|p| p.old.is_none())
-            .map(|p| {
-                (
-                    p.slice,
-                    fresh.next().expect("one slot per slice going to the zone"),
-                )
-            })
-            .collect();
         let multi = pieces.len() > 1 || stage.is_some();
         let committed = st.disk.zone_seq;
         let seq = if multi { committed + 1 } else { committed };
         assert!(seq <= MAX_SEQ, "zone commit number exhausted");
-        let descs = self.write_slices(fs, zone, st, &pieces, &new_slots, off, data, multi, seq);
+        self.write_slices(fs, zone, st, &pieces, off, data, multi, seq);
         let before = (st.disk.mtime, st.disk.ctime);
         let mode_changed = note_write(st);
         // The coarse clock often leaves the times as they were: then the
@@ -286,9 +342,17 @@ impl Lawn {
                 dev.flush(at, 8);
             } else {
                 // Algorithm 1: the descriptor store decides which copy counts.
-                match descs[0] {
-                    (at, Some(d)) => Zone::set_desc(dev, at, &d),
-                    (at, None) => Zone::clear_desc(dev, at),
+                let p = &pieces[0];
+                if p.in_zone {
+                    Zone::clear_desc(dev, p.desc);
+                } else {
+                    let d = Descriptor {
+                        ino: st.ino as u32,
+                        slice: p.slice,
+                        seq,
+                        doomed: false,
+                    };
+                    Zone::set_desc(dev, p.desc, &d);
                 }
             }
             fs.drain()?;
@@ -296,13 +360,11 @@ impl Lawn {
             st.times_dirty = times_changed && !eager;
         }
         let mut sub = zone.lock(idx);
-        for p in &pieces {
-            if let Some(z) = p.old {
-                sub.unbind(z);
-            }
+        for p in pieces.iter().filter(|p| p.in_zone) {
+            sub.unbind(p.slot);
         }
-        for &(slice, s) in &new_slots {
-            sub.bind(s, st.ino, slice);
+        for p in pieces.iter().filter(|p| !p.in_zone) {
+            sub.bind(p.slot, st.ino, p.slice);
         }
         Ok(data.len())
     }
@@ -311,9 +373,8 @@ impl Lawn {
     /// file if its newest copy is in a slot, else the new slot), without a
     /// fence. For a multi-slice write it also stores each descriptor with
     /// `seq` (new slots pending, superseded slots DOOMED), none of which
-    /// changes what is valid until the commit. For a single slice it
-    /// returns the one descriptor store that commits it: (offset, new
-    /// descriptor) or (offset, None) to clear.
+    /// changes what is valid until the commit. A single slice's one
+    /// descriptor store, which commits it, is the caller's.
     #[allow(clippy::too_many_arguments)]
     fn write_slices<D: PmDevice>(
         &self,
@@ -321,47 +382,23 @@ impl Lawn {
         zone: &Zone,
         st: &InodeState,
         pieces: &[Piece],
-        new_slots: &[(u32, u32)],
         off: u64,
         data: &[u8],
         multi: bool,
         seq: u64,
-    ) -> Vec<(u64, Option<Descriptor>)> {
+    ) {
         let dev = &**fs.device();
         let l = fs.layout();
         let size = zone.geo.slot_size as u64;
         let end = off + data.len() as u64;
-        // Places under the sub-zone lock; the slots stay ours (taken, or
-        // bound to this locked file) until the DRAM update.
-        let places: Vec<(u64, u64, bool)> = {
-            let sub = zone.lock(zone.sub_of(st.ino));
-            pieces
-                .iter()
-                .map(|p| match p.old {
-                    Some(z) => {
-                        let (desc, data) = zone.place(&sub, z);
-                        (desc, data, true)
-                    }
-                    None => {
-                        let s = new_slots
-                            .iter()
-                            .find(|(slice, _)| *slice == p.slice)
-                            .expect("a slot for every new slice")
-                            .1;
-                        let (desc, data) = zone.place(&sub, s);
-                        (desc, data, false)
-                    }
-                })
-                .collect()
-        };
-        let mut img = vec![0u8; size as usize];
-        let mut out = Vec::with_capacity(pieces.len());
+        let mut img = [0u8; 512];
+        let img = &mut img[..size as usize];
         let mut marks = Vec::with_capacity(if multi { pieces.len() } else { 0 });
         // Slices bound for neighbouring places (the file's, or neighbouring
         // slots) go out as one non-temporal copy.
         let mut run: Vec<u8> = Vec::with_capacity(pieces.len() * size as usize);
         let mut run_at = 0;
-        for (p, &(desc, slot_data, in_zone)) in pieces.iter().zip(&places) {
+        for p in pieces {
             let start = p.slice as u64 * size;
             let lo = off.max(start);
             let hi = end.min(start + size);
@@ -369,14 +406,14 @@ impl Lawn {
                 + start % BLOCK_SIZE;
             if lo != start || hi != start + size {
                 // Patch with the slice's newest bytes; past the size, zeros.
-                dev.read(if in_zone { slot_data } else { file_at }, &mut img);
+                dev.read(if p.in_zone { p.data } else { file_at }, img);
                 let visible = st.disk.size.saturating_sub(start).min(size) as usize;
                 img[visible..].fill(0);
             }
             img[(lo - start) as usize..(hi - start) as usize]
                 .copy_from_slice(&data[(lo - off) as usize..(hi - off) as usize]);
             // Whole aligned cache lines: non-temporal stores, no flush.
-            let to = if in_zone { file_at } else { slot_data };
+            let to = if p.in_zone { file_at } else { p.data };
             if !run.is_empty() && to != run_at + run.len() as u64 {
                 dev.write_nt(run_at, &run);
                 run.clear();
@@ -384,23 +421,21 @@ impl Lawn {
             if run.is_empty() {
                 run_at = to;
             }
-            run.extend_from_slice(&img);
-            let d = Descriptor {
-                ino: st.ino as u32,
-                slice: p.slice,
-                seq,
-                doomed: in_zone,
-            };
+            run.extend_from_slice(img);
             if multi {
-                marks.push((desc, d));
+                let d = Descriptor {
+                    ino: st.ino as u32,
+                    slice: p.slice,
+                    seq,
+                    doomed: p.in_zone,
+                };
+                marks.push((p.desc, d));
             }
-            out.push((desc, (!in_zone).then_some(d)));
         }
         if !run.is_empty() {
             dev.write_nt(run_at, &run);
         }
         Zone::set_descs(dev, &marks);
-        out
     }
 }
 
