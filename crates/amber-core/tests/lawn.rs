@@ -349,6 +349,18 @@ fn unlink_and_concurrent_writers() {
     assert_clean(&device_of(fs, true));
 }
 
+/// A pool too small for the zone asked for is refused with a message
+/// naming the options to change.
+#[test]
+fn a_pool_without_room_for_the_zone_says_so() {
+    let size = 1 << 20;
+    let dev = MmapDevice::anonymous(size, &MapOptions::default()).unwrap();
+    Fs::format(&dev, &FormatParams::for_size(size)).unwrap();
+    let o = MountOptions::parse("policy=lawn,lawn_subzones=16").unwrap();
+    let e = Fs::mount(dev, o).err().expect("no room");
+    assert!(e.to_string().contains("lawn_subzones"), "{e}");
+}
+
 /// A committed descriptor outside its file is corruption: mount refuses,
 /// fsck reports it.
 #[test]

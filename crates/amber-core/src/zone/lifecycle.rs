@@ -30,6 +30,13 @@ struct Found {
     slice: u32,
 }
 
+/// Why a zone could not be created: said in terms of the options a user
+/// can change.
+const NO_ROOM: FsError = FsError::InvalidArgument(
+    "the pool has no room for the small-write zone lawn_zone and lawn_subzones ask for: \
+     free some space, lower lawn_zone or lawn_subzones, or use a larger pool",
+);
+
 /// Chunks a sub-zone starts with: growth then adds one at a time.
 const INITIAL_CHUNKS: u64 = 4;
 
@@ -193,7 +200,7 @@ fn create<D: PmDevice>(fs: &Core<D>, w: &ZoneOptions) -> Result<Zone> {
         }
     };
     let Some(header) = fs.blocks.alloc_extent(HEADER_BLOCKS) else {
-        return Err(FsError::NoSpace);
+        return Err(NO_ROOM);
     };
     taken.push((header, HEADER_BLOCKS));
     let mut chunks = vec![Vec::new(); geo.subzones as usize];
@@ -206,7 +213,7 @@ fn create<D: PmDevice>(fs: &Core<D>, w: &ZoneOptions) -> Result<Zone> {
                 }
                 None => {
                     give_back(&taken);
-                    return Err(FsError::NoSpace);
+                    return Err(NO_ROOM);
                 }
             }
         }
