@@ -77,16 +77,7 @@ fn compare_gives_each_target_its_ratio_to_the_first() {
         "two metrics per target plus write amplification"
     );
     for r in recs {
-        for f in [
-            "benchmark",
-            "target",
-            "policy",
-            "preset",
-            "threads",
-            "metric",
-            "value",
-            "unit",
-        ] {
+        for f in &amber_bench::csv::HEADER[..8] {
             assert!(r.get(f).is_some(), "missing {f}: {r}");
         }
         if r["target"] == "amberfs:direct" {

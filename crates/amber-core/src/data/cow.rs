@@ -209,6 +209,20 @@ impl CowStage {
     }
 }
 
+/// A new block's contents for a copy-on-write of `data` at `off`: `buf`
+/// holds file block `fb`'s old bytes; those past `old_size` were never
+/// visible and become zeros, and the write's bytes go over them.
+pub(super) fn merge_write(fb: u64, buf: &mut [u8], old_size: u64, off: u64, data: &[u8]) {
+    let bstart = fb * BLOCK_SIZE;
+    let end = off + data.len() as u64;
+    let visible = old_size.saturating_sub(bstart).min(BLOCK_SIZE);
+    buf[visible as usize..].fill(0);
+    let s = off.max(bstart);
+    let e = end.min(bstart + BLOCK_SIZE);
+    buf[(s - bstart) as usize..(e - bstart) as usize]
+        .copy_from_slice(&data[(s - off) as usize..(e - off) as usize]);
+}
+
 /// The copy-on-write write of `data` at `off`, which must start inside the
 /// file (`off < size`); finelog falls back to it for writes its journal
 /// cannot hold.
@@ -227,16 +241,7 @@ pub(super) fn write_cow<D: PmDevice>(
         st,
         off / BLOCK_SIZE,
         (end - 1) / BLOCK_SIZE,
-        &mut |fb, buf| {
-            let bstart = fb * BLOCK_SIZE;
-            // Old bytes past the old size were never visible: zeros.
-            let visible = old_size.saturating_sub(bstart).min(BLOCK_SIZE);
-            buf[visible as usize..].fill(0);
-            let s = off.max(bstart);
-            let e = end.min(bstart + BLOCK_SIZE);
-            buf[(s - bstart) as usize..(e - bstart) as usize]
-                .copy_from_slice(&data[(s - off) as usize..(e - off) as usize]);
-        },
+        &mut |fb, buf| merge_write(fb, buf, old_size, off, data),
     )?;
     let mode_changed = note_write(st);
     if end > old_size || mode_changed {

@@ -21,7 +21,7 @@
 mod background;
 mod slices;
 
-use super::cow::{write_cow, CowStage};
+use super::cow::{merge_write, write_cow, CowStage};
 use super::direct::{block_range, note_write, write_first_line, Direct, FSYNC_HEAVY_WRITES};
 use super::{DataPolicy, FallocMode};
 use crate::error::Result;
@@ -173,10 +173,27 @@ impl Lawn {
     ) -> Result<Option<Vec<Piece>>> {
         let idx = zone.sub_of(st.ino);
         let grow_pct = fs.options().zone.grow_pct as u64;
-        let place = |sub: &crate::zone::SubZone,
-                     slice: u32,
-                     old: Option<u32>,
-                     fresh: &mut dyn Iterator<Item = u32>| {
+        let mut sub = zone.lock(idx);
+        let olds: Vec<Option<u32>> = numbers.iter().map(|&n| sub.lookup(st.ino, n)).collect();
+        let need = olds.iter().filter(|o| o.is_none()).count();
+        let free = sub.free_count() as u64;
+        let n = need as u64;
+        // Room for every slice, leaving the sub-zone above its growth mark:
+        // no growth or write-back is due, and one lock pass does it all.
+        let got = if free >= n && (free - n) * 100 >= sub.slot_count() as u64 * grow_pct {
+            let mut got = Vec::with_capacity(need);
+            sub.take_near(need, &mut got);
+            got
+        } else {
+            drop(sub);
+            let Some(got) = self.take_slots(fs, zone, st, numbers, need)? else {
+                return Ok(None);
+            };
+            sub = zone.lock(idx);
+            got
+        };
+        let mut fresh = got.into_iter();
+        let pieces = numbers.iter().zip(&olds).map(|(&slice, &old)| {
             let (slot, in_zone) = match old {
                 Some(z) => (z, true),
                 None => (
@@ -186,7 +203,7 @@ impl Lawn {
                     false,
                 ),
             };
-            let (desc, data) = zone.place(sub, slot);
+            let (desc, data) = zone.place(&sub, slot);
             Piece {
                 slice,
                 slot,
@@ -194,40 +211,8 @@ impl Lawn {
                 desc,
                 data,
             }
-        };
-        let olds: Vec<Option<u32>> = {
-            let mut sub = zone.lock(idx);
-            let olds: Vec<Option<u32>> = numbers.iter().map(|&n| sub.lookup(st.ino, n)).collect();
-            let need = olds.iter().filter(|o| o.is_none()).count() as u64;
-            let free = sub.free_count() as u64;
-            // Room for every slice, leaving the sub-zone above its growth
-            // mark: no growth or write-back is due.
-            if free >= need && (free - need) * 100 >= sub.slot_count() as u64 * grow_pct {
-                let mut got = Vec::with_capacity(need as usize);
-                sub.take_near(need as usize, &mut got);
-                let mut fresh = got.into_iter();
-                let pieces = numbers
-                    .iter()
-                    .zip(&olds)
-                    .map(|(&n, &o)| place(&sub, n, o, &mut fresh))
-                    .collect();
-                return Ok(Some(pieces));
-            }
-            olds
-        };
-        let need = olds.iter().filter(|o| o.is_none()).count();
-        let Some(got) = self.take_slots(fs, zone, st, numbers, need)? else {
-            return Ok(None);
-        };
-        let sub = zone.lock(idx);
-        let mut fresh = got.into_iter();
-        Ok(Some(
-            numbers
-                .iter()
-                .zip(&olds)
-                .map(|(&n, &o)| place(&sub, n, o, &mut fresh))
-                .collect(),
-        ))
+        });
+        Ok(Some(pieces.collect()))
     }
 
     /// A write by copy-on-write alone, after the slices of its blocks went
@@ -277,14 +262,7 @@ impl Lawn {
             Some((first, last)) => {
                 let old_size = st.disk.size;
                 let staged = CowStage::stage(fs, st, first, last, &mut |fb, buf| {
-                    let bstart = fb * BLOCK_SIZE;
-                    // Old bytes past the size were never visible: zeros.
-                    let visible = old_size.saturating_sub(bstart).min(BLOCK_SIZE);
-                    buf[visible as usize..].fill(0);
-                    let s = off.max(bstart);
-                    let e = end.min(bstart + BLOCK_SIZE);
-                    buf[(s - bstart) as usize..(e - bstart) as usize]
-                        .copy_from_slice(&data[(s - off) as usize..(e - off) as usize]);
+                    merge_write(fb, buf, old_size, off, data)
                 });
                 match staged {
                     Ok(s) => Some(s),
@@ -460,20 +438,17 @@ impl<D: PmDevice> DataPolicy<D> for Lawn {
         let slot = zone.geo.slot_size as u64;
         let first = (off / slot).min(u32::MAX as u64) as u32;
         let last = ((end - 1) / slot).min(u32::MAX as u64) as u32;
-        let found: Vec<(u64, u64)> = {
-            let sub = zone.lock(zone.sub_of(st.ino));
-            sub.range(st.ino, first, last)
-                .into_iter()
-                .map(|(slice, s)| (slice as u64 * slot, zone.place(&sub, s).1))
-                .collect()
-        };
         // Neighbouring slices in neighbouring slots (written together) are
         // one copy.
-        let mut runs: Vec<(u64, u64, u64)> = Vec::with_capacity(found.len());
-        for (start, at) in found {
-            match runs.last_mut() {
-                Some((s, a, len)) if *s + *len == start && *a + *len == at => *len += slot,
-                _ => runs.push((start, at, slot)),
+        let mut runs: Vec<(u64, u64, u64)> = Vec::new();
+        {
+            let sub = zone.lock(zone.sub_of(st.ino));
+            for (slice, s) in sub.range(st.ino, first, last) {
+                let (start, at) = (slice as u64 * slot, zone.place(&sub, s).1);
+                match runs.last_mut() {
+                    Some((s0, a0, len)) if *s0 + *len == start && *a0 + *len == at => *len += slot,
+                    _ => runs.push((start, at, slot)),
+                }
             }
         }
         let dev = &**fs.device();
