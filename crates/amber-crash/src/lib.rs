@@ -318,9 +318,11 @@ pub fn run_workloads(cfg: &CrashConfig, workloads: &[Workload]) -> Result<CrashR
 /// The mount options of a run: the policy, `buffering=always` (read only
 /// by a policy that buffers in DRAM, which then buffers whatever the
 /// recording device's calibration says: the buffer is what is under test),
-/// then the configured extras, which may override it.
+/// the simulated clock (so the timestamps stored, and with them the crash
+/// images, depend on the seed alone), then the configured extras, which
+/// may override them.
 fn mount_text(cfg: &CrashConfig) -> String {
-    let mut text = format!("policy={},buffering=always", cfg.policy);
+    let mut text = format!("policy={},buffering=always,clock=simulated", cfg.policy);
     if !cfg.mount_options.is_empty() {
         text.push(',');
         text.push_str(&cfg.mount_options);
@@ -425,12 +427,15 @@ impl Runner<'_> {
         // its images recover under the defaults, sparing hinfs a DRAM-vs-PM
         // calibration per mount (it would make its runs four times longer).
         let recovery_opts = match &self.cfg.recover_policy {
-            Some(p) => match MountOptions::parse(&format!("policy={p}")) {
+            Some(p) => match MountOptions::parse(&format!("policy={p},clock=simulated")) {
                 Ok(o) => o,
                 Err(e) => return self.fail(format!("recovery policy {p:?}: {e}")),
             },
             None if durable => opts,
-            None => MountOptions::default(),
+            None => MountOptions {
+                clock: opts.clock,
+                ..MountOptions::default()
+            },
         };
         let atomic = fs.policy_atomic_writes() || self.cfg.force_atomic_oracle;
         self.rep.oracle = format!(

@@ -320,7 +320,7 @@ impl Drop for PidFile {
 fn log(message: &str) {
     eprintln!(
         "{} amberfs[{}]: {message}",
-        format_time(amber_core::time::now()),
+        format_time(amber_core::time::wall()),
         std::process::id()
     );
 }

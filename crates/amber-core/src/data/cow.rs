@@ -243,7 +243,7 @@ pub(super) fn write_cow<D: PmDevice>(
         (end - 1) / BLOCK_SIZE,
         &mut |fb, buf| merge_write(fb, buf, old_size, off, data),
     )?;
-    let mode_changed = note_write(st);
+    let mode_changed = note_write(fs, st);
     if end > old_size || mode_changed {
         // Size or mode change with the data: one transaction.
         let mut d = st.disk.clone();

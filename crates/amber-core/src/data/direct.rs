@@ -24,7 +24,6 @@ use crate::error::{FsError, Result};
 use crate::fs::Core;
 use crate::inode::{plan_insert, plan_punch, plan_truncate, InodeState, MapPlan};
 use crate::journal::Tx;
-use crate::time;
 use amber_format::blockmap::MAX_FILE_SIZE;
 use amber_format::inode::{mode, OFF_MAP_ROOT};
 use amber_format::BLOCK_SIZE;
@@ -165,8 +164,8 @@ fn zero_exposed<D: PmDevice>(fs: &Core<D>, st: &InodeState, from: u64, to: u64) 
 /// more write since the last fsync, and the POSIX kill-privileges rule (a
 /// write by anyone drops set-user-id, and set-group-id when group-execute
 /// is set). Returns whether the mode changed (then it must be persisted).
-pub(super) fn note_write(st: &mut InodeState) -> bool {
-    let now = time::now();
+pub(super) fn note_write<D: PmDevice>(fs: &Core<D>, st: &mut InodeState) -> bool {
+    let now = fs.now();
     let d = &mut st.disk;
     let old_mode = d.mode;
     d.mode &= !mode::S_ISUID_BIT;
@@ -287,7 +286,7 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         // 4. Link new blocks, in the order the crash argument needs.
         let new_root = link(fs, st, &plan, &new_blocks, old_size)?;
         let grows = end > old_size;
-        let mode_changed = note_write(st);
+        let mode_changed = note_write(fs, st);
         if !grows && new_blocks.is_empty() && !mode_changed {
             // A pure overwrite: the data's fence is the only one. Its times
             // ride along when a sync is coming anyway (O_SYNC, or a file
@@ -315,7 +314,7 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
             return Err(FsError::FileTooLarge);
         }
         let old = st.disk.size;
-        let now = time::now();
+        let now = fs.now();
         if size >= old {
             zero_exposed(fs, st, old, size);
             fs.drain()?;
@@ -422,7 +421,7 @@ pub(super) fn allocate_zeroed<D: PmDevice>(
     if !grows && new_blocks.is_empty() {
         return Ok(());
     }
-    let now = time::now();
+    let now = fs.now();
     if grows {
         st.disk.size = end;
         st.disk.mtime = now;
@@ -468,7 +467,7 @@ fn punch<D: PmDevice>(fs: &Core<D>, st: &mut InodeState, off: u64, end: u64) -> 
         first_whole,
         end_whole,
     )?;
-    let now = time::now();
+    let now = fs.now();
     for step in steps {
         let mut d = st.disk.clone();
         let mut tx = Tx::new();

@@ -100,7 +100,7 @@ impl<D: PmDevice> DataPolicy<D> for Finelog {
         // 2. One transaction: the pieces at their PM addresses, and the
         //    inode when it must change with them or its times should be
         //    durable now.
-        let mode_changed = note_write(st);
+        let mode_changed = note_write(fs, st);
         let mut tx = Tx::new();
         for (fb, s, e) in pieces(off, end) {
             let b = st.map.get(fb).expect("every block of the range was mapped");

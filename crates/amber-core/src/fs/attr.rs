@@ -4,7 +4,6 @@
 use super::{attr_of, live, Core};
 use crate::error::{FsError, Result};
 use crate::journal::Tx;
-use crate::time;
 use crate::types::{Attr, SetAttr, TimeSet};
 use amber_format::inode::mode;
 use amber_format::FileKind;
@@ -18,7 +17,7 @@ impl<D: PmDevice> Core<D> {
         let r = self.inode(ino)?;
         let mut st = r.write();
         live(&st)?;
-        let now = time::now();
+        let now = self.now();
         if let Some(size) = set.size {
             match st.kind() {
                 FileKind::Directory => return Err(FsError::IsADirectory),

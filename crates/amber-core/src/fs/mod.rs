@@ -21,10 +21,11 @@ use crate::data::{DataPolicy, FallocMode};
 use crate::error::{FsError, Result};
 use crate::inode::{InodeCache, InodeRef, InodeState};
 use crate::journal::{Journals, Tx};
-use crate::time;
+use crate::time::Clock;
 use crate::types::{Attr, StatFs};
 use crate::zone::Zone;
 use amber_format::dirent::NAME_MAX;
+use amber_format::Timespec;
 use amber_format::{Layout, Superblock, BLOCK_SIZE};
 use amber_pmem::{PersistError, PmDevice};
 use parking_lot::Mutex;
@@ -45,6 +46,7 @@ pub struct Core<D: PmDevice> {
     poisoned: Mutex<Option<PersistError>>,
     pub(crate) policy: Box<dyn DataPolicy<D>>,
     pub(crate) opts: MountOptions,
+    pub(crate) clock: Clock,
     /// LAWN's small-write zone, when the policy uses one.
     pub(crate) zone: Option<Zone>,
 }
@@ -61,6 +63,11 @@ impl<D: PmDevice> Core<D> {
 
     pub fn options(&self) -> &MountOptions {
         &self.opts
+    }
+
+    /// The current time for file timestamps, from the mount's clock.
+    pub fn now(&self) -> Timespec {
+        self.clock.now()
     }
 
     /// The small-write zone, when the mounted policy uses one.
@@ -144,7 +151,7 @@ impl<D: PmDevice> Core<D> {
             let st = r.read();
             regular(&st)?;
             let n = self.policy.read(self, &st, off, buf)?;
-            if !stale_atime(&st.disk, time::now()) {
+            if !stale_atime(&st.disk, self.now()) {
                 return Ok(n);
             }
             n
@@ -153,7 +160,7 @@ impl<D: PmDevice> Core<D> {
         // than the last change or a day old. In DRAM only; it is persisted
         // with the other lazy times (fsync, unmount, next transaction).
         let mut st = r.write();
-        let now = time::now();
+        let now = self.now();
         if st.disk.in_use() && stale_atime(&st.disk, now) {
             st.disk.atime = now;
             st.times_dirty = true;

@@ -12,7 +12,7 @@ use crate::data;
 use crate::error::{FsError, Result};
 use crate::inode::{walk, InodeCache};
 use crate::journal::{self, Journals, Tx};
-use crate::time;
+use crate::time::{self, Clock};
 use crate::zone::{self, ZoneMedia};
 use amber_format::inode::{mode, OFF_SIZE};
 use amber_format::superblock::SUPERBLOCK_SIZE;
@@ -77,7 +77,8 @@ fn random_uuid() -> [u8; 16] {
     let mut out = [0u8; 16];
     for chunk in out.chunks_mut(8) {
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(time::now().secs as u128 ^ (time::now().nsecs as u128) << 64);
+        let t = time::wall();
+        h.write_u128(t.secs as u128 ^ (t.nsecs as u128) << 64);
         chunk.copy_from_slice(&h.finish().to_le_bytes());
     }
     out
@@ -132,7 +133,7 @@ pub fn format<D: PmDevice>(dev: &D, params: &FormatParams) -> Result<()> {
     dev.drain()?;
     let meta_start = l.journal_start * BLOCK_SIZE;
     dev.zero_nt(meta_start, l.data_start * BLOCK_SIZE - meta_start);
-    let now = time::now();
+    let now = time::wall();
     let mut root = Inode::free();
     root.mode = mode::S_IFDIR | 0o755;
     root.nlink = 2;
@@ -272,6 +273,7 @@ fn rebuild_used<D: PmDevice>(
 pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, RecoveryReport)> {
     let started = Instant::now();
     let policy = data::by_name::<D>(&opts)?;
+    let clock = Clock::new(opts.clock);
     let mut sb = read_superblock(&*dev)?;
     let l = sb.layout;
     let mut report = RecoveryReport {
@@ -316,7 +318,7 @@ pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, R
     sb.state = PoolState::Dirty;
     sb.generation += 1;
     sb.mount_count += 1;
-    sb.last_mount_secs = time::now().secs.max(0) as u64;
+    sb.last_mount_secs = clock.now().secs.max(0) as u64;
     write_superblock(&*dev, &sb)?;
     let mut next_seq = 1;
     let used = if report.was_clean {
@@ -347,6 +349,7 @@ pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, R
         dev,
         policy,
         opts,
+        clock,
         zone: None,
     };
     for ino in scan.orphans {
@@ -418,7 +421,7 @@ impl<D: PmDevice> Core<D> {
             self.dev.write_nt(l.bitmap_start * BLOCK_SIZE, &bytes);
             self.drain()?;
             sb.state = PoolState::Clean;
-            sb.last_clean_secs = time::now().secs.max(0) as u64;
+            sb.last_clean_secs = self.now().secs.max(0) as u64;
         }
         sb.generation += 1;
         let r = write_superblock(&*self.dev, &sb);

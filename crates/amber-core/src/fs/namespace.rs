@@ -10,7 +10,6 @@ use crate::dir::{DirIndex, DirSlot};
 use crate::error::{FsError, Result};
 use crate::inode::{walk, BlockIndex, InodeState};
 use crate::journal::Tx;
-use crate::time;
 use crate::types::{Attr, DirEntry, Owner};
 use amber_format::dirent::{self, SLOTS_PER_BLOCK};
 use amber_format::inode::{mode, INLINE_MAX};
@@ -153,7 +152,7 @@ impl<D: PmDevice> Core<D> {
             self.dev.read(self.layout.inode_offset(ino), &mut b);
             Inode::decode(&b)
         };
-        let now = time::now();
+        let now = self.now();
         let mut child = Inode::free();
         let setgid_dir = p.disk.mode & mode::S_ISGID_BIT != 0;
         let mut perm = n.perm & mode::PERM_MASK;
@@ -261,7 +260,7 @@ impl<D: PmDevice> Core<D> {
         if g[pi].dir()?.get(newname).is_some() {
             return Err(FsError::AlreadyExists);
         }
-        let now = time::now();
+        let now = self.now();
         let mut tx = Tx::new();
         let mut pd = g[pi].disk.clone();
         let dtype = g[ci].kind().dtype();
@@ -313,7 +312,7 @@ impl<D: PmDevice> Core<D> {
                 (true, true) if !g[ci].dir()?.is_empty() => return Err(FsError::DirectoryNotEmpty),
                 _ => {}
             }
-            let now = time::now();
+            let now = self.now();
             let mut tx = Tx::new();
             self.plan_remove_entry(&mut tx, &g[pi], s);
             let mut pd = g[pi].disk.clone();

@@ -3,6 +3,7 @@
 
 use crate::data::POLICIES;
 use crate::error::{FsError, Result};
+use crate::time::ClockSource;
 use std::time::Duration;
 
 /// Smallest DRAM write buffer: 256 blocks, enough for the write-back
@@ -41,6 +42,8 @@ pub struct MountOptions {
     pub always_buffer: bool,
     /// LAWN's small-write zone (policy lawn).
     pub zone: ZoneOptions,
+    /// Where file timestamps come from (`clock=wall|simulated`).
+    pub clock: ClockSource,
 }
 
 /// The small-write zone's knobs (lawn.txt §4.1): slot size, initial size,
@@ -95,6 +98,7 @@ impl Default for MountOptions {
             writeback_threads: 1,
             always_buffer: false,
             zone: ZoneOptions::default(),
+            clock: ClockSource::Wall,
         }
     }
 }
@@ -206,6 +210,11 @@ impl MountOptions {
                 ("lawn_grow", Some(v)) => o.zone.grow_pct = percent(v)?,
                 ("lawn_idle_free", Some(v)) => o.zone.idle_free_pct = percent(v)?,
                 ("lawn_idle", Some(v)) => o.zone.idle = dur(v)?,
+                ("clock", Some("wall")) => o.clock = ClockSource::Wall,
+                ("clock", Some("simulated")) => o.clock = ClockSource::Simulated,
+                ("clock", _) => {
+                    return Err(FsError::InvalidArgument("clock= takes wall or simulated"))
+                }
                 ("lawn_subzones", Some(v)) => {
                     o.zone.subzones = v
                         .parse()
@@ -219,7 +228,8 @@ impl MountOptions {
                          writeback_low=PCT, writeback_high=PCT, writeback_interval=DUR, \
                          writeback_age=DUR, lazy_after=DUR, writeback_threads=N, \
                          buffering=auto|always, lawn_slot=BYTES, lawn_zone=PCT, lawn_grow=PCT, \
-                         lawn_subzones=N, lawn_idle=DUR, lawn_idle_free=PCT)",
+                         lawn_subzones=N, lawn_idle=DUR, lawn_idle_free=PCT, \
+                         clock=wall|simulated)",
                     ))
                 }
             }
@@ -269,6 +279,9 @@ mod tests {
         assert!(MountOptions::parse("policy=nope").is_err());
         assert!(MountOptions::parse("bogus").is_err());
         assert!(MountOptions::parse("sync=1").is_err());
+        let o = MountOptions::parse("clock=simulated").unwrap();
+        assert_eq!(o.clock, ClockSource::Simulated);
+        assert!(MountOptions::parse("clock=fast").is_err());
     }
 
     #[test]

@@ -8,7 +8,6 @@ use super::lock::{find, lock_sorted};
 use super::{check_name, live, Core};
 use crate::error::{FsError, Result};
 use crate::journal::Tx;
-use crate::time;
 use crate::types::RenameMode;
 use amber_format::{FileKind, ROOT_INO};
 use amber_pmem::PmDevice;
@@ -109,7 +108,7 @@ impl<D: PmDevice> Core<D> {
                 }
             }
         }
-        let now = time::now();
+        let now = self.now();
         let mut tx = Tx::new();
         let mut opd = g[op].disk.clone();
         let mut npd = g[np].disk.clone();

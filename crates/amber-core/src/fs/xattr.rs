@@ -8,7 +8,6 @@ use super::{live, Core};
 use crate::error::{FsError, Result};
 use crate::inode::InodeState;
 use crate::journal::Tx;
-use crate::time;
 use amber_format::xattr::{self, Xattr, NAME_MAX, VALUE_MAX};
 use amber_format::BLOCK_SIZE;
 use amber_pmem::PmDevice;
@@ -134,7 +133,7 @@ impl<D: PmDevice> Core<D> {
         let mut attrs = self.xattrs_of(&st)?;
         f(&mut attrs)?;
         let mut d = st.disk.clone();
-        d.ctime = time::now();
+        d.ctime = self.now();
         let mut tx = Tx::new();
         let old = st.disk.xattr_block;
         let mut fresh = None;

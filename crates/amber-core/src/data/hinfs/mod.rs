@@ -602,7 +602,7 @@ fn runs(mask: u64) -> impl Iterator<Item = (u64, u64)> {
 /// kill-privileges rule, persisted at once when it changes the mode so no
 /// crash shows the set-id bits on a file already written.
 fn touch_metadata<D: PmDevice>(fs: &Core<D>, st: &mut InodeState) -> Result<()> {
-    if direct::note_write(st) {
+    if direct::note_write(fs, st) {
         direct::store_first_line(fs, st)?;
         st.times_dirty = false;
     } else {

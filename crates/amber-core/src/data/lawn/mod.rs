@@ -283,7 +283,7 @@ impl Lawn {
         assert!(seq <= MAX_SEQ, "zone commit number exhausted");
         self.write_slices(fs, zone, st, &pieces, off, data, multi, seq);
         let before = (st.disk.mtime, st.disk.ctime);
-        let mode_changed = note_write(st);
+        let mode_changed = note_write(fs, st);
         // The coarse clock often leaves the times as they were: then the
         // inode's first line needs no store.
         let times_changed = st.times_dirty || (st.disk.mtime, st.disk.ctime) != before;
