@@ -242,6 +242,7 @@ pub fn mount_time(cfg: &Config) -> Result<Vec<Record>, String> {
         inode_count,
         journal_count: 8,
         journal_blocks: 16,
+        split: false,
     };
     let fs = fresh_fs(&dev, &params)?;
     let owner = Owner { uid: 0, gid: 0 };

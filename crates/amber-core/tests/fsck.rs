@@ -28,6 +28,7 @@ fn params(size: u64) -> FormatParams {
         inode_count: 64,
         journal_count: 2,
         journal_blocks: 8,
+        split: false,
     }
 }
 

@@ -56,6 +56,7 @@ fn format_params() -> FormatParams {
         inode_count: 64,
         journal_count: 2,
         journal_blocks: 8,
+        split: false,
     }
 }
 

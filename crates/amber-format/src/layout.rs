@@ -37,6 +37,8 @@ pub struct FormatParams {
     pub inode_count: u64,
     pub journal_count: u32,
     pub journal_blocks: u32,
+    /// HUNTER's data/metadata split layout (`split`).
+    pub split: bool,
 }
 
 impl FormatParams {
@@ -49,6 +51,7 @@ impl FormatParams {
             inode_count,
             journal_count: 8,
             journal_blocks: 16,
+            split: false,
         }
     }
 }

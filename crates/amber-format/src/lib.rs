@@ -11,6 +11,7 @@ pub mod inode;
 pub mod journal;
 pub mod layout;
 pub mod le;
+pub mod split;
 pub mod superblock;
 pub mod xattr;
 pub mod zone;

@@ -33,8 +33,8 @@
 //! 168     8  last clean-unmount time
 //! 176    64  region descriptors of optional features, zero when the
 //!            feature is off: [small-write zone header block, its blocks
-//!            (FEATURE_ZONE), reverse-map start, blocks, attribute-log
-//!            start, blocks, 2 spare]
+//!            (FEATURE_ZONE), attribute-log start, blocks,
+//!            logical-information start, blocks (FEATURE_SPLIT), 2 spare]
 //! 240    12  reserved, zero
 //! 252     4  CRC-32C of bytes 0..252
 //! ```
@@ -43,6 +43,7 @@ use crate::error::FormatError;
 use crate::inode::INODE_SIZE;
 use crate::layout::{FormatParams, Layout, BLOCK_SIZE};
 use crate::le::*;
+use crate::split::{SplitRegions, FEATURE_SPLIT, REGION_ATTR_START, REGION_LI_BLOCKS};
 use crate::zone::{FEATURE_ZONE, HEADER_BLOCKS, REGION_ZONE_BLOCKS, REGION_ZONE_START};
 
 /// Bytes of one superblock copy.
@@ -52,9 +53,8 @@ pub const MAGIC: [u8; 8] = *b"AMBERFS\0";
 /// The format version this code writes and reads.
 pub const VERSION: u32 = 1;
 /// Incompatible features this version understands: LAWN's small-write
-/// zone (HiNFS needs none; HUNTER's reverse map and attribute logs will
-/// each add a bit and a region descriptor).
-pub const KNOWN_INCOMPAT: u64 = FEATURE_ZONE;
+/// zone and HUNTER's split layout (HiNFS needs none).
+pub const KNOWN_INCOMPAT: u64 = FEATURE_ZONE | FEATURE_SPLIT;
 /// Read-only-compatible features this version understands.
 pub const KNOWN_RO_COMPAT: u64 = 0;
 /// Number of u64 region descriptors reserved for later features.
@@ -94,10 +94,24 @@ impl Superblock {
     /// A fresh superblock for mkfs.
     pub fn new(params: &FormatParams, uuid: [u8; 16]) -> Result<Superblock, FormatError> {
         let layout = Layout::compute(params)?;
+        let mut regions = [0; RESERVED_REGIONS];
+        let mut feature_incompat = 0;
+        if params.split {
+            let r = SplitRegions::for_layout(&layout);
+            // Room for the regions and a useful data area.
+            if r.end() + 16 > layout.total_blocks {
+                return Err(FormatError::InvalidField {
+                    what: "pool size (too small for the split layout's metadata)",
+                    value: params.pool_size,
+                });
+            }
+            r.to_descriptors(&mut regions);
+            feature_incompat |= FEATURE_SPLIT;
+        }
         Ok(Superblock {
             version: VERSION,
             feature_compat: 0,
-            feature_incompat: 0,
+            feature_incompat,
             feature_ro_compat: 0,
             pool_size: params.pool_size,
             layout,
@@ -107,8 +121,14 @@ impl Superblock {
             mount_count: 0,
             last_mount_secs: 0,
             last_clean_secs: 0,
-            regions: [0; RESERVED_REGIONS],
+            regions,
         })
+    }
+
+    /// The split layout's regions, when the pool has them.
+    pub fn split_regions(&self) -> Option<SplitRegions> {
+        (self.feature_incompat & FEATURE_SPLIT != 0)
+            .then(|| SplitRegions::from_descriptors(&self.regions))
     }
 
     /// Encodes with its checksum.
@@ -187,6 +207,7 @@ impl Superblock {
             inode_count: get_u64(b, 64),
             journal_count: get_u32(b, 52),
             journal_blocks: get_u32(b, 56),
+            split: feature_incompat & FEATURE_SPLIT != 0,
         };
         let layout = Layout::compute(&params)?;
         expect("journal start", get_u64(b, 72), layout.journal_start)?;
@@ -250,8 +271,9 @@ impl Superblock {
 }
 
 /// A region descriptor is set exactly when its feature is: the zone's
-/// header lies in the data area and has its fixed length; descriptors of
-/// features not yet defined are zero.
+/// header lies in the data area and has its fixed length, the split
+/// layout's regions are where mkfs puts them; descriptors of features not
+/// yet defined are zero.
 fn check_regions(
     regions: &[u64; RESERVED_REGIONS],
     incompat: u64,
@@ -259,7 +281,8 @@ fn check_regions(
 ) -> Result<(), FormatError> {
     for (i, &r) in regions.iter().enumerate() {
         let zone = i == REGION_ZONE_START || i == REGION_ZONE_BLOCKS;
-        if !(zone && incompat & FEATURE_ZONE != 0) {
+        let split = (REGION_ATTR_START..=REGION_LI_BLOCKS).contains(&i);
+        if !(zone && incompat & FEATURE_ZONE != 0 || split && incompat & FEATURE_SPLIT != 0) {
             expect("reserved region descriptor", r, 0)?;
         }
     }
@@ -276,6 +299,9 @@ fn check_regions(
             regions[REGION_ZONE_BLOCKS],
             HEADER_BLOCKS,
         )?;
+    }
+    if incompat & FEATURE_SPLIT != 0 {
+        SplitRegions::from_descriptors(regions).check(layout)?;
     }
     Ok(())
 }
@@ -331,6 +357,17 @@ mod tests {
             Superblock::decode(&zone.encode()).is_err(),
             "region without zone"
         );
+        let mut p = FormatParams::for_size(64 << 20);
+        p.split = true;
+        let split = Superblock::new(&p, [3; 16]).unwrap();
+        assert_eq!(split.feature_incompat, FEATURE_SPLIT);
+        assert_eq!(Superblock::decode(&split.encode()).unwrap(), split);
+        let mut moved = split.clone();
+        moved.regions[REGION_LI_BLOCKS] -= 1;
+        assert!(Superblock::decode(&moved.encode()).is_err(), "region moved");
+        let mut bare = split.clone();
+        bare.feature_incompat = 0;
+        assert!(Superblock::decode(&bare.encode()).is_err(), "regions without feature");
         let mut feat = s.clone();
         feat.feature_incompat = 1 << 5;
         assert!(matches!(

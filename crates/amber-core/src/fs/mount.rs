@@ -148,9 +148,18 @@ pub fn format<D: PmDevice>(dev: &D, params: &FormatParams) -> Result<()> {
     root.parent = ROOT_INO;
     dev.write(l.inode_offset(ROOT_INO), &root.encode());
     dev.flush(l.inode_offset(ROOT_INO), INODE_SIZE as u64);
-    // The saved bitmap of a fresh pool: metadata blocks in use.
+    // The saved bitmap of a fresh pool: metadata blocks in use, and the
+    // split layout's regions, zeroed (every record clear, every log empty).
     let mut used = BitSet::new(l.total_blocks);
-    for b in 0..l.data_start {
+    let meta_end = match sb.split_regions() {
+        Some(r) => {
+            let from = r.attr_start * BLOCK_SIZE;
+            dev.zero_nt(from, r.end() * BLOCK_SIZE - from);
+            r.end()
+        }
+        None => l.data_start,
+    };
+    for b in 0..meta_end {
         used.set(b);
     }
     dev.write_nt(l.bitmap_start * BLOCK_SIZE, &used.to_bytes());

@@ -1,0 +1,327 @@
+//! HUNTER's data/metadata split layout (feature `FEATURE_SPLIT`,
+//! hunter.txt §III-B and §III-D): next to the inode table, a fixed
+//! attribute log per inode and a 64-byte logical-information record per
+//! block, so a batch of asynchronous metadata updates lands in one
+//! metadata area instead of among the data. Both regions are carved from
+//! the start of the data area at mkfs, zeroed and marked used; superblock
+//! region descriptors 2 and 3 give the attribute logs' first block and
+//! length, 4 and 5 the logical-information region's.
+//!
+//! ```text
+//! attribute log of inode n: attr_start * 4096 + n * 256, four entries
+//!   0  8  seq of the newest write the entry covers; 0 = free
+//!   8  4  inode generation
+//!  12  4  CRC-32C of bytes 0..12 and 16..64
+//!  16  8  size in bytes
+//!  24  8  blocks allocated
+//!  32  8  mtime seconds            48  4  mtime nanoseconds
+//!  40  8  ctime seconds            52  4  ctime nanoseconds
+//!  56  8  head: the file's data block at the highest index (0: none)
+//! logical information of block b: li_start * 4096 + b * 64 (every block
+//!   of the pool has a record; only file-data blocks ever set theirs)
+//!   0  8  seq: the write's timestamp (pool-wide, only grows); 0 = clear
+//!   8  8  inode number
+//!  16  4  inode generation
+//!  20  4  reserved, zero
+//!  24  8  block index in the file (file offset / 4096)
+//!  32  8  link: the file's data block at the next lower index (0: none),
+//!         so a file's blocks form a chain down from its head
+//!  40 20  reserved, zero
+//!  60  4  CRC-32C of bytes 0..60
+//! ```
+//!
+//! An entry and a record are each one cache line written with
+//! non-temporal stores and a fence; a torn one fails its checksum. The
+//! newest valid entry (highest seq, this generation) gives a regular
+//! file's size, blocks and times, overriding the inode's; a record counts
+//! only if docs/design.md §12's validity rule accepts it.
+
+use crate::error::FormatError;
+use crate::inode::Timespec;
+use crate::layout::{Layout, BLOCK_SIZE};
+use crate::le::*;
+
+/// Incompatible feature bit: regular files keep their data in the data
+/// logs, described by logical information and attribute logs rather than
+/// by block maps.
+pub const FEATURE_SPLIT: u64 = 1 << 1;
+/// Superblock region-descriptor index of the attribute logs' first block.
+pub const REGION_ATTR_START: usize = 2;
+/// ... and of their length in blocks.
+pub const REGION_ATTR_BLOCKS: usize = 3;
+/// Superblock region-descriptor index of the first logical-information block.
+pub const REGION_LI_START: usize = 4;
+/// ... and of its length in blocks.
+pub const REGION_LI_BLOCKS: usize = 5;
+
+/// Bytes of one logical-information record.
+pub const LI_SIZE: u64 = 64;
+/// Bytes of one attribute-log entry.
+pub const ENTRY_SIZE: u64 = 64;
+/// Entries per attribute log: a new entry always finds a free one while
+/// at most one older entry waits for eviction.
+pub const ENTRIES: u64 = 4;
+/// Bytes of one inode's attribute log.
+pub const ATTR_LOG_SIZE: u64 = ENTRY_SIZE * ENTRIES;
+
+const _: () = assert!(ATTR_LOG_SIZE == 256);
+const _: () = assert!(BLOCK_SIZE.is_multiple_of(LI_SIZE));
+
+/// Where the split layout's regions are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SplitRegions {
+    pub attr_start: u64,
+    pub attr_blocks: u64,
+    pub li_start: u64,
+    pub li_blocks: u64,
+}
+
+impl SplitRegions {
+    /// The regions mkfs carves for `layout`: attribute logs at the start
+    /// of the data area, then logical information for every block.
+    pub fn for_layout(layout: &Layout) -> SplitRegions {
+        let attr_blocks = (layout.inode_count * ATTR_LOG_SIZE).div_ceil(BLOCK_SIZE);
+        let li_blocks = (layout.total_blocks * LI_SIZE).div_ceil(BLOCK_SIZE);
+        SplitRegions {
+            attr_start: layout.data_start,
+            attr_blocks,
+            li_start: layout.data_start + attr_blocks,
+            li_blocks,
+        }
+    }
+
+    /// From the superblock's region descriptors.
+    pub fn from_descriptors(regions: &[u64]) -> SplitRegions {
+        SplitRegions {
+            attr_start: regions[REGION_ATTR_START],
+            attr_blocks: regions[REGION_ATTR_BLOCKS],
+            li_start: regions[REGION_LI_START],
+            li_blocks: regions[REGION_LI_BLOCKS],
+        }
+    }
+
+    /// Writes them into the superblock's region descriptors.
+    pub fn to_descriptors(&self, regions: &mut [u64]) {
+        regions[REGION_ATTR_START] = self.attr_start;
+        regions[REGION_ATTR_BLOCKS] = self.attr_blocks;
+        regions[REGION_LI_START] = self.li_start;
+        regions[REGION_LI_BLOCKS] = self.li_blocks;
+    }
+
+    /// Checks the descriptors against what mkfs computes for `layout`:
+    /// anything else is corruption.
+    pub fn check(&self, layout: &Layout) -> Result<(), FormatError> {
+        let want = SplitRegions::for_layout(layout);
+        let fields = [
+            ("attribute-log start block", self.attr_start, want.attr_start),
+            ("attribute-log blocks", self.attr_blocks, want.attr_blocks),
+            ("logical-information start block", self.li_start, want.li_start),
+            ("logical-information blocks", self.li_blocks, want.li_blocks),
+        ];
+        for (what, found, expected) in fields {
+            if found != expected {
+                return Err(FormatError::InvalidField { what, value: found });
+            }
+        }
+        if self.end() > layout.total_blocks {
+            return Err(FormatError::InvalidField {
+                what: "pool size (too small for the split layout's metadata)",
+                value: layout.total_blocks * BLOCK_SIZE,
+            });
+        }
+        Ok(())
+    }
+
+    /// The first block after both regions.
+    pub fn end(&self) -> u64 {
+        self.li_start + self.li_blocks
+    }
+
+    /// Both regions' blocks, in order.
+    pub fn blocks(&self) -> std::ops::Range<u64> {
+        self.attr_start..self.end()
+    }
+
+    /// Byte offset of block `b`'s logical information.
+    pub fn li_offset(&self, b: u64) -> u64 {
+        assert!(b < self.li_blocks * (BLOCK_SIZE / LI_SIZE), "block {b}");
+        self.li_start * BLOCK_SIZE + b * LI_SIZE
+    }
+
+    /// Byte offset of entry `i` of inode `ino`'s attribute log.
+    pub fn entry_offset(&self, ino: u64, i: u64) -> u64 {
+        assert!(i < ENTRIES && ino < self.attr_blocks * (BLOCK_SIZE / ATTR_LOG_SIZE));
+        self.attr_start * BLOCK_SIZE + ino * ATTR_LOG_SIZE + i * ENTRY_SIZE
+    }
+}
+
+/// One block's logical information: whose data it holds, where, and from
+/// which write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogicalInfo {
+    pub seq: u64,
+    pub ino: u64,
+    pub generation: u32,
+    pub file_block: u64,
+    pub link: u64,
+}
+
+/// What a record's 64 bytes hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Record<T> {
+    /// All zeros.
+    Clear,
+    Valid(T),
+    /// Not zero and its checksum fails: a record torn by a crash, or
+    /// corruption.
+    Torn,
+}
+
+impl LogicalInfo {
+    pub fn encode(&self) -> [u8; LI_SIZE as usize] {
+        assert!(self.seq != 0, "a record's seq is never 0");
+        let mut b = [0u8; LI_SIZE as usize];
+        put_u64(&mut b, 0, self.seq);
+        put_u64(&mut b, 8, self.ino);
+        put_u32(&mut b, 16, self.generation);
+        put_u64(&mut b, 24, self.file_block);
+        put_u64(&mut b, 32, self.link);
+        let crc = crc32c(&b[..60]);
+        put_u32(&mut b, 60, crc);
+        b
+    }
+
+    pub fn decode(b: &[u8; LI_SIZE as usize]) -> Record<LogicalInfo> {
+        if b.iter().all(|&x| x == 0) {
+            return Record::Clear;
+        }
+        if crc32c(&b[..60]) != get_u32(b, 60) || get_u64(b, 0) == 0 {
+            return Record::Torn;
+        }
+        Record::Valid(LogicalInfo {
+            seq: get_u64(b, 0),
+            ino: get_u64(b, 8),
+            generation: get_u32(b, 16),
+            file_block: get_u64(b, 24),
+            link: get_u64(b, 32),
+        })
+    }
+}
+
+/// One attribute-log entry: a regular file's attributes as of write `seq`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttrEntry {
+    pub seq: u64,
+    pub generation: u32,
+    pub size: u64,
+    pub blocks: u64,
+    pub mtime: Timespec,
+    pub ctime: Timespec,
+    pub head: u64,
+}
+
+fn entry_crc(b: &[u8; ENTRY_SIZE as usize]) -> u32 {
+    crc32c_append(crc32c(&b[..12]), &b[16..])
+}
+
+impl AttrEntry {
+    pub fn encode(&self) -> [u8; ENTRY_SIZE as usize] {
+        assert!(self.seq != 0, "an entry's seq is never 0");
+        let mut b = [0u8; ENTRY_SIZE as usize];
+        put_u64(&mut b, 0, self.seq);
+        put_u32(&mut b, 8, self.generation);
+        put_u64(&mut b, 16, self.size);
+        put_u64(&mut b, 24, self.blocks);
+        put_i64(&mut b, 32, self.mtime.secs);
+        put_i64(&mut b, 40, self.ctime.secs);
+        put_u32(&mut b, 48, self.mtime.nsecs);
+        put_u32(&mut b, 52, self.ctime.nsecs);
+        put_u64(&mut b, 56, self.head);
+        let crc = entry_crc(&b);
+        put_u32(&mut b, 12, crc);
+        b
+    }
+
+    pub fn decode(b: &[u8; ENTRY_SIZE as usize]) -> Record<AttrEntry> {
+        if b.iter().all(|&x| x == 0) {
+            return Record::Clear;
+        }
+        if entry_crc(b) != get_u32(b, 12) || get_u64(b, 0) == 0 {
+            return Record::Torn;
+        }
+        let time = |s, n| Timespec {
+            secs: get_i64(b, s),
+            nsecs: get_u32(b, n),
+        };
+        Record::Valid(AttrEntry {
+            seq: get_u64(b, 0),
+            generation: get_u32(b, 8),
+            size: get_u64(b, 16),
+            blocks: get_u64(b, 24),
+            mtime: time(32, 48),
+            ctime: time(40, 52),
+            head: get_u64(b, 56),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::FormatParams;
+
+    fn li() -> LogicalInfo {
+        LogicalInfo {
+            seq: 7,
+            ino: 42,
+            generation: 3,
+            file_block: 1 << 33,
+            link: 99,
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_tears_are_seen() {
+        let b = li().encode();
+        assert_eq!(LogicalInfo::decode(&b), Record::Valid(li()));
+        assert_eq!(LogicalInfo::decode(&[0; 64]), Record::Clear);
+        for i in 0..64 {
+            let mut t = b;
+            t[i] ^= 0x10;
+            assert_eq!(LogicalInfo::decode(&t), Record::Torn, "byte {i}");
+        }
+        let e = AttrEntry {
+            seq: 9,
+            generation: 3,
+            size: 12345,
+            blocks: 4,
+            mtime: Timespec { secs: -5, nsecs: 7 },
+            ctime: Timespec { secs: 6, nsecs: 8 },
+            head: 77,
+        };
+        let b = e.encode();
+        assert_eq!(AttrEntry::decode(&b), Record::Valid(e));
+        for i in 0..64 {
+            let mut t = b;
+            t[i] ^= 1;
+            assert_eq!(AttrEntry::decode(&t), Record::Torn, "byte {i}");
+        }
+    }
+
+    #[test]
+    fn regions_follow_the_layout_and_are_checked() {
+        let l = Layout::compute(&FormatParams::for_size(64 << 20)).unwrap();
+        let r = SplitRegions::for_layout(&l);
+        assert_eq!(r.attr_start, l.data_start);
+        assert_eq!(r.li_blocks * BLOCK_SIZE, l.total_blocks * LI_SIZE);
+        r.check(&l).unwrap();
+        let mut descs = [0u64; 8];
+        r.to_descriptors(&mut descs);
+        assert_eq!(SplitRegions::from_descriptors(&descs), r);
+        let mut bad = r;
+        bad.li_start += 1;
+        assert!(bad.check(&l).is_err());
+        assert!(r.li_offset(l.total_blocks - 1) < r.end() * BLOCK_SIZE);
+        assert!(r.entry_offset(l.inode_count - 1, 3) < r.li_start * BLOCK_SIZE);
+    }
+}
