@@ -40,6 +40,9 @@ pub enum FsError {
     BadHandle,
     /// Renaming a directory into its own subtree.
     WouldCreateCycle,
+    /// The mounted policy does not offer this operation; the text says
+    /// why (EOPNOTSUPP).
+    Unsupported(&'static str),
     /// The pool's metadata is inconsistent; run fsck.
     Corrupted(String),
     /// The pool could not be read as an Amber pool.
@@ -75,6 +78,7 @@ impl std::fmt::Display for FsError {
             FsError::WouldCreateCycle => {
                 f.write_str("cannot move a directory into its own subdirectory")
             }
+            FsError::Unsupported(why) => write!(f, "operation not supported: {why}"),
             FsError::Corrupted(what) => {
                 write!(f, "pool is corrupt ({what}): run `amberfs fsck --repair`")
             }
@@ -120,6 +124,7 @@ impl From<FsError> for std::io::Error {
             }
             FsError::NoSpace => K::StorageFull,
             FsError::FileTooLarge => K::FileTooLarge,
+            FsError::Unsupported(_) => K::Unsupported,
             FsError::BadHandle | FsError::NotPermitted => K::PermissionDenied,
             FsError::Corrupted(_) | FsError::Format(_) => K::InvalidData,
             _ => K::Other,

@@ -13,6 +13,7 @@ pub mod error;
 pub mod fs;
 pub mod inode;
 pub mod journal;
+pub mod split;
 pub mod time;
 pub mod types;
 pub mod zone;

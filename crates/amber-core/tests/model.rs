@@ -84,6 +84,15 @@ proptest! {
         }
     }
 
+    #[test]
+    fn random_ops_match_model_hunter(seeds in proptest::collection::vec(any::<u64>(), 50..200)) {
+        let ops: Vec<Op> = seeds.iter().map(|s| Op::generate(&mut Rng::new(*s), false)).collect();
+        let mut h = Harness::new(POOL, "hunter");
+        if let Err(e) = h.run(&ops) {
+            prop_assert!(false, "{}", e);
+        }
+    }
+
     /// The same under hinfs: buffered writes, reads from DRAM and PM, and
     /// write-back must keep every result the model predicts.
     #[test]
@@ -139,6 +148,11 @@ fn seeded_long_sequence_lawn() {
     long_sequence("lawn");
 }
 
+#[test]
+fn seeded_long_sequence_hunter() {
+    long_sequence("hunter");
+}
+
 fn threads(policy: &str) {
     let seed = seed_from_env(0x7EAD_5EED);
     println!("threads base seed = {seed} ({policy}); rerun with AMBER_MODEL_SEED={seed}");
@@ -170,4 +184,9 @@ fn threads_share_one_fs_finelog() {
 #[test]
 fn threads_share_one_fs_lawn() {
     threads("lawn");
+}
+
+#[test]
+fn threads_share_one_fs_hunter() {
+    threads("hunter");
 }

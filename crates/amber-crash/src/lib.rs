@@ -29,6 +29,7 @@ mod workload;
 pub use state::{capture, diff, judge, Content, FsState, History, Landing, Node, WriteRange};
 pub use workload::{atomic_random, random, Op, Workload, WriteAt, ATOMIC_RANDOM_OPS, RANDOM_OPS};
 
+use amber_core::data::by_name;
 use amber_core::fs::{format, mount};
 use amber_core::MountOptions;
 use amber_format::FormatParams;
@@ -50,13 +51,15 @@ const MAX_KEPT_VIOLATIONS: usize = 1000;
 /// Failing images saved per run, for the same reason on disk.
 const MAX_SAVED_IMAGES: usize = 20;
 
-fn format_params() -> FormatParams {
+/// A small pool, with the split layout when the policy keeps its files
+/// there.
+fn format_params(split: bool) -> FormatParams {
     FormatParams {
         pool_size: POOL_SIZE,
         inode_count: 64,
         journal_count: 2,
         journal_blocks: 8,
-        split: false,
+        split,
     }
 }
 
@@ -400,10 +403,6 @@ impl Runner<'_> {
     }
 
     fn run(mut self) -> Result<(), String> {
-        let dev = Arc::new(RecordingDevice::new(POOL_SIZE));
-        if let Err(e) = format(&*dev, &format_params()) {
-            return self.fail(format!("format: {e}"));
-        }
         let opts = match MountOptions::parse(&mount_text(self.cfg)) {
             Ok(o) => o,
             Err(e) => {
@@ -413,6 +412,14 @@ impl Runner<'_> {
                 ))
             }
         };
+        let split = match by_name::<RecordingDevice>(&opts) {
+            Ok(p) => p.uses_split_layout(),
+            Err(e) => return self.fail(format!("policy {:?}: {e}", self.cfg.policy)),
+        };
+        let dev = Arc::new(RecordingDevice::new(POOL_SIZE));
+        if let Err(e) = format(&*dev, &format_params(split)) {
+            return self.fail(format!("format: {e}"));
+        }
         // The core's mount: no background threads, so write-back happens
         // only where the workload says (fsync, syncfs, WriteBack), and a
         // run is deterministic.
@@ -423,16 +430,18 @@ impl Runner<'_> {
         let durable = fs.policy_durable_on_return();
         // A policy durable on return recovers under the run's own options,
         // as a user remounts: its durability may rest on structures its
-        // mount replays, laid out as its options say. A buffering policy
-        // keeps nothing of its own across a crash (its buffer is gone), so
-        // its images recover under the defaults, sparing hinfs a DRAM-vs-PM
-        // calibration per mount (it would make its runs four times longer).
+        // mount replays, laid out as its options say; so does one whose
+        // pool layout only its own family mounts (the split layout). A
+        // buffering policy keeps nothing of its own across a crash (its
+        // buffer is gone), so its images recover under the defaults,
+        // sparing hinfs a DRAM-vs-PM calibration per mount (it would make
+        // its runs four times longer).
         let recovery_opts = match &self.cfg.recover_policy {
             Some(p) => match MountOptions::parse(&format!("policy={p},clock=simulated")) {
                 Ok(o) => o,
                 Err(e) => return self.fail(format!("recovery policy {p:?}: {e}")),
             },
-            None if durable => opts,
+            None if durable || split => opts,
             None => MountOptions {
                 clock: opts.clock,
                 ..MountOptions::default()

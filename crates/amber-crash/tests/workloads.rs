@@ -63,6 +63,50 @@ fn hinfs_ablations_buffered_workloads() {
     }
 }
 
+/// Every named workload under hunter (metadata queued in DRAM and
+/// persisted by fsync, syncfs, WriteBack ops, truncate and full queues),
+/// judged as a buffering policy, and under hunter-sync, judged as
+/// durable on return. The hunter policies offer no fallocate.
+#[test]
+fn hunter_named_workloads() {
+    for policy in ["hunter", "hunter-sync"] {
+        for w in amber_crash::workload_names() {
+            let skip = [
+                "all",
+                "random",
+                "atomic",
+                "atomic-random",
+                "zone-pressure",
+                "fallocate",
+            ];
+            if !skip.contains(&w) {
+                check_under(w, 1, policy);
+            }
+        }
+    }
+}
+
+#[test]
+fn hunter_random() {
+    for seed in [1, 2, 3] {
+        check_under("random", seed, "hunter");
+    }
+}
+
+/// Queues of two updates: writers persist batches themselves, cut in the
+/// middle of a file's updates.
+#[test]
+fn hunter_tiny_queues() {
+    for w in ["writes", "buffered", "random"] {
+        let mut cfg = CrashConfig::new(w, 2);
+        cfg.policy = "hunter".into();
+        cfg.mount_options = "hunter_queue=2,hunter_queues=1".into();
+        let rep = run(&cfg).unwrap_or_else(|e| panic!("{e}"));
+        assert!(rep.images_checked > 0 && !rep.capped);
+        assert!(rep.is_clean(), "{w} with tiny queues:\n{rep}");
+    }
+}
+
 #[test]
 fn files() {
     check("files", 1);

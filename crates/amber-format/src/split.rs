@@ -113,9 +113,17 @@ impl SplitRegions {
     pub fn check(&self, layout: &Layout) -> Result<(), FormatError> {
         let want = SplitRegions::for_layout(layout);
         let fields = [
-            ("attribute-log start block", self.attr_start, want.attr_start),
+            (
+                "attribute-log start block",
+                self.attr_start,
+                want.attr_start,
+            ),
             ("attribute-log blocks", self.attr_blocks, want.attr_blocks),
-            ("logical-information start block", self.li_start, want.li_start),
+            (
+                "logical-information start block",
+                self.li_start,
+                want.li_start,
+            ),
             ("logical-information blocks", self.li_blocks, want.li_blocks),
         ];
         for (what, found, expected) in fields {

@@ -367,7 +367,10 @@ mod tests {
         assert!(Superblock::decode(&moved.encode()).is_err(), "region moved");
         let mut bare = split.clone();
         bare.feature_incompat = 0;
-        assert!(Superblock::decode(&bare.encode()).is_err(), "regions without feature");
+        assert!(
+            Superblock::decode(&bare.encode()).is_err(),
+            "regions without feature"
+        );
         let mut feat = s.clone();
         feat.feature_incompat = 1 << 5;
         assert!(matches!(

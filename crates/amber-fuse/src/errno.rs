@@ -29,6 +29,7 @@ pub fn errno(e: &FsError) -> Errno {
         FsError::FileTooLarge => libc::EFBIG,
         FsError::BadHandle => libc::EBADF,
         FsError::WouldCreateCycle => libc::EINVAL,
+        FsError::Unsupported(_) => libc::EOPNOTSUPP,
         FsError::NoSuchOffset => libc::ENXIO,
         FsError::NoAttribute => libc::ENODATA,
         FsError::AttributeTooLarge => libc::E2BIG,

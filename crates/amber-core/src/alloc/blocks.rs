@@ -4,11 +4,11 @@
 //! threads writing two files do not contend. A hint (the block after the
 //! file's previous one) keeps sequential files contiguous.
 
-use super::BitSet;
+use super::{home_slot, BitSet};
 use amber_format::Layout;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Most groups; a group is at least 64 blocks.
 const MAX_GROUPS: u64 = 64;
@@ -71,14 +71,6 @@ pub struct BlockAllocator {
     free: AtomicU64,
 }
 
-fn home_group(count: usize) -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed);
-    }
-    INDEX.with(|i| *i) % count
-}
-
 impl BlockAllocator {
     /// An allocator whose free blocks are the data blocks not set in `used`.
     pub fn new(layout: &Layout, used: &BitSet) -> BlockAllocator {
@@ -126,7 +118,7 @@ impl BlockAllocator {
         let n = self.groups.len();
         let first = hint
             .map(|h| self.group_of(h))
-            .unwrap_or_else(|| home_group(n));
+            .unwrap_or_else(|| home_slot(n));
         for k in 0..n {
             let g = (first + k) % n;
             let h = if k == 0 { hint } else { None };
@@ -164,7 +156,7 @@ impl BlockAllocator {
     pub fn alloc_extent(&self, n: u64) -> Option<u64> {
         assert!(n > 0 && n <= self.max_extent(), "extent of {n} blocks");
         let count = self.groups.len();
-        let first = home_group(count);
+        let first = home_slot(count);
         for k in 0..count {
             let mut g = self.groups[(first + k) % count].lock();
             let Some((&start, &len)) = g.extents.iter().find(|(_, &len)| len >= n) else {
@@ -176,6 +168,31 @@ impl BlockAllocator {
             }
             self.free.fetch_sub(n, Ordering::Relaxed);
             return Some(start);
+        }
+        None
+    }
+
+    /// A run of at most `max` contiguous blocks: the lowest free extent
+    /// of this thread's group, or of the next group with any. Fresh space
+    /// comes first while it lasts; after that the runs are the gaps that
+    /// freed blocks left (HUNTER's gap-write reuses them, hunter.txt
+    /// §III-B). Returns (first block, length); None when the pool is full.
+    pub fn alloc_run(&self, max: u64) -> Option<(u64, u64)> {
+        assert!(max > 0, "a run of at least one block");
+        let count = self.groups.len();
+        let first = home_slot(count);
+        for k in 0..count {
+            let mut g = self.groups[(first + k) % count].lock();
+            let Some((&start, &len)) = g.extents.iter().next() else {
+                continue;
+            };
+            let n = len.min(max);
+            g.extents.remove(&start);
+            if len > n {
+                g.extents.insert(start + n, len - n);
+            }
+            self.free.fetch_sub(n, Ordering::Relaxed);
+            return Some((start, n));
         }
         None
     }
@@ -292,5 +309,20 @@ mod tests {
             a.free(*b);
         }
         assert_eq!(a.alloc_extent(2), None);
+    }
+
+    #[test]
+    fn runs_take_fresh_space_then_gaps() {
+        let l = layout();
+        let a = BlockAllocator::new(&l, &metadata_used(&l));
+        let mut got = 0;
+        while let Some((s, n)) = a.alloc_run(7) {
+            assert!((1..=7).contains(&n) && l.is_data_block(s) && l.is_data_block(s + n - 1));
+            got += n;
+        }
+        assert_eq!(got, l.data_blocks());
+        a.free(l.data_start + 10);
+        a.free(l.data_start + 11);
+        assert_eq!(a.alloc_run(7), Some((l.data_start + 10, 2)));
     }
 }

@@ -10,3 +10,16 @@ mod inodes;
 pub use bitset::BitSet;
 pub use blocks::BlockAllocator;
 pub use inodes::InodeAllocator;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The thread's home among `count` per-CPU structures (journals, block
+/// groups, data logs): threads are numbered as they first ask, so
+/// concurrent threads spread over different ones.
+pub(crate) fn home_slot(count: usize) -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    INDEX.with(|i| *i) % count
+}

@@ -10,7 +10,8 @@
 //! superblock copies, journals (replayed in repair mode, overlaid in memory
 //! otherwise, so the rest is judged as mount would see it), inodes and
 //! their block maps, directory entries, the namespace tree and link counts,
-//! the small-write zone, and the saved free-space bitmap. Repairs are collected while checking
+//! the small-write zone, the split layout's records and chains, and the
+//! saved free-space bitmap. Repairs are collected while checking
 //! and written at the end, in that order, each flushed and drained.
 
 mod dirs;
@@ -19,11 +20,13 @@ mod journals;
 mod media;
 mod repair;
 mod space;
+mod split;
 mod superblock;
 mod tree;
 mod zone;
 
 use crate::error::FsError;
+use crate::split::SplitMedia;
 use amber_format::{Layout, PoolState};
 use amber_pmem::PmDevice;
 use media::Media;
@@ -154,13 +157,16 @@ pub fn check<D: PmDevice>(dev: &D, opts: &CheckOptions) -> Result<CheckReport, F
         repair: opts.repair,
         problems,
         fixes: Fixes::default(),
+        split: SplitMedia::of(&sb),
     };
     let pending = journals::check(&mut cx, was_clean)?;
     let mut scan = inodes::scan(&mut cx, was_clean);
     let entries = dirs::scan(&mut cx, &mut scan);
     tree::check(&mut cx, &mut scan, entries);
-    let zone_blocks = zone::check(&mut cx, &sb, &scan);
-    let counts = space::check(&mut cx, &scan, &zone_blocks, was_clean);
+    let mut owned = zone::check(&mut cx, &sb, &scan);
+    let split = cx.split;
+    owned.extend(split::check(&mut cx, split.as_ref(), &scan, was_clean));
+    let counts = space::check(&mut cx, &scan, &owned, was_clean);
     cx.fixes.apply(dev)?;
     Ok(CheckReport {
         problems: cx.problems,
@@ -181,6 +187,9 @@ struct Ctx<'a, D: PmDevice> {
     repair: bool,
     problems: Vec<Problem>,
     fixes: Fixes,
+    /// The split layout, whose regular files keep their blocks outside
+    /// block maps.
+    split: Option<SplitMedia>,
 }
 
 impl<D: PmDevice> Ctx<'_, D> {

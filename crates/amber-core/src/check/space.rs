@@ -19,7 +19,7 @@ pub(super) struct Counts {
 pub(super) fn check<D: PmDevice>(
     cx: &mut Ctx<'_, D>,
     scan: &Scan,
-    zone: &[u64],
+    owned: &[u64],
     was_clean: bool,
 ) -> Counts {
     let l = cx.layout;
@@ -47,10 +47,11 @@ pub(super) fn check<D: PmDevice>(
             used.set(b);
         }
     }
-    let shared: Vec<u64> = zone.iter().copied().filter(|&b| used.set(b)).collect();
+    let shared: Vec<u64> = owned.iter().copied().filter(|&b| used.set(b)).collect();
     if !shared.is_empty() {
         cx.unfixable(format!(
-            "{} block(s) belong both to the small-write zone and to a file ({})",
+            "{} block(s) belong both to a file's block map and to the small-write zone or the \
+             split layout ({})",
             shared.len(),
             sample(&shared)
         ));

@@ -8,6 +8,7 @@ mod cow;
 mod direct;
 mod finelog;
 mod hinfs;
+mod hunter;
 mod lawn;
 
 use crate::error::{FsError, Result};
@@ -20,6 +21,7 @@ pub use cow::{Cow, CowStage};
 pub use direct::Direct;
 pub use finelog::Finelog;
 pub use hinfs::{Hinfs, Variant};
+pub use hunter::Hunter;
 pub use lawn::Lawn;
 
 /// A data path. Every method is called with the inode's write lock held
@@ -91,6 +93,19 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
         false
     }
 
+    /// Whether the policy keeps regular files in HUNTER's split layout
+    /// (format::split): mount refuses a pool whose layout does not match.
+    fn uses_split_layout(&self) -> bool {
+        false
+    }
+
+    /// Called when a regular file is loaded from PM, before anyone uses
+    /// it: a policy whose files are described by more than the inode
+    /// (the split layout's attribute logs) completes the DRAM inode here.
+    fn load(&self, _fs: &Core<D>, _st: &mut InodeState) -> Result<()> {
+        Ok(())
+    }
+
     /// Whether every write() is all-or-nothing across a crash: afterwards
     /// the range one write covered shows all its old bytes or all its new
     /// ones (cow, finelog, lawn). Without it each byte is old or new.
@@ -103,6 +118,13 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
     /// overwrite left in DRAM are stored, or a fence keeps the promise.
     fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
         Direct.fsync(fs, st)
+    }
+
+    /// Called by syncfs (and unmount) after every file's fsync: persists
+    /// what the policy holds that no file's fsync covers (the freeing of
+    /// deleted files' blocks, say).
+    fn sync_all(&self, _fs: &Core<D>) -> Result<()> {
+        Ok(())
     }
 
     /// Called once at the end of mount, before the file system is used
@@ -144,6 +166,13 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
         Ok(0)
     }
 
+    /// Free blocks the policy has taken from the allocator for its own
+    /// allocation (data-log tails): statfs counts them free, and a crash
+    /// gives them back.
+    fn reserved_blocks(&self) -> u64 {
+        0
+    }
+
     /// Counters for the workbench, by name.
     fn stats(&self) -> Vec<(String, u64)> {
         Vec::new()
@@ -168,6 +197,8 @@ pub const POLICIES: &[&str] = &[
     "cow",
     "finelog",
     "lawn",
+    "hunter",
+    "hunter-sync",
 ];
 
 /// The policy `opts` names, configured by the rest of `opts`.
@@ -180,8 +211,11 @@ pub fn by_name<D: PmDevice>(opts: &MountOptions) -> Result<Box<dyn DataPolicy<D>
         "cow" => Ok(Box::new(Cow)),
         "finelog" => Ok(Box::new(Finelog)),
         "lawn" => Ok(Box::new(Lawn::new(opts))),
+        "hunter" => Ok(Box::new(Hunter::new(opts, false))),
+        "hunter-sync" => Ok(Box::new(Hunter::new(opts, true))),
         _ => Err(FsError::InvalidArgument(
-            "unknown policy (known: direct, hinfs, hinfs-wb, hinfs-nclfw, cow, finelog, lawn)",
+            "unknown policy (known: direct, hinfs, hinfs-wb, hinfs-nclfw, cow, finelog, lawn, \
+             hunter, hunter-sync)",
         )),
     }
 }

@@ -13,7 +13,7 @@ mod xattr;
 
 pub(crate) use mount::write_superblock;
 pub use mount::{format, mount, read_superblock, RecoveryReport};
-pub use options::{MountOptions, ZoneOptions};
+pub use options::{HunterOptions, MountOptions, ZoneOptions};
 pub use xattr::XattrSet;
 
 use crate::alloc::{BlockAllocator, InodeAllocator};
@@ -21,12 +21,13 @@ use crate::data::{DataPolicy, FallocMode};
 use crate::error::{FsError, Result};
 use crate::inode::{InodeCache, InodeRef, InodeState};
 use crate::journal::{Journals, Tx};
+use crate::split::SplitMedia;
 use crate::time::Clock;
 use crate::types::{Attr, StatFs};
 use crate::zone::Zone;
 use amber_format::dirent::NAME_MAX;
 use amber_format::Timespec;
-use amber_format::{Layout, Superblock, BLOCK_SIZE};
+use amber_format::{FileKind, Layout, Superblock, BLOCK_SIZE};
 use amber_pmem::{PersistError, PmDevice};
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -49,6 +50,8 @@ pub struct Core<D: PmDevice> {
     pub(crate) clock: Clock,
     /// LAWN's small-write zone, when the policy uses one.
     pub(crate) zone: Option<Zone>,
+    /// HUNTER's split layout, when the pool has one.
+    pub(crate) split: Option<SplitMedia>,
 }
 
 impl<D: PmDevice> Core<D> {
@@ -120,8 +123,13 @@ impl<D: PmDevice> Core<D> {
         if !self.layout.is_valid_ino(ino) {
             return Err(FsError::NotFound);
         }
-        self.cache
-            .get(ino, || InodeState::load(&*self.dev, &self.layout, ino))
+        self.cache.get(ino, || {
+            let mut st = InodeState::load(&*self.dev, &self.layout, ino)?;
+            if st.kind() == FileKind::Regular {
+                self.policy.load(self, &mut st)?;
+            }
+            Ok(st)
+        })
     }
 
     /// Attributes of `ino`.
@@ -137,7 +145,7 @@ impl<D: PmDevice> Core<D> {
         StatFs {
             block_size: BLOCK_SIZE,
             blocks: self.layout.data_blocks(),
-            blocks_free: self.blocks.free_count(),
+            blocks_free: self.blocks.free_count() + self.policy.reserved_blocks(),
             inodes: self.layout.inode_count - 1,
             inodes_free: self.inos.free_count(),
             name_max: NAME_MAX as u64,

@@ -12,6 +12,7 @@ use crate::data;
 use crate::error::{FsError, Result};
 use crate::inode::{walk, InodeCache};
 use crate::journal::{self, Journals, Tx};
+use crate::split::{self, SplitMedia};
 use crate::time::{self, Clock};
 use crate::zone::{self, ZoneMedia};
 use amber_format::inode::{mode, OFF_SIZE};
@@ -41,6 +42,11 @@ pub struct RecoveryReport {
     /// Small-write-zone descriptors left by interrupted writes or freed
     /// files, cleared.
     pub zone_descriptors_cleared: u64,
+    /// Logical-information records left by unpersisted metadata,
+    /// truncates or deleted files, cleared (split layout).
+    pub records_cleared: u64,
+    /// Files whose chain was rewritten after the crash (split layout).
+    pub files_relinked: u64,
     /// Inodes in use.
     pub inodes_in_use: u64,
     pub duration: Duration,
@@ -60,12 +66,15 @@ impl std::fmt::Display for RecoveryReport {
             f,
             "recovered after a crash: replayed {} journal transaction(s), discarded {} torn \
              one(s), freed {} orphan inode(s), fixed {} block count(s), cleared {} stale zone \
-             descriptor(s); {} inodes in use, {:.1} ms",
+             descriptor(s), cleared {} stale logical-information record(s), relinked {} \
+             file(s); {} inodes in use, {:.1} ms",
             self.replayed_transactions,
             self.discarded_transactions,
             self.orphans_freed,
             self.block_counts_fixed,
             self.zone_descriptors_cleared,
+            self.records_cleared,
+            self.files_relinked,
             self.inodes_in_use,
             self.duration.as_secs_f64() * 1e3
         )
@@ -227,10 +236,12 @@ fn rebuild_used<D: PmDevice>(
     dev: &D,
     l: &Layout,
     zone: Option<&ZoneMedia>,
+    split: Option<&SplitMedia>,
     report: &mut RecoveryReport,
 ) -> Result<BitSet> {
     let mut used = BitSet::new(l.total_blocks);
-    for b in 0..l.data_start {
+    let meta_end = split.map_or(l.data_start, |m| m.regions.end());
+    for b in 0..meta_end {
         used.set(b);
     }
     for b in zone.iter().flat_map(|z| z.blocks()) {
@@ -266,13 +277,21 @@ fn rebuild_used<D: PmDevice>(
             }
         }
         let count = (t.data.len() + t.nodes.len()) as u64;
-        if i.blocks != count {
+        // A split pool's regular files count their blocks in their
+        // attribute logs, and their data blocks are found below.
+        let counted_here = !(split.is_some() && i.kind() == Some(FileKind::Regular));
+        if counted_here && i.blocks != count {
             i.blocks = count;
             let off = l.inode_offset(ino) + OFF_SIZE as u64 + 8;
             dev.write(off, &count.to_le_bytes());
             dev.flush(off, 8);
             report.block_counts_fixed += 1;
         }
+    }
+    if let Some(m) = split {
+        let r = split::recover(dev, l, m, &mut used)?;
+        report.records_cleared = r.cleared;
+        report.files_relinked = r.files_relinked;
     }
     dev.drain()?;
     Ok(used)
@@ -297,6 +316,20 @@ pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, R
     }
     // Validate the journals and the zone's header and table before writing
     // anything.
+    let split = SplitMedia::of(&sb);
+    match (policy.uses_split_layout(), split.is_some()) {
+        (true, false) => {
+            return Err(FsError::InvalidArgument(
+                "the hunter policies need a pool made with `amberfs mkfs --layout split`",
+            ))
+        }
+        (false, true) => {
+            return Err(FsError::InvalidArgument(
+                "this pool has HUNTER's split layout: mount it with policy=hunter or hunter-sync",
+            ))
+        }
+        _ => {}
+    }
     let found = journal::replay(&*dev, &l, false)?;
     let zone_media = ZoneMedia::read(&*dev, &l, &sb)?;
     let used = if report.was_clean {
@@ -310,13 +343,15 @@ pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, R
         let used = BitSet::from_bytes(&bytes, l.total_blocks);
         // The zone writes its chunks without asking the allocator: each
         // must be one the saved bitmap says is taken.
+        let split_blocks = split.iter().flat_map(|m| m.regions.blocks());
         if let Some(b) = zone_media
             .iter()
             .flat_map(|z| z.blocks())
+            .chain(split_blocks)
             .find(|&b| !used.get(b))
         {
             return Err(FsError::Corrupted(format!(
-                "small-write zone block {b} is free in the saved bitmap"
+                "block {b} of the small-write zone or the split layout is free in the saved bitmap"
             )));
         }
         used
@@ -344,7 +379,7 @@ pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, R
     let used = if report.was_clean {
         used
     } else {
-        rebuild_used(&*dev, &l, zone_media.as_ref(), &mut report)?
+        rebuild_used(&*dev, &l, zone_media.as_ref(), split.as_ref(), &mut report)?
     };
     let mut core = Core {
         blocks: BlockAllocator::new(&l, &used),
@@ -360,6 +395,7 @@ pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, R
         opts,
         clock,
         zone: None,
+        split,
     };
     for ino in scan.orphans {
         core.free_orphan(ino)?;
@@ -400,7 +436,8 @@ impl<D: PmDevice> Core<D> {
                 self.guard(res)?;
             }
         }
-        Ok(())
+        let res = self.policy.sync_all(self);
+        self.guard(res)
     }
 
     /// Unmounts cleanly: frees unlinked inodes nobody holds open, saves the

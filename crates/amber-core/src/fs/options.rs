@@ -44,6 +44,51 @@ pub struct MountOptions {
     pub zone: ZoneOptions,
     /// Where file timestamps come from (`clock=wall|simulated`).
     pub clock: ClockSource,
+    /// HUNTER's metadata queues and workers (policies hunter*).
+    pub hunter: HunterOptions,
+}
+
+/// HUNTER's knobs (hunter.txt §III-B, §III-D, §III-E).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HunterOptions {
+    /// Worker threads persisting queued metadata (`hunter_workers=`).
+    pub workers: usize,
+    /// How often each worker wakes (`hunter_interval=`, the paper's 5 s);
+    /// None never wakes them (`hunter_interval=never`, Figure 7's INFTY).
+    pub interval: Option<Duration>,
+    /// Most updates a worker persists per wake-up (`hunter_batch=`, 2^18).
+    pub batch: usize,
+    /// File-associated queues; a file uses queue `ino mod queues`
+    /// (`hunter_queues=`, 64).
+    pub queues: usize,
+    /// Most updates one queue holds before its writer persists it
+    /// (`hunter_queue=`).
+    pub queue_max: usize,
+    /// Bytes of index a new file gets before there is any history of file
+    /// sizes (`hunter_index=`, the paper's 2 MiB: 1 GiB of file).
+    pub index_bytes: u64,
+    /// Recent file sizes the next index is sized from
+    /// (`hunter_window=`, the paper's 1).
+    pub window: usize,
+}
+
+/// Most HUNTER worker threads.
+pub const MAX_HUNTER_WORKERS: usize = 16;
+/// Most HUNTER queues.
+pub const MAX_HUNTER_QUEUES: usize = 1024;
+
+impl Default for HunterOptions {
+    fn default() -> Self {
+        HunterOptions {
+            workers: 1,
+            interval: Some(Duration::from_secs(5)),
+            batch: 1 << 18,
+            queues: 64,
+            queue_max: 1 << 16,
+            index_bytes: 2 << 20,
+            window: 1,
+        }
+    }
 }
 
 /// The small-write zone's knobs (lawn.txt §4.1): slot size, initial size,
@@ -99,8 +144,14 @@ impl Default for MountOptions {
             always_buffer: false,
             zone: ZoneOptions::default(),
             clock: ClockSource::Wall,
+            hunter: HunterOptions::default(),
         }
     }
+}
+
+/// A whole number in `lo..=hi`.
+fn bounded(v: &str, lo: usize, hi: usize) -> Option<usize> {
+    v.parse().ok().filter(|n| (lo..=hi).contains(n))
 }
 
 /// `256M`, `1G`, `4096K`, or plain bytes.
@@ -163,7 +214,7 @@ impl MountOptions {
                 ("policy", _) => {
                     return Err(FsError::InvalidArgument(
                         "policy= takes one of the known policies (direct, hinfs, hinfs-wb, \
-                         hinfs-nclfw, cow, finelog, lawn)",
+                         hinfs-nclfw, cow, finelog, lawn, hunter, hunter-sync)",
                     ))
                 }
                 ("sync", None) => o.sync = true,
@@ -210,6 +261,38 @@ impl MountOptions {
                 ("lawn_grow", Some(v)) => o.zone.grow_pct = percent(v)?,
                 ("lawn_idle_free", Some(v)) => o.zone.idle_free_pct = percent(v)?,
                 ("lawn_idle", Some(v)) => o.zone.idle = dur(v)?,
+                ("hunter_workers", Some(v)) => {
+                    o.hunter.workers = bounded(v, 1, MAX_HUNTER_WORKERS)
+                        .ok_or(FsError::InvalidArgument("hunter_workers= takes 1 to 16"))?
+                }
+                ("hunter_interval", Some("never")) => o.hunter.interval = None,
+                ("hunter_interval", Some(v)) => o.hunter.interval = Some(dur(v)?),
+                ("hunter_batch", Some(v)) => {
+                    o.hunter.batch = bounded(v, 1, 1 << 24).ok_or(FsError::InvalidArgument(
+                        "hunter_batch= takes 1 to 16777216 updates",
+                    ))?
+                }
+                ("hunter_queues", Some(v)) => {
+                    o.hunter.queues = bounded(v, 1, MAX_HUNTER_QUEUES)
+                        .ok_or(FsError::InvalidArgument("hunter_queues= takes 1 to 1024"))?
+                }
+                ("hunter_queue", Some(v)) => {
+                    o.hunter.queue_max = bounded(v, 1, 1 << 24).ok_or(FsError::InvalidArgument(
+                        "hunter_queue= takes 1 to 16777216 updates",
+                    ))?
+                }
+                ("hunter_index", Some(v)) => {
+                    o.hunter.index_bytes =
+                        parse_size(v)
+                            .filter(|&b| b <= 1 << 30)
+                            .ok_or(FsError::InvalidArgument(
+                                "hunter_index= takes a size up to 1G, like 2M",
+                            ))?
+                }
+                ("hunter_window", Some(v)) => {
+                    o.hunter.window = bounded(v, 1, 1024)
+                        .ok_or(FsError::InvalidArgument("hunter_window= takes 1 to 1024"))?
+                }
                 ("clock", Some("wall")) => o.clock = ClockSource::Wall,
                 ("clock", Some("simulated")) => o.clock = ClockSource::Simulated,
                 ("clock", _) => {
@@ -229,6 +312,8 @@ impl MountOptions {
                          writeback_age=DUR, lazy_after=DUR, writeback_threads=N, \
                          buffering=auto|always, lawn_slot=BYTES, lawn_zone=PCT, lawn_grow=PCT, \
                          lawn_subzones=N, lawn_idle=DUR, lawn_idle_free=PCT, \
+                         hunter_workers=N, hunter_interval=DUR|never, hunter_batch=N, \
+                         hunter_queues=N, hunter_queue=N, hunter_index=SIZE, hunter_window=N, \
                          clock=wall|simulated)",
                     ))
                 }
@@ -279,6 +364,22 @@ mod tests {
         assert!(MountOptions::parse("policy=nope").is_err());
         assert!(MountOptions::parse("bogus").is_err());
         assert!(MountOptions::parse("sync=1").is_err());
+        let o = MountOptions::parse(
+            "hunter_workers=2,hunter_interval=never,hunter_queue=8,hunter_index=4K,hunter_window=3",
+        )
+        .unwrap();
+        assert_eq!(
+            (o.hunter.workers, o.hunter.interval, o.hunter.queue_max),
+            (2, None, 8)
+        );
+        assert_eq!((o.hunter.index_bytes, o.hunter.window), (4096, 3));
+        for bad in [
+            "hunter_workers=0",
+            "hunter_queues=5000",
+            "hunter_interval=soon",
+        ] {
+            assert!(MountOptions::parse(bad).is_err(), "{bad}");
+        }
         let o = MountOptions::parse("clock=simulated").unwrap();
         assert_eq!(o.clock, ClockSource::Simulated);
         assert!(MountOptions::parse("clock=fast").is_err());

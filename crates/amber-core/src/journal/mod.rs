@@ -12,25 +12,18 @@ mod tx;
 
 pub use tx::Tx;
 
+use crate::alloc::home_slot;
 use crate::error::{FsError, Result};
 use amber_format::journal::{self, JournalState, HEADER_SIZE};
 use amber_format::Layout;
 use amber_pmem::PmDevice;
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The journals of a mounted pool.
 pub struct Journals {
     slots: Vec<Mutex<()>>,
     seq: AtomicU64,
-}
-
-fn home_journal(count: usize) -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed);
-    }
-    INDEX.with(|i| *i) % count
 }
 
 impl Journals {
@@ -57,7 +50,7 @@ impl Journals {
             payload.len()
         );
         let count = self.slots.len();
-        let home = home_journal(count);
+        let home = home_slot(count);
         // Take the home journal, or any free one, before waiting.
         let (j, _guard) = (0..count)
             .map(|k| (home + k) % count)

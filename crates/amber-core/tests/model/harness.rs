@@ -26,7 +26,11 @@ pub fn options(policy: &str) -> MountOptions {
 /// A freshly formatted pool of `size` bytes, mounted with `policy`.
 pub fn fresh_fs(size: u64, policy: &str) -> Fs<MmapDevice> {
     let dev = MmapDevice::anonymous(size, &MapOptions::default()).expect("anonymous mapping");
-    Fs::format(&dev, &FormatParams::for_size(size)).expect("format");
+    let params = FormatParams {
+        split: policy.starts_with("hunter"),
+        ..FormatParams::for_size(size)
+    };
+    Fs::format(&dev, &params).expect("format");
     Fs::mount(dev, options(policy)).expect("mount").0
 }
 

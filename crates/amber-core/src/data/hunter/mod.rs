@@ -1,0 +1,537 @@
+//! HUNTER (hunter.txt): asynchronous metadata over the split layout. A
+//! write takes blocks at the tail of its CPU's data log, copies the data
+//! there out of place and fences it, queues the metadata update (the
+//! blocks' logical information and the file's new attributes) on the
+//! file's queue, and makes the data visible in the file's DRAM index; a
+//! worker, fsync or a full queue persists the queue later in batches
+//! (`queue`). `hunter-sync` persists each write's updates before it
+//! returns — the paper's ablation of the asynchronous path.
+//!
+//! Only regular files' data takes this path; directories, symlinks and
+//! namespace operations keep the core's synchronous journal transactions,
+//! as HUNTER's own implementation does (§IV-C: "HUNTER does not
+//! specifically optimize these operations").
+
+mod index;
+mod log;
+mod queue;
+mod worker;
+
+use super::{DataPolicy, Direct, FallocMode};
+use crate::error::{FsError, Result};
+use crate::fs::{Core, HunterOptions};
+use crate::inode::InodeState;
+use crate::split::{effective, walk_chain, LogState, SplitMedia};
+use amber_format::blockmap::MAX_FILE_SIZE;
+use amber_format::{FileKind, BLOCK_SIZE};
+use amber_pmem::PmDevice;
+use index::{FileIndex, Sizer};
+use log::DataLogs;
+use queue::{runs, Op, Queues, Snapshot};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Weak};
+use worker::Control;
+
+/// Counters for the workbench.
+#[derive(Default)]
+pub(super) struct Stats {
+    queued: AtomicU64,
+    persisted: AtomicU64,
+    batches: AtomicU64,
+    full_queue_persists: AtomicU64,
+    records: AtomicU64,
+    relinks: AtomicU64,
+    entries: AtomicU64,
+    freed: AtomicU64,
+    worker_turns: AtomicU64,
+    index_bytes: AtomicU64,
+}
+
+/// What the policy and its workers share.
+pub(super) struct Shared {
+    opts: HunterOptions,
+    queues: Queues,
+    logs: DataLogs,
+    sizer: Sizer,
+    stats: Stats,
+    control: Control,
+}
+
+/// The `hunter` and `hunter-sync` policies.
+pub struct Hunter {
+    /// Persist every write's metadata before returning (`hunter-sync`).
+    sync: bool,
+    shared: Arc<Shared>,
+}
+
+/// A regular file's DRAM state: its index and the seq its next write
+/// gets (one more than the newest its attribute log has seen).
+struct HunterFile {
+    index: FileIndex,
+    next_seq: u64,
+}
+
+impl Hunter {
+    pub fn new(opts: &crate::fs::MountOptions, sync: bool) -> Hunter {
+        let h = opts.hunter;
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let default_blocks = (h.index_bytes / 8) as usize;
+        Hunter {
+            sync,
+            shared: Arc::new(Shared {
+                opts: h,
+                queues: Queues::new(h.queues, h.queue_max),
+                logs: DataLogs::new(cpus.clamp(1, 16)),
+                sizer: Sizer::new(default_blocks, h.window),
+                stats: Stats::default(),
+                control: Control::default(),
+            }),
+        }
+    }
+
+    /// Builds a file's state from PM: its newest entry gives size, blocks
+    /// and head, its chain the index (design.md §12.5).
+    fn open_file<D: PmDevice>(&self, fs: &Core<D>, st: &mut InodeState) -> Result<HunterFile> {
+        let m = media(fs);
+        let dev = &**fs.device();
+        let log = LogState::read(m, dev, st.ino, st.disk.generation);
+        let eff = effective(&st.disk, log.newest.as_ref());
+        let (head, seq) = log.newest.map_or((0, 0), |e| (e.head, e.seq));
+        let chain = walk_chain(
+            m,
+            dev,
+            fs.layout(),
+            st.ino,
+            st.disk.generation,
+            head,
+            eff.blocks,
+        )?;
+        let mut index = FileIndex::with_capacity(
+            self.shared
+                .sizer
+                .capacity()
+                .max(chain.first().map_or(0, |&(fb, _)| fb as usize + 1)),
+        );
+        for (fb, b) in chain {
+            index.set(fb, b);
+        }
+        self.shared
+            .stats
+            .index_bytes
+            .fetch_add(index.bytes(), Relaxed);
+        st.disk.size = eff.size;
+        st.disk.blocks = eff.blocks;
+        st.disk.mtime = eff.mtime;
+        st.disk.ctime = eff.ctime;
+        Ok(HunterFile {
+            index,
+            next_seq: seq + 1,
+        })
+    }
+
+    /// Runs `f` on the file's state, loading it on first use.
+    fn with_file<D: PmDevice, R>(
+        &self,
+        fs: &Core<D>,
+        st: &mut InodeState,
+        f: impl FnOnce(&mut HunterFile, &mut InodeState) -> Result<R>,
+    ) -> Result<R> {
+        let mut hf = match st.policy.take().map(|b| b.downcast::<HunterFile>()) {
+            Some(Ok(hf)) => hf,
+            _ => Box::new(self.open_file(fs, st)?),
+        };
+        let before = hf.index.bytes();
+        let r = f(&mut hf, st);
+        let after = hf.index.bytes();
+        let s = &self.shared.stats.index_bytes;
+        if after >= before {
+            s.fetch_add(after - before, Relaxed);
+        } else {
+            s.fetch_sub(before - after, Relaxed);
+        }
+        st.policy = Some(hf);
+        r
+    }
+
+    /// `n` blocks from this CPU's data log. When the pool has none left,
+    /// the blocks that queued frees are holding come back first: every
+    /// queue is persisted, which clears their records, and the log tries
+    /// again (gap-write without a cleaner).
+    fn take_blocks<D: PmDevice>(&self, fs: &Core<D>, n: usize) -> Result<Vec<u64>> {
+        let mut out = Vec::with_capacity(n);
+        self.shared.logs.take(&fs.blocks, n, &mut out);
+        if out.len() < n {
+            self.shared.queues.drain_all(fs, &self.shared.stats)?;
+            self.shared.logs.take(&fs.blocks, n - out.len(), &mut out);
+        }
+        if out.len() < n {
+            out.into_iter().for_each(|b| fs.blocks.free(b));
+            return Err(FsError::NoSpace);
+        }
+        Ok(out)
+    }
+
+    /// Queues a change and, when it must be durable now, persists the
+    /// file's queue.
+    fn queue<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        st: &InodeState,
+        ops: &[Op],
+        snap: Snapshot,
+        now: bool,
+    ) -> Result<()> {
+        let q = &self.shared.queues;
+        q.push(
+            fs,
+            &self.shared.stats,
+            st.ino,
+            st.disk.generation,
+            ops,
+            snap,
+        )?;
+        if now {
+            q.drain(fs, &self.shared.stats, q.shard_of(st.ino))?;
+        }
+        Ok(())
+    }
+}
+
+/// The mounted pool's split layout: mount refuses the hunter policies on
+/// a pool without one.
+fn media<D: PmDevice>(fs: &Core<D>) -> &SplitMedia {
+    fs.split
+        .as_ref()
+        .expect("hunter policies mount only pools with the split layout")
+}
+
+fn snapshot(hf: &HunterFile, st: &InodeState, seq: u64) -> Snapshot {
+    Snapshot {
+        seq,
+        size: st.disk.size,
+        blocks: hf.index.count(),
+        mtime: st.disk.mtime,
+        ctime: st.disk.ctime,
+        head: hf.index.head(),
+    }
+}
+
+/// Copies a write's bytes into its new blocks: whole blocks straight from
+/// the caller (one copy per run of consecutive blocks), partial ones
+/// merged with the bytes they keep. Non-temporal; the caller fences.
+fn copy_in<D: PmDevice>(
+    fs: &Core<D>,
+    hf: &HunterFile,
+    old_size: u64,
+    off: u64,
+    data: &[u8],
+    blocks: &[u64],
+) {
+    let dev = &**fs.device();
+    let l = fs.layout();
+    let end = off + data.len() as u64;
+    let first = off / BLOCK_SIZE;
+    let mut i = 0;
+    while i < blocks.len() {
+        let fb = first + i as u64;
+        let bstart = fb * BLOCK_SIZE;
+        let (s, e) = (off.max(bstart), end.min(bstart + BLOCK_SIZE));
+        if e - s == BLOCK_SIZE {
+            let mut j = i + 1;
+            while j < blocks.len()
+                && blocks[j] == blocks[j - 1] + 1
+                && end >= (first + j as u64 + 1) * BLOCK_SIZE
+            {
+                j += 1;
+            }
+            let from = (bstart - off) as usize;
+            let len = (j - i) * BLOCK_SIZE as usize;
+            dev.write_nt(l.block_offset(blocks[i]), &data[from..from + len]);
+            i = j;
+            continue;
+        }
+        let mut buf = [0u8; BLOCK_SIZE as usize];
+        if let Some(old) = hf.index.get(fb) {
+            let keep = old_size.saturating_sub(bstart).min(BLOCK_SIZE) as usize;
+            dev.read(l.block_offset(old), &mut buf[..keep]);
+        }
+        buf[(s - bstart) as usize..(e - bstart) as usize]
+            .copy_from_slice(&data[(s - off) as usize..(e - off) as usize]);
+        dev.write_nt(l.block_offset(blocks[i]), &buf);
+        i += 1;
+    }
+}
+
+impl<D: PmDevice> DataPolicy<D> for Hunter {
+    fn name(&self) -> &'static str {
+        if self.sync {
+            "hunter-sync"
+        } else {
+            "hunter"
+        }
+    }
+
+    fn uses_split_layout(&self) -> bool {
+        true
+    }
+
+    fn durable_on_return(&self) -> bool {
+        self.sync
+    }
+
+    fn load(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
+        if st.kind() == FileKind::Regular {
+            let hf = self.open_file(fs, st)?;
+            st.policy = Some(Box::new(hf));
+        }
+        Ok(())
+    }
+
+    fn read(&self, fs: &Core<D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
+        let size = st.disk.size;
+        if off >= size {
+            return Ok(0);
+        }
+        let n = (buf.len() as u64).min(size - off) as usize;
+        let hf = st
+            .policy
+            .as_ref()
+            .and_then(|p| p.downcast_ref::<HunterFile>());
+        let dev = &**fs.device();
+        let l = fs.layout();
+        let mut done = 0;
+        while done < n {
+            let pos = off + done as u64;
+            let fb = pos / BLOCK_SIZE;
+            let inb = pos % BLOCK_SIZE;
+            let mut k = ((BLOCK_SIZE - inb) as usize).min(n - done);
+            match hf.and_then(|hf| hf.index.get(fb)) {
+                Some(b) => {
+                    // Extend over blocks that follow on PM as in the file.
+                    let mut next = 1;
+                    while done + k < n
+                        && hf.and_then(|hf| hf.index.get(fb + next)) == Some(b + next)
+                    {
+                        k = (k + BLOCK_SIZE as usize).min(n - done);
+                        next += 1;
+                    }
+                    dev.read(l.block_offset(b) + inb, &mut buf[done..done + k]);
+                }
+                None => buf[done..done + k].fill(0),
+            }
+            done += k;
+        }
+        Ok(n)
+    }
+
+    fn write(
+        &self,
+        fs: &Core<D>,
+        st: &mut InodeState,
+        off: u64,
+        data: &[u8],
+        sync: bool,
+    ) -> Result<usize> {
+        let end = off + data.len() as u64;
+        let first = off / BLOCK_SIZE;
+        let last = (end - 1) / BLOCK_SIZE;
+        let blocks = self.take_blocks(fs, (last - first + 1) as usize)?;
+        let (ops, snap) = self.with_file(fs, st, |hf, st| {
+            copy_in(fs, hf, st.disk.size, off, data, &blocks);
+            // The data is durable before any record can name it.
+            fs.drain()?;
+            let seq = hf.next_seq;
+            hf.next_seq += 1;
+            let mut ops = Vec::with_capacity(blocks.len() + 2);
+            let mut freed = Vec::new();
+            let mut link = hf.index.below(first);
+            for (fb, &b) in (first..=last).zip(&blocks) {
+                freed.extend(hf.index.set(fb, b));
+                ops.push(Op::Data {
+                    block: b,
+                    file_block: fb,
+                    link,
+                    seq,
+                });
+                link = b;
+            }
+            if let Some(above) = hf.index.above(last) {
+                ops.push(Op::Relink { block: above, link });
+            }
+            freed.sort_unstable();
+            ops.extend(
+                runs(freed.into_iter())
+                    .into_iter()
+                    .map(|(block, count)| Op::Free { block, count }),
+            );
+            if super::direct::note_write(fs, st) {
+                // A write dropped set-id bits: the mode is the inode's.
+                super::direct::store_first_line(fs, st)?;
+            }
+            st.disk.size = st.disk.size.max(end);
+            st.disk.blocks = hf.index.count();
+            Ok((ops, snapshot(hf, st, seq)))
+        })?;
+        self.queue(fs, st, &ops, snap, sync || self.sync)?;
+        Ok(data.len())
+    }
+
+    fn truncate(&self, fs: &Core<D>, st: &mut InodeState, size: u64) -> Result<()> {
+        if size > MAX_FILE_SIZE {
+            return Err(FsError::FileTooLarge);
+        }
+        let old = st.disk.size;
+        // A partial last block is rewritten with its tail zeroed, out of
+        // place like any write, so growing the file again shows zeros.
+        let tail = (size < old && !size.is_multiple_of(BLOCK_SIZE))
+            .then(|| self.take_blocks(fs, 1))
+            .transpose()?;
+        let (ops, snap) = self.with_file(fs, st, |hf, st| {
+            let seq = hf.next_seq;
+            hf.next_seq += 1;
+            let mut ops = Vec::new();
+            let mut freed = Vec::new();
+            let fb = size / BLOCK_SIZE;
+            if let Some(&[y]) = tail.as_deref() {
+                match hf.index.get(fb) {
+                    Some(b) => {
+                        let mut buf = [0u8; BLOCK_SIZE as usize];
+                        let keep = (size % BLOCK_SIZE) as usize;
+                        let l = fs.layout();
+                        fs.device().read(l.block_offset(b), &mut buf[..keep]);
+                        fs.device().write_nt(l.block_offset(y), &buf);
+                        fs.drain()?;
+                        freed.extend(hf.index.set(fb, y));
+                        ops.push(Op::Data {
+                            block: y,
+                            file_block: fb,
+                            link: hf.index.below(fb),
+                            seq,
+                        });
+                    }
+                    None => fs.blocks.free(y),
+                }
+            }
+            freed.extend(hf.index.truncate(size.div_ceil(BLOCK_SIZE)));
+            freed.sort_unstable();
+            ops.extend(
+                runs(freed.into_iter())
+                    .into_iter()
+                    .map(|(block, count)| Op::Free { block, count }),
+            );
+            if size != old {
+                let now = fs.now();
+                st.disk.mtime = now;
+                st.disk.ctime = now;
+            }
+            st.disk.size = size;
+            st.disk.blocks = hf.index.count();
+            Ok((ops, snapshot(hf, st, seq)))
+        })?;
+        self.queue(fs, st, &ops, snap, true)
+    }
+
+    fn fallocate(
+        &self,
+        _fs: &Core<D>,
+        _st: &mut InodeState,
+        _off: u64,
+        _len: u64,
+        _mode: FallocMode,
+    ) -> Result<()> {
+        Err(FsError::Unsupported(
+            "fallocate: the hunter policies write every block out of place, so a \
+             reservation would not hold (posix_fallocate falls back to writing zeros)",
+        ))
+    }
+
+    fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
+        let q = &self.shared.queues;
+        q.drain(fs, &self.shared.stats, q.shard_of(st.ino))?;
+        self.shared.sizer.sample(st.disk.blocks);
+        Direct.fsync(fs, st)
+    }
+
+    fn sync_all(&self, fs: &Core<D>) -> Result<()> {
+        self.shared.queues.drain_all(fs, &self.shared.stats)
+    }
+
+    fn spawn(&self, core: Weak<Core<D>>) {
+        worker::spawn(&self.shared, core);
+    }
+
+    fn unmount(&self, fs: &Core<D>) {
+        self.shared.control.stop();
+        self.shared.logs.release(&fs.blocks);
+    }
+
+    fn forget(&self, _fs: &Core<D>, st: &mut InodeState) {
+        if let Some(Ok(hf)) = st.policy.take().map(|b| b.downcast::<HunterFile>()) {
+            self.shared.sizer.sample(hf.index.count());
+            self.shared
+                .stats
+                .index_bytes
+                .fetch_sub(hf.index.bytes(), Relaxed);
+            self.shared
+                .queues
+                .forget(st.ino, st.disk.generation, hf.index.all());
+        }
+    }
+
+    fn next_data_block(&self, st: &InodeState, fb: u64, limit: u64) -> Option<u64> {
+        let hf = st.policy.as_ref()?.downcast_ref::<HunterFile>()?;
+        hf.index.next_data(fb, limit)
+    }
+
+    fn next_hole_block(&self, st: &InodeState, fb: u64, limit: u64) -> Option<u64> {
+        match st
+            .policy
+            .as_ref()
+            .and_then(|p| p.downcast_ref::<HunterFile>())
+        {
+            Some(hf) => hf.index.next_hole(fb, limit),
+            None => (fb < limit).then_some(fb),
+        }
+    }
+
+    fn write_back(&self, fs: &Core<D>, max_blocks: u64) -> Result<u64> {
+        let q = &self.shared.queues;
+        let mut left = usize::try_from(max_blocks).unwrap_or(usize::MAX);
+        let mut done = 0;
+        for s in 0..q.count() {
+            let n = q.persist_batch(fs, &self.shared.stats, s, left)?;
+            done += n as u64;
+            left = left.saturating_sub(n);
+            if left == 0 {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
+    fn reserved_blocks(&self) -> u64 {
+        self.shared.logs.reserved()
+    }
+
+    fn stats(&self) -> Vec<(String, u64)> {
+        let s = &self.shared.stats;
+        let get = |a: &AtomicU64| a.load(Relaxed);
+        let (pending, pending_bytes) = self.shared.queues.pending();
+        vec![
+            ("queued".into(), get(&s.queued)),
+            ("persisted".into(), get(&s.persisted)),
+            ("batches".into(), get(&s.batches)),
+            ("full_queue_persists".into(), get(&s.full_queue_persists)),
+            ("records".into(), get(&s.records)),
+            ("relinks".into(), get(&s.relinks)),
+            ("entries".into(), get(&s.entries)),
+            ("freed".into(), get(&s.freed)),
+            ("worker_turns".into(), get(&s.worker_turns)),
+            ("log_runs".into(), get(&self.shared.logs.runs)),
+            ("gap_runs".into(), get(&self.shared.logs.gap_runs)),
+            ("pending".into(), pending),
+            ("queue_bytes".into(), pending_bytes),
+            ("index_bytes".into(), get(&s.index_bytes)),
+        ]
+    }
+}

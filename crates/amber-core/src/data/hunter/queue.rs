@@ -1,0 +1,389 @@
+//! File-associated metadata queues (hunter.txt §III-B, §III-C, §III-D):
+//! a write queues its metadata updates in DRAM instead of persisting
+//! them; whoever persists a queue — a worker, fsync, a writer that finds
+//! the queue full, truncate — takes a batch in order and writes it in
+//! three fenced steps: logical information, then attribute entries, then
+//! the clearing of records whose blocks are being freed. A file's updates
+//! all go to queue `ino mod queues`, so one queue orders them.
+//!
+//! Locks: a shard's `persist` lock is held by whoever persists it, its
+//! `pending` lock only to push or take. Callers may hold an inode lock;
+//! persisting never takes one, so there is no cycle.
+
+use super::Stats;
+use crate::error::{FsError, Result};
+use crate::fs::Core;
+use crate::split::LogState;
+use amber_format::split::{AttrEntry, LogicalInfo, Record, ENTRIES};
+use amber_format::Timespec;
+use amber_pmem::PmDevice;
+use parking_lot::Mutex;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering::Relaxed;
+
+/// What one queued update does to PM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Op {
+    /// Block `block` holds file block `file_block` as of write `seq`.
+    Data {
+        block: u64,
+        file_block: u64,
+        link: u64,
+        seq: u64,
+    },
+    /// Block `block`'s chain link changes (a block was written below it).
+    Relink { block: u64, link: u64 },
+    /// Blocks `block..block + count` no longer hold the file's data: once
+    /// the entry that says so is durable their records are cleared and
+    /// the blocks reused.
+    Free { block: u64, count: u64 },
+    /// An update of a file deleted before it was persisted: nothing to
+    /// write (it keeps its place, so the numbering of the others holds).
+    Dropped,
+}
+
+/// A file's attributes after the write that queued them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Snapshot {
+    pub seq: u64,
+    pub size: u64,
+    pub blocks: u64,
+    pub mtime: Timespec,
+    pub ctime: Timespec,
+    pub head: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Update {
+    pub ino: u64,
+    pub generation: u32,
+    pub op: Op,
+}
+
+/// A file's newest queued attributes, usable once the batch reaches the
+/// update numbered `upto` (exclusive): the write's last.
+#[derive(Debug, Clone, Copy)]
+struct Attrs {
+    generation: u32,
+    snap: Snapshot,
+    upto: u64,
+}
+
+/// What a shard holds in DRAM. Only each file's newest attributes are
+/// kept: an entry covers every update before it, so an older snapshot
+/// adds nothing once a newer one is persisted with it.
+#[derive(Default)]
+struct Pending {
+    updates: VecDeque<Update>,
+    /// Updates ever taken from `updates` (numbers the front).
+    taken: u64,
+    attrs: HashMap<u64, Attrs>,
+}
+
+struct Shard {
+    pending: Mutex<Pending>,
+    /// Held while persisting; maps each file seen to the attribute-log
+    /// slot its next entry goes to.
+    persist: Mutex<HashMap<u64, u64>>,
+}
+
+pub(super) struct Queues {
+    shards: Vec<Shard>,
+    /// Most updates a shard holds; a writer that would exceed it persists
+    /// the shard itself first.
+    max_pending: usize,
+}
+
+impl Queues {
+    pub fn new(count: usize, max_pending: usize) -> Queues {
+        assert!(count > 0 && max_pending > 0, "queues and room in them");
+        Queues {
+            shards: (0..count)
+                .map(|_| Shard {
+                    pending: Mutex::new(Pending::default()),
+                    persist: Mutex::new(HashMap::new()),
+                })
+                .collect(),
+            max_pending,
+        }
+    }
+
+    pub fn count(&self) -> usize {
+        self.shards.len()
+    }
+
+    pub fn shard_of(&self, ino: u64) -> usize {
+        (ino % self.shards.len() as u64) as usize
+    }
+
+    /// Queues a write's updates and the file's attributes after it; when
+    /// they do not fit, the shard is persisted first, in this thread (the
+    /// queue never grows past its bound). A write larger than the bound
+    /// is persisted at once.
+    pub fn push<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        stats: &Stats,
+        ino: u64,
+        generation: u32,
+        ops: &[Op],
+        snap: Snapshot,
+    ) -> Result<()> {
+        let s = self.shard_of(ino);
+        stats.queued.fetch_add(ops.len() as u64, Relaxed);
+        let add = |p: &mut Pending| {
+            p.updates.extend(ops.iter().map(|&op| Update {
+                ino,
+                generation,
+                op,
+            }));
+            let upto = p.taken + p.updates.len() as u64;
+            p.attrs.insert(
+                ino,
+                Attrs {
+                    generation,
+                    snap,
+                    upto,
+                },
+            );
+        };
+        {
+            let mut p = self.shards[s].pending.lock();
+            if p.updates.len() + ops.len() <= self.max_pending {
+                add(&mut p);
+                return Ok(());
+            }
+        }
+        stats.full_queue_persists.fetch_add(1, Relaxed);
+        let mut slots = self.shards[s].persist.lock();
+        self.drain_locked(fs, stats, s, &mut slots)?;
+        let over = {
+            let mut p = self.shards[s].pending.lock();
+            add(&mut p);
+            p.updates.len() > self.max_pending
+        };
+        if over {
+            self.drain_locked(fs, stats, s, &mut slots)?;
+        }
+        Ok(())
+    }
+
+    /// Persists everything queued on shard `s` (fsync, truncate, O_SYNC,
+    /// hunter-sync, unmount).
+    pub fn drain<D: PmDevice>(&self, fs: &Core<D>, stats: &Stats, s: usize) -> Result<()> {
+        let mut slots = self.shards[s].persist.lock();
+        self.drain_locked(fs, stats, s, &mut slots)
+    }
+
+    /// Persists every shard.
+    pub fn drain_all<D: PmDevice>(&self, fs: &Core<D>, stats: &Stats) -> Result<()> {
+        (0..self.shards.len()).try_for_each(|s| self.drain(fs, stats, s))
+    }
+
+    /// Persists one batch of at most `max` updates from shard `s` (a
+    /// worker's turn); returns how many.
+    pub fn persist_batch<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        stats: &Stats,
+        s: usize,
+        max: usize,
+    ) -> Result<usize> {
+        let mut slots = self.shards[s].persist.lock();
+        self.persist_locked(fs, stats, s, &mut slots, max)
+    }
+
+    fn drain_locked<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        stats: &Stats,
+        s: usize,
+        slots: &mut HashMap<u64, u64>,
+    ) -> Result<()> {
+        // Bounded: each round takes what was queued when it began, and
+        // new updates wait for the persist lock this thread holds only if
+        // they would overflow; a round takes at least one update.
+        for _ in 0..=self.max_pending {
+            if self.persist_locked(fs, stats, s, slots, usize::MAX)? == 0 {
+                return Ok(());
+            }
+        }
+        Err(FsError::Corrupted(format!(
+            "metadata queue {s} kept refilling while it was drained"
+        )))
+    }
+
+    fn persist_locked<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        stats: &Stats,
+        s: usize,
+        slots: &mut HashMap<u64, u64>,
+        max: usize,
+    ) -> Result<usize> {
+        let (batch, attrs) = {
+            let mut p = self.shards[s].pending.lock();
+            let n = p.updates.len().min(max);
+            let batch: Vec<Update> = p.updates.drain(..n).collect();
+            p.taken += n as u64;
+            let reached = p.taken;
+            let ready: Vec<(u64, Attrs)> = p
+                .attrs
+                .iter()
+                .filter(|(_, a)| a.upto <= reached)
+                .map(|(&ino, &a)| (ino, a))
+                .collect();
+            for (ino, _) in &ready {
+                p.attrs.remove(ino);
+            }
+            (batch, ready)
+        };
+        if batch.is_empty() && attrs.is_empty() {
+            return Ok(0);
+        }
+        let r = self.write_batch(fs, stats, &batch, &attrs, slots);
+        fs.guard(r)?;
+        stats.batches.fetch_add(1, Relaxed);
+        stats.persisted.fetch_add(batch.len() as u64, Relaxed);
+        Ok(batch.len() + attrs.len())
+    }
+
+    /// The three steps, each made durable before the next: records (a
+    /// block's data was fenced by its writer before it was queued), then
+    /// one entry per file, then clearing the freed blocks' records. A
+    /// crash between steps leaves records newer than their file's entry,
+    /// which recovery drops, or stale records of freed blocks, which it
+    /// clears (docs/design.md §12.3).
+    fn write_batch<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        stats: &Stats,
+        batch: &[Update],
+        attrs: &[(u64, Attrs)],
+        slots: &mut HashMap<u64, u64>,
+    ) -> Result<()> {
+        let dev = &**fs.device();
+        let m = super::media(fs);
+        let mut frees = Vec::new();
+        for u in batch {
+            match u.op {
+                Op::Data {
+                    block,
+                    file_block,
+                    link,
+                    seq,
+                } => {
+                    let li = LogicalInfo {
+                        seq,
+                        ino: u.ino,
+                        generation: u.generation,
+                        file_block,
+                        link,
+                    };
+                    m.write_li(dev, block, &li);
+                    stats.records.fetch_add(1, Relaxed);
+                }
+                Op::Relink { block, link } => match m.read_li(dev, block) {
+                    Record::Valid(li) if li.ino == u.ino && li.generation == u.generation => {
+                        m.write_li(dev, block, &LogicalInfo { link, ..li });
+                        stats.relinks.fetch_add(1, Relaxed);
+                    }
+                    _ => {
+                        return Err(FsError::Corrupted(format!(
+                            "block {block} of inode {} lost its logical information",
+                            u.ino
+                        )))
+                    }
+                },
+                Op::Free { block, count } => frees.push((block, count)),
+                Op::Dropped => {}
+            }
+        }
+        fs.drain()?;
+        for &(
+            ino,
+            Attrs {
+                generation,
+                snap: a,
+                ..
+            },
+        ) in attrs
+        {
+            let slot = slots
+                .entry(ino)
+                .or_insert_with(|| LogState::read(m, dev, ino, generation).next_slot);
+            let e = AttrEntry {
+                seq: a.seq,
+                generation,
+                size: a.size,
+                blocks: a.blocks,
+                mtime: a.mtime,
+                ctime: a.ctime,
+                head: a.head,
+            };
+            m.write_entry(dev, ino, *slot, &e);
+            *slot = (*slot + 1) % ENTRIES;
+            stats.entries.fetch_add(1, Relaxed);
+        }
+        fs.drain()?;
+        if !frees.is_empty() {
+            for &(b, n) in &frees {
+                m.clear_lis(dev, b, n);
+            }
+            fs.drain()?;
+            for &(b, n) in &frees {
+                (b..b + n).for_each(|x| fs.blocks.free(x));
+                stats.freed.fetch_add(n, Relaxed);
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops a deleted file's queued updates and queues the freeing of
+    /// every block it held (`blocks`: its index, in runs). Its records and
+    /// entries no longer count — the inode is free, or reused under
+    /// another generation — so they are cleared at the next persist.
+    pub fn forget(&self, ino: u64, generation: u32, blocks: impl Iterator<Item = u64>) {
+        let s = self.shard_of(ino);
+        let _slots = self.shards[s].persist.lock();
+        let mut p = self.shards[s].pending.lock();
+        p.attrs.remove(&ino);
+        for u in p.updates.iter_mut().filter(|u| u.ino == ino) {
+            if !matches!(u.op, Op::Free { .. }) {
+                u.op = Op::Dropped;
+            }
+        }
+        for (block, count) in runs(blocks) {
+            p.updates.push_back(Update {
+                ino,
+                generation,
+                op: Op::Free { block, count },
+            });
+        }
+    }
+
+    /// Updates queued but not persisted, and the DRAM they hold.
+    pub fn pending(&self) -> (u64, u64) {
+        let (mut n, mut bytes) = (0, 0);
+        for s in &self.shards {
+            let p = s.pending.lock();
+            n += p.updates.len() as u64;
+            bytes += (p.updates.capacity() * std::mem::size_of::<Update>()
+                + p.attrs.capacity() * std::mem::size_of::<(u64, Attrs)>())
+                as u64;
+        }
+        (n, bytes)
+    }
+}
+
+/// Consecutive blocks as (first, count) runs.
+pub(super) fn runs(blocks: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for b in blocks {
+        match out.last_mut() {
+            Some((s, n)) if *s + *n == b => *n += 1,
+            _ => out.push((b, 1)),
+        }
+    }
+    out
+}

@@ -1,0 +1,186 @@
+//! HUNTER's split layout on PM (format::split): reading and writing
+//! logical-information records and attribute-log entries, the rule that
+//! says which records count (shared by recovery and fsck), and crash
+//! recovery. The policy that writes them lives in `data::hunter`.
+
+mod judge;
+mod recover;
+
+pub use judge::{judge, Verdict};
+pub use recover::{recover, SplitRecovery};
+
+use crate::error::Result;
+use amber_format::split::{
+    AttrEntry, LogicalInfo, Record, SplitRegions, ENTRIES, ENTRY_SIZE, LI_SIZE,
+};
+use amber_format::{Inode, Layout, Superblock};
+use amber_pmem::PmDevice;
+
+/// The split layout's regions of a mounted or checked pool.
+#[derive(Debug, Clone, Copy)]
+pub struct SplitMedia {
+    pub regions: SplitRegions,
+}
+
+impl SplitMedia {
+    /// The pool's split layout, if it has one (the superblock was
+    /// validated when it was read).
+    pub fn of(sb: &Superblock) -> Option<SplitMedia> {
+        sb.split_regions().map(|regions| SplitMedia { regions })
+    }
+
+    pub fn read_li<D: PmDevice>(&self, dev: &D, b: u64) -> Record<LogicalInfo> {
+        let mut buf = [0u8; LI_SIZE as usize];
+        dev.read(self.regions.li_offset(b), &mut buf);
+        LogicalInfo::decode(&buf)
+    }
+
+    /// Writes block `b`'s record (non-temporal; the caller drains).
+    pub fn write_li<D: PmDevice>(&self, dev: &D, b: u64, li: &LogicalInfo) {
+        dev.write_nt(self.regions.li_offset(b), &li.encode());
+    }
+
+    /// Clears block `b`'s record (non-temporal; the caller drains).
+    pub fn clear_li<D: PmDevice>(&self, dev: &D, b: u64) {
+        dev.zero_nt(self.regions.li_offset(b), LI_SIZE);
+    }
+
+    /// Clears the records of blocks `b..b + n` (non-temporal; the caller
+    /// drains).
+    pub fn clear_lis<D: PmDevice>(&self, dev: &D, b: u64, n: u64) {
+        dev.zero_nt(self.regions.li_offset(b), n * LI_SIZE);
+    }
+
+    /// The four entries of `ino`'s attribute log.
+    pub fn read_log<D: PmDevice>(
+        &self,
+        dev: &D,
+        ino: u64,
+    ) -> [Record<AttrEntry>; ENTRIES as usize] {
+        std::array::from_fn(|i| {
+            let mut buf = [0u8; ENTRY_SIZE as usize];
+            dev.read(self.regions.entry_offset(ino, i as u64), &mut buf);
+            AttrEntry::decode(&buf)
+        })
+    }
+
+    /// Writes entry `slot` of `ino`'s log (non-temporal; the caller drains).
+    pub fn write_entry<D: PmDevice>(&self, dev: &D, ino: u64, slot: u64, e: &AttrEntry) {
+        dev.write_nt(self.regions.entry_offset(ino, slot), &e.encode());
+    }
+}
+
+/// What an attribute log says about the file of generation `generation`:
+/// its newest valid entry, and the slot the next entry goes to — the one
+/// after the newest entry of any generation, so writing it evicts the
+/// oldest (superseded) entry and never the newest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogState {
+    pub newest: Option<AttrEntry>,
+    pub next_slot: u64,
+}
+
+impl LogState {
+    pub fn from_entries(entries: &[Record<AttrEntry>], generation: u32) -> LogState {
+        let mut newest: Option<AttrEntry> = None;
+        let mut top: Option<(u64, u64)> = None;
+        for (i, r) in entries.iter().enumerate() {
+            let Record::Valid(e) = r else { continue };
+            if top.is_none_or(|(seq, _)| e.seq > seq) {
+                top = Some((e.seq, i as u64));
+            }
+            if e.generation == generation && newest.is_none_or(|n| e.seq > n.seq) {
+                newest = Some(*e);
+            }
+        }
+        LogState {
+            newest,
+            next_slot: top.map_or(0, |(_, i)| (i + 1) % ENTRIES),
+        }
+    }
+
+    pub fn read<D: PmDevice>(media: &SplitMedia, dev: &D, ino: u64, generation: u32) -> LogState {
+        LogState::from_entries(&media.read_log(dev, ino), generation)
+    }
+}
+
+/// A regular file's durable attributes in a split pool: the inode's,
+/// with size and blocks from its newest entry — none yet means an empty
+/// file, whatever the inode's own fields say, since only entries carry a
+/// regular file's size — and the later of the two times (a synchronous
+/// change such as chmod stamps the inode itself).
+pub fn effective(inode: &Inode, newest: Option<&AttrEntry>) -> Inode {
+    let mut i = inode.clone();
+    match newest {
+        Some(e) => {
+            i.size = e.size;
+            i.blocks = e.blocks;
+            i.mtime = i.mtime.max(e.mtime);
+            i.ctime = i.ctime.max(e.ctime);
+        }
+        None => {
+            i.size = 0;
+            i.blocks = 0;
+        }
+    }
+    i
+}
+
+/// Reads inode `ino` from the table.
+pub(crate) fn read_inode<D: PmDevice>(dev: &D, l: &Layout, ino: u64) -> Inode {
+    let mut b = [0u8; amber_format::INODE_SIZE];
+    dev.read(l.inode_offset(ino), &mut b);
+    Inode::decode(&b)
+}
+
+/// Walks a file's chain from `head` down, returning (file block, block)
+/// pairs from the highest index; every step must be a valid record of
+/// this file at a strictly lower index, so a broken chain is an error and
+/// the walk is bounded by the file's block count.
+pub fn walk_chain<D: PmDevice>(
+    media: &SplitMedia,
+    dev: &D,
+    l: &Layout,
+    ino: u64,
+    generation: u32,
+    head: u64,
+    blocks: u64,
+) -> Result<Vec<(u64, u64)>> {
+    let corrupt = |what: String| crate::error::FsError::Corrupted(format!("inode {ino}: {what}"));
+    let mut out = Vec::new();
+    let mut b = head;
+    let mut below = u64::MAX;
+    while b != 0 {
+        if out.len() as u64 >= blocks {
+            return Err(corrupt(format!(
+                "its chain is longer than its {blocks} blocks"
+            )));
+        }
+        if !l.is_data_block(b) || b < media.regions.end() {
+            return Err(corrupt(format!(
+                "its chain names block {b}, not a data block"
+            )));
+        }
+        let li = match media.read_li(dev, b) {
+            Record::Valid(li) if li.ino == ino && li.generation == generation => li,
+            _ => {
+                return Err(corrupt(format!(
+                    "its chain reaches block {b}, which is not its"
+                )))
+            }
+        };
+        if li.file_block >= below {
+            return Err(corrupt(format!("its chain is out of order at block {b}")));
+        }
+        below = li.file_block;
+        out.push((li.file_block, b));
+        b = li.link;
+    }
+    if out.len() as u64 != blocks {
+        return Err(corrupt(format!(
+            "its chain has {} blocks, its attributes say {blocks}",
+            out.len()
+        )));
+    }
+    Ok(out)
+}

@@ -1,0 +1,328 @@
+//! The hunter policies on a DRAM device: writes against a byte model with
+//! metadata left queued, fsync and clean unmount making it durable, what
+//! a crash keeps (fsync'd data) and drops (unpersisted updates), the
+//! chain that lets a clean mount skip the scan, gap-write when the pool
+//! fills, bounded queues, the workers, and layouts that do not match the
+//! policy refused.
+
+use amber_core::check::{check, CheckOptions};
+use amber_core::data::FallocMode;
+use amber_core::{Fs, FsError, MountOptions, OpenOptions};
+use amber_format::split::{LogicalInfo, SplitRegions};
+use amber_format::{FormatParams, Superblock, BLOCK_SIZE};
+use amber_pmem::{MapOptions, MmapDevice, PmDevice};
+use amber_sim::SplitMix64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const POOL: u64 = 32 << 20;
+
+fn split_params(size: u64) -> FormatParams {
+    FormatParams {
+        split: true,
+        ..FormatParams::for_size(size)
+    }
+}
+
+fn fresh_device(size: u64) -> MmapDevice {
+    let dev = MmapDevice::anonymous(size, &MapOptions::default()).unwrap();
+    Fs::format(&dev, &split_params(size)).unwrap();
+    dev
+}
+
+/// Mounts with `opts` after `policy=hunter,hunter_interval=never`, so
+/// nothing is persisted behind the test's back unless it asks.
+fn mount(dev: MmapDevice, opts: &str) -> Fs<MmapDevice> {
+    let o = MountOptions::parse(&format!("policy=hunter,hunter_interval=never,{opts}")).unwrap();
+    Fs::mount(dev, o).unwrap().0
+}
+
+/// Takes the device back from a dropped or unmounted `Fs`; dropping it
+/// without unmount is a crash (everything queued in DRAM is lost).
+fn device_of(fs: Fs<MmapDevice>, unmount: bool) -> MmapDevice {
+    let mut dev = fs.core().device().clone();
+    if unmount {
+        fs.unmount().unwrap();
+    } else {
+        drop(fs);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match Arc::try_unwrap(dev) {
+            Ok(d) => return d,
+            Err(d) if Instant::now() < deadline => {
+                dev = d;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(_) => panic!("the device is still in use 10 s after the drop"),
+        }
+    }
+}
+
+fn stat(fs: &Fs<MmapDevice>, name: &str) -> u64 {
+    fs.core()
+        .policy_stats()
+        .into_iter()
+        .find(|(k, _)| k == name)
+        .unwrap_or_else(|| panic!("no stat {name}"))
+        .1
+}
+
+fn assert_clean(dev: &MmapDevice) {
+    let rep = check(dev, &CheckOptions::default()).unwrap();
+    assert!(rep.is_clean(), "fsck: {rep}");
+}
+
+fn rw(fs: &Fs<MmapDevice>, p: &str) -> amber_core::File<MmapDevice> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(fs, p)
+        .unwrap()
+}
+
+/// Seeded writes of every size and alignment, holes, appends and
+/// truncates against a model; then a clean unmount, a remount that
+/// follows the chains, and fsck.
+#[test]
+fn writes_match_a_model_across_unmount_and_remount() {
+    let seed: u64 = std::env::var("AMBER_HUNTER_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(11);
+    eprintln!("hunter model seed {seed} (replay with AMBER_HUNTER_SEED={seed})");
+    let fs = mount(fresh_device(POOL), "");
+    let mut rng = SplitMix64::new(seed);
+    let mut model: Vec<u8> = Vec::new();
+    let f = rw(&fs, "/f");
+    for step in 0..600 {
+        match rng.below(20) {
+            0 => {
+                let size = rng.below(200_000) as usize;
+                f.set_len(size as u64).unwrap();
+                model.resize(size, 0);
+            }
+            1 => f.sync_all().unwrap(),
+            _ => {
+                let len = match rng.below(4) {
+                    0 => 1 + rng.below(20_000) as usize,
+                    _ => 1 + rng.below(5000) as usize,
+                };
+                let off = rng.below(model.len() as u64 + 30_000) as usize;
+                let data: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+                f.write_at(&data, off as u64).unwrap();
+                if model.len() < off + len {
+                    model.resize(off + len, 0);
+                }
+                model[off..off + len].copy_from_slice(&data);
+            }
+        }
+        if step % 60 == 0 {
+            assert_eq!(fs.read("/f").unwrap(), model, "step {step}");
+        }
+    }
+    assert_eq!(fs.read("/f").unwrap(), model);
+    assert!(stat(&fs, "relinks") > 0, "no write landed below another");
+    drop(f);
+    let dev = device_of(fs, true);
+    assert_clean(&dev);
+    let fs = mount(dev, "");
+    assert_eq!(fs.read("/f").unwrap(), model, "after a clean remount");
+    assert_eq!(fs.metadata("/f").unwrap().len(), model.len() as u64);
+    let dev = device_of(fs, true);
+    assert_clean(&dev);
+}
+
+/// Metadata waits in DRAM: a crash keeps what fsync made durable and
+/// drops the rest, whole blocks at a time, and recovery leaves fsck
+/// clean.
+#[test]
+fn a_crash_keeps_what_fsync_persisted() {
+    let fs = mount(fresh_device(POOL), "");
+    let f = rw(&fs, "/f");
+    f.write_at(&[1u8; 3 * 4096], 0).unwrap();
+    f.sync_all().unwrap();
+    f.write_at(&[2u8; 4096], 4096).unwrap();
+    f.write_at(&[3u8; 100], 3 * 4096).unwrap();
+    assert!(stat(&fs, "pending") > 0);
+    let g = rw(&fs, "/never-synced");
+    g.write_at(&[4u8; 5000], 0).unwrap();
+    drop((f, g));
+    let dev = device_of(fs, false);
+    let rep = check(&dev, &CheckOptions::default()).unwrap();
+    assert!(rep.is_clean(), "fsck before recovery: {rep}");
+    let (fs, rec) = Fs::mount(
+        dev,
+        MountOptions::parse("policy=hunter,hunter_interval=never").unwrap(),
+    )
+    .unwrap();
+    assert!(!rec.was_clean);
+    assert_eq!(fs.read("/f").unwrap(), vec![1u8; 3 * 4096]);
+    assert_eq!(fs.read("/never-synced").unwrap(), Vec::<u8>::new());
+    let dev = device_of(fs, true);
+    assert_clean(&dev);
+}
+
+/// A worker wakes on its interval and persists the queues: afterwards a
+/// crash loses nothing.
+#[test]
+fn workers_persist_on_their_interval() {
+    let dev = fresh_device(POOL);
+    let o = MountOptions::parse("policy=hunter,hunter_interval=20ms").unwrap();
+    let fs = Fs::mount(dev, o).unwrap().0;
+    fs.write("/f", &[7u8; 10_000]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stat(&fs, "pending") > 0 {
+        assert!(Instant::now() < deadline, "the worker never ran");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(stat(&fs, "worker_turns") > 0);
+    let dev = device_of(fs, false);
+    let fs = mount(dev, "");
+    assert_eq!(fs.read("/f").unwrap(), vec![7u8; 10_000]);
+}
+
+/// hunter-sync persists every write before it returns.
+#[test]
+fn hunter_sync_is_durable_on_return() {
+    let dev = fresh_device(POOL);
+    let fs = Fs::mount(dev, MountOptions::parse("policy=hunter-sync").unwrap())
+        .unwrap()
+        .0;
+    assert!(fs.core().policy_durable_on_return());
+    fs.write("/f", b"hello, hunter").unwrap();
+    assert_eq!(stat(&fs, "pending"), 0);
+    let dev = device_of(fs, false);
+    let fs = mount(dev, "");
+    assert_eq!(fs.read("/f").unwrap(), b"hello, hunter");
+}
+
+/// A queue never holds more than its bound: the writer persists it.
+#[test]
+fn a_full_queue_is_persisted_by_its_writer() {
+    let fs = mount(fresh_device(POOL), "hunter_queue=8");
+    let f = rw(&fs, "/f");
+    for i in 0..100u64 {
+        f.write_at(&[i as u8; 4096], i * 4096).unwrap();
+        assert!(stat(&fs, "pending") <= 8);
+    }
+    assert!(stat(&fs, "full_queue_persists") > 0);
+    drop(f);
+    let dev = device_of(fs, false);
+    let fs = mount(dev, "");
+    // Whatever was persisted is a prefix of the writes.
+    let got = fs.read("/f").unwrap();
+    assert!(got.len() >= 90 * 4096, "only {} bytes survived", got.len());
+    for (i, chunk) in got.chunks(4096).enumerate() {
+        assert!(chunk.iter().all(|&b| b == i as u8), "block {i}");
+    }
+}
+
+/// Overwrites and deletes leave invalid blocks behind; when the pool is
+/// full the queued frees are persisted and the gaps reused, so a pool
+/// can be rewritten many times over without a cleaner.
+#[test]
+fn gap_write_reuses_freed_space() {
+    let size = 16 << 20;
+    let fs = mount(fresh_device(size), "");
+    let free = fs.statfs().blocks_free;
+    let chunk = vec![5u8; (free as usize / 3) * BLOCK_SIZE as usize];
+    for round in 0..10 {
+        let name = format!("/f{}", round % 2);
+        fs.write(&name, &chunk).unwrap();
+        if round % 3 == 0 {
+            fs.remove_file(&name).unwrap();
+        }
+    }
+    let f = rw(&fs, "/hot");
+    for i in 0..(3 * free) {
+        f.write_at(&[i as u8; 4096], (i % 16) * 4096).unwrap();
+    }
+    assert!(stat(&fs, "gap_runs") > 0, "no gap was ever reused");
+    drop(f);
+    let dev = device_of(fs, true);
+    assert_clean(&dev);
+}
+
+#[test]
+fn layouts_and_policies_must_match() {
+    let classic = MmapDevice::anonymous(POOL, &MapOptions::default()).unwrap();
+    Fs::format(&classic, &FormatParams::for_size(POOL)).unwrap();
+    let e = mount_error(classic, MountOptions::parse("policy=hunter").unwrap());
+    assert!(e.to_string().contains("mkfs --layout split"), "{e}");
+    let e = mount_error(fresh_device(POOL), MountOptions::default());
+    assert!(e.to_string().contains("policy=hunter"), "{e}");
+    let fs = mount(fresh_device(POOL), "");
+    let f = rw(&fs, "/f");
+    let e = fs
+        .core()
+        .fallocate(f.ino(), 0, 4096, FallocMode::Allocate { keep_size: false })
+        .unwrap_err();
+    assert!(matches!(e, FsError::Unsupported(_)), "{e}");
+}
+
+/// The error a mount fails with.
+fn mount_error(dev: MmapDevice, opts: MountOptions) -> FsError {
+    match Fs::mount(dev, opts) {
+        Ok(_) => panic!("the mount succeeded"),
+        Err(e) => e,
+    }
+}
+
+/// Two threads writing two files.
+#[test]
+fn concurrent_writers() {
+    let fs = Arc::new(mount(fresh_device(POOL), ""));
+    let handles: Vec<_> = (0..2u8)
+        .map(|t| {
+            let fs = Arc::clone(&fs);
+            std::thread::spawn(move || {
+                let f = rw(&fs, &format!("/t{t}"));
+                for i in 0..300u64 {
+                    f.write_at(&[t.wrapping_add(i as u8); 1000], i * 1000)
+                        .unwrap();
+                }
+                f.sync_all().unwrap();
+            })
+        })
+        .collect();
+    handles.into_iter().for_each(|h| h.join().unwrap());
+    for t in 0..2u8 {
+        let got = fs.read(&format!("/t{t}")).unwrap();
+        assert_eq!(got.len(), 300_000);
+        for (i, c) in got.chunks(1000).enumerate() {
+            assert!(c.iter().all(|&b| b == t.wrapping_add(i as u8)));
+        }
+    }
+    let fs = Arc::try_unwrap(fs).ok().unwrap();
+    let dev = device_of(fs, true);
+    assert_clean(&dev);
+}
+
+/// A logical-information record naming an inode outside the table is no
+/// protocol's leftover: mount refuses the pool, fsck names the block.
+#[test]
+fn corrupt_records_are_refused() {
+    let fs = mount(fresh_device(POOL), "");
+    fs.write("/f", &[1u8; 4096]).unwrap();
+    let dev = device_of(fs, false);
+    let mut raw = [0u8; 256];
+    dev.read(0, &mut raw);
+    let sb = Superblock::decode(&raw).unwrap();
+    let r = SplitRegions::from_descriptors(&sb.regions);
+    let b = sb.layout.total_blocks - 1;
+    let bad = LogicalInfo {
+        seq: 1,
+        ino: 1 << 40,
+        generation: 1,
+        file_block: 0,
+        link: 0,
+    };
+    dev.write(r.li_offset(b), &bad.encode());
+    let rep = check(&dev, &CheckOptions::default()).unwrap();
+    assert!(!rep.is_clean(), "{rep}");
+    assert!(rep.to_string().contains(&format!("block {b}")), "{rep}");
+    let e = mount_error(dev, MountOptions::parse("policy=hunter").unwrap());
+    assert!(matches!(e, FsError::Corrupted(_)), "{e}");
+}
