@@ -3,6 +3,7 @@
 //! affects both alike, and reported as a median with its spread.
 #![forbid(unsafe_code)]
 
+pub mod bare;
 pub mod compare;
 pub mod csv;
 pub mod foundation;

@@ -1,7 +1,10 @@
 //! `--target` strings: what a user types to name a file system to measure.
-//! `amberfs:POLICY` makes a fresh pool for the run; `dir:/path` uses a
+//! `amberfs:POLICY` makes a fresh pool for the run; `bare` makes one too
+//! but puts no file system on it (each write one non-temporal copy into
+//! the pool: the baseline of HUNTER's "bare PM" line); `dir:/path` uses a
 //! directory on any mounted file system (ext4, xfs, tmpfs, a FUSE mount).
 
+use crate::bare::BareTarget;
 use crate::target::{AmberTarget, DropCaches, PosixTarget, Target};
 use std::path::PathBuf;
 
@@ -12,6 +15,9 @@ pub enum TargetSpec {
     Amber {
         policy: String,
     },
+    /// No file system: files are extents of a fresh pool, each write one
+    /// non-temporal copy and a drain (`crate::bare`).
+    Bare,
     Dir {
         path: PathBuf,
     },
@@ -20,10 +26,11 @@ pub enum TargetSpec {
 /// What the specs leave to the command line as a whole.
 #[derive(Debug, Clone)]
 pub struct SpecOptions {
-    /// Where Amber pools are created (RAM-backed, so PM is emulated).
+    /// Where the pools of Amber and bare targets are created (RAM-backed,
+    /// so PM is emulated).
     pub pool_dir: PathBuf,
     pub pool_size: u64,
-    /// The emulator preset (`--emulate`), for Amber targets.
+    /// The emulator preset (`--emulate`), for Amber and bare targets.
     pub preset: String,
     /// The clean-up between repetitions of directory targets.
     pub drop_caches: DropCaches,
@@ -31,7 +38,12 @@ pub struct SpecOptions {
 
 impl TargetSpec {
     pub fn parse(s: &str) -> Result<TargetSpec, String> {
-        let help = "use amberfs:POLICY (a fresh Amber pool) or dir:/path (a directory on any mounted file system)";
+        let help = "use amberfs:POLICY (a fresh Amber pool), bare (a fresh pool with no file \
+                    system: each write one non-temporal copy) or dir:/path (a directory on any \
+                    mounted file system)";
+        if s == "bare" {
+            return Ok(TargetSpec::Bare);
+        }
         let Some((kind, rest)) = s.split_once(':') else {
             return Err(format!("--target {s:?}: {help}"));
         };
@@ -52,6 +64,9 @@ impl TargetSpec {
                     policy: rest.to_string(),
                 })
             }
+            "bare" => Err(format!(
+                "--target {s:?}: bare takes no options; write just `bare`"
+            )),
             "dir" if rest.starts_with('/') => Ok(TargetSpec::Dir {
                 path: PathBuf::from(rest),
             }),
@@ -64,15 +79,18 @@ impl TargetSpec {
 
     /// Makes the target; `index` keeps pools of one run apart.
     pub fn open(&self, o: &SpecOptions, index: usize) -> Result<OpenTarget, String> {
+        let pool = o
+            .pool_dir
+            .join(format!("amber-bench-{}-{index}.pool", std::process::id()));
         match self {
             TargetSpec::Amber { policy } => {
-                let pool = o
-                    .pool_dir
-                    .join(format!("amber-bench-{}-{index}.pool", std::process::id()));
                 AmberTarget::create(&pool, o.pool_size, policy, &o.preset)
                     .map(OpenTarget::Amber)
                     .map_err(|e| format!("amberfs:{policy}: {e}"))
             }
+            TargetSpec::Bare => BareTarget::create(&pool, o.pool_size, &o.preset)
+                .map(OpenTarget::Bare)
+                .map_err(|e| format!("bare: {e}")),
             TargetSpec::Dir { path } => {
                 if !path.is_dir() {
                     return Err(format!("dir:{}: not a directory", path.display()));
@@ -95,6 +113,7 @@ impl TargetSpec {
 /// A target made from a spec; `close` removes what the run created.
 pub enum OpenTarget {
     Amber(AmberTarget),
+    Bare(BareTarget),
     Dir(PosixTarget),
 }
 
@@ -102,15 +121,17 @@ impl OpenTarget {
     pub fn target(&self) -> &dyn Target {
         match self {
             OpenTarget::Amber(t) => t,
+            OpenTarget::Bare(t) => t,
             OpenTarget::Dir(t) => t,
         }
     }
 
-    /// Unmounts and deletes an Amber pool; a directory is left as found
-    /// (the workloads remove their own files).
+    /// Unmounts and deletes an Amber pool, deletes a bare one; a directory
+    /// is left as found (the workloads remove their own files).
     pub fn close(self) -> Result<(), String> {
         match self {
             OpenTarget::Amber(t) => t.destroy().map_err(|e| e.to_string()),
+            OpenTarget::Bare(t) => t.destroy().map_err(|e| e.to_string()),
             OpenTarget::Dir(_) => Ok(()),
         }
     }
@@ -169,6 +190,10 @@ mod tests {
                 path: "/mnt/x".into()
             })
         );
+        assert_eq!(TargetSpec::parse("bare"), Ok(TargetSpec::Bare));
+        assert!(TargetSpec::parse("bare:x")
+            .unwrap_err()
+            .contains("no options"));
         assert!(TargetSpec::parse("amberfs:nope")
             .unwrap_err()
             .contains("unknown policy"));

@@ -47,7 +47,7 @@ pub trait TargetFile: Send {
 /// A file system under test. Paths are relative to the target's root and
 /// use '/'.
 pub trait Target: Send + Sync {
-    /// How results name it, e.g. `amberfs:direct` or `posix:/mnt/ext4`.
+    /// How results name it, e.g. `amberfs:direct`, `bare` or `posix:/mnt/ext4`.
     fn name(&self) -> String;
     /// Amber's policy, or "-".
     fn policy(&self) -> String;
@@ -68,8 +68,8 @@ pub trait Target: Send + Sync {
     /// Clean-up between trials: a fresh mount for Amber (everything written
     /// stays), or dropping the kernel's caches for a directory target.
     fn reset(&self) -> io::Result<()>;
-    /// Bytes, lines and fences written to PM so far (Amber targets only),
-    /// for write amplification.
+    /// Bytes, lines and fences written to PM so far (Amber and bare
+    /// targets), for write amplification.
     fn pm_stats(&self) -> Option<WriteStats>;
     /// The data policy's counters since the last mount (`reset`), by
     /// name; empty for targets and policies without any.

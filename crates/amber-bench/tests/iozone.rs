@@ -18,7 +18,7 @@ fn tiny(dir: &std::path::Path, targets: Vec<TargetSpec>) -> Config {
 }
 
 #[test]
-fn every_mode_and_amber_run_all_tests_on_a_tiny_matrix() {
+fn every_mode_amber_and_bare_run_all_tests_on_a_tiny_matrix() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     std::fs::create_dir(&data).unwrap();
@@ -29,13 +29,15 @@ fn every_mode_and_amber_run_all_tests_on_a_tiny_matrix() {
             TargetSpec::Amber {
                 policy: "direct".into(),
             },
+            TargetSpec::Bare,
         ],
     );
     let mut calls = Vec::new();
     let records = iozone::run(&cfg, &mut |done, total| calls.push((done, total))).unwrap();
     assert_eq!(calls, vec![(1, 1)]);
-    // Five modes on the directory plus the Amber library, eight tests each.
-    assert_eq!(records.len(), 6 * 8);
+    // Five modes on the directory, the Amber library and bare, eight tests
+    // each.
+    assert_eq!(records.len(), 7 * 8);
     for mode in Mode::ALL {
         let label = format!("{}:{}", mode.name(), data.display());
         assert_eq!(records.iter().filter(|r| r.target == label).count(), 8);
@@ -57,9 +59,31 @@ fn every_mode_and_amber_run_all_tests_on_a_tiny_matrix() {
             .any(|t| t.writes() && r.metric.starts_with(&format!("{} ", t.name())));
         assert_eq!(r.notes[0].contains("write_amplification="), writes, "{r:?}");
     }
+    let bare: Vec<_> = records.iter().filter(|r| r.target == "bare").collect();
+    assert_eq!(bare.len(), 8);
+    for r in bare {
+        assert_eq!((r.policy.as_str(), r.preset.as_str()), ("-", "dram"));
+        // Every write test stores the data and nothing else.
+        let writes = Test::ALL
+            .iter()
+            .any(|t| t.writes() && r.metric.starts_with(&format!("{} ", t.name())));
+        assert_eq!(
+            r.notes[0].contains("write_amplification=1.000"),
+            writes,
+            "{r:?}"
+        );
+    }
     // Nothing left behind.
     assert!(!data.join(iozone::FILE_NAME).exists());
-    assert!(!cfg.pool.exists());
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        vec![std::ffi::OsString::from("data")],
+        "pools removed"
+    );
 }
 
 #[test]

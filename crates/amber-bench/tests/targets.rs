@@ -1,5 +1,6 @@
-//! Both kinds of target do the same operations with the same results.
+//! Every kind of target does the same operations with the same results.
 
+use amber_bench::bare::BareTarget;
 use amber_bench::target::{AmberTarget, DropCaches, PosixTarget, Target};
 
 fn exercise(t: &dyn Target) {
@@ -26,7 +27,7 @@ fn exercise(t: &dyn Target) {
 }
 
 #[test]
-fn posix_and_amber_targets_agree() {
+fn posix_amber_and_bare_targets_agree() {
     let dir = tempfile::tempdir().unwrap();
     exercise(&PosixTarget::new(dir.path().join("root"), DropCaches::None).with_root_created());
     let pool = dir.path().join("t.pool");
@@ -34,5 +35,13 @@ fn posix_and_amber_targets_agree() {
     exercise(&amber);
     assert!(amber.pm_stats().unwrap().bytes_written() > 5000);
     amber.destroy().unwrap();
+    assert!(!pool.exists());
+    let bare = BareTarget::create(&pool, 64 << 20, "dram").unwrap();
+    let before = bare.pm_stats().unwrap();
+    exercise(&bare);
+    // File data only: 5000 + 4 + 1 bytes, one fence per write.
+    let d = bare.pm_stats().unwrap().since(&before);
+    assert_eq!((d.bytes_written(), d.fences), (5005, 3));
+    bare.destroy().unwrap();
     assert!(!pool.exists());
 }

@@ -247,3 +247,79 @@ fn randwrite_reads_after_prewrite_with_mount_options_in_the_target() {
         "{e}"
     );
 }
+
+/// `bare` beside `amberfs:direct` on populate, as issue 7's comparison
+/// runs it; a pool too small for the files stops the run with the reason.
+#[test]
+fn bare_target_runs_populate_beside_amber() {
+    let tmp = TempDir::new().unwrap();
+    let dir = tmp.path().to_str().unwrap();
+    let json = format!("{dir}/out.json");
+    let small_files = ["--files", "2", "--file-size", "1M", "--pool-dir", dir];
+    let mut args = vec![
+        "bench",
+        "compare",
+        "--workload",
+        "populate",
+        "--target",
+        "bare",
+        "--target",
+        "amberfs:direct",
+        "--reps",
+        "2",
+        "--warmup",
+        "0",
+        "--pool-size",
+        "64M",
+        "--json",
+        &json,
+    ];
+    args.extend(small_files);
+    let doc = run_json(&args, &json);
+    let recs = doc["records"].as_array().unwrap();
+    let bare: Vec<&Value> = recs.iter().filter(|r| r["target"] == "bare").collect();
+    assert_eq!(bare.len(), 4, "four metrics: {bare:?}");
+    for r in &bare {
+        for f in &amber_bench::csv::HEADER[..8] {
+            assert!(r.get(f).is_some(), "missing {f}: {r}");
+        }
+        assert_eq!(r["policy"], "-");
+        assert_eq!(r["preset"], "dram");
+        assert_eq!(r["ratio_to_first"].as_f64(), Some(1.0));
+        if r["metric"] == "write_amplification" {
+            assert_eq!(r["value"].as_f64(), Some(1.0), "data only: {r}");
+        }
+    }
+    assert!(recs
+        .iter()
+        .any(|r| r["target"] == "amberfs:direct" && r["ratio_to_first"].as_f64().unwrap() > 0.0));
+    let left: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("out.json")]);
+
+    // 2 MiB of files in a 1 MiB pool: ENOSPC from bare, not a panic.
+    let mut args = vec![
+        "bench",
+        "workload",
+        "populate",
+        "--target",
+        "bare",
+        "--reps",
+        "1",
+        "--pool-size",
+        "1M",
+    ];
+    args.extend(small_files);
+    let out = amberfs(&args);
+    assert_eq!(out.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("on bare") && e.contains("no space left"), "{e}");
+
+    let out = amberfs(&["bench", "workload", "populate", "--target", "bare:x"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no options"));
+    let help = amberfs(&["bench", "compare", "--help"]);
+    assert!(String::from_utf8_lossy(&help.stdout).contains("bare"));
+}

@@ -20,6 +20,7 @@ use amber_sim::SplitMix64;
 use super::matrix::{Cell, Matrix};
 use super::modes::Mode;
 use super::tests::Test;
+use crate::bare::BareTarget;
 use crate::record::Record;
 use crate::spec::TargetSpec;
 use crate::stats::summarize;
@@ -87,6 +88,8 @@ enum Lane {
         fs: PosixTarget,
     },
     Amber(AmberTarget),
+    /// No file system: each record one non-temporal copy into the pool.
+    Bare(BareTarget),
 }
 
 impl Lane {
@@ -94,6 +97,7 @@ impl Lane {
         match self {
             Lane::Dir { dir, mode, .. } => format!("{}:{}", mode.name(), dir.display()),
             Lane::Amber(t) => t.name(),
+            Lane::Bare(t) => t.name(),
         }
     }
 
@@ -101,6 +105,7 @@ impl Lane {
         match self {
             Lane::Dir { mode, .. } => mode.name(),
             Lane::Amber(_) => "library",
+            Lane::Bare(_) => "bare",
         }
     }
 
@@ -109,6 +114,8 @@ impl Lane {
             Lane::Dir { fs, .. } => fs.reset(),
             Lane::Amber(t) if cleanup != DropCaches::None => t.reset(),
             Lane::Amber(_) => Ok(()),
+            // Nothing to drop (`BareTarget::reset`).
+            Lane::Bare(_) => Ok(()),
         };
         done.map_err(|e| format!("clean-up of {} failed: {e}", self.label()))
     }
@@ -117,6 +124,7 @@ impl Lane {
         match self {
             Lane::Dir { .. } => None,
             Lane::Amber(t) => t.pm_stats().map(|s| s.bytes_written()),
+            Lane::Bare(t) => t.pm_stats().map(|s| s.bytes_written()),
         }
     }
 }
@@ -153,6 +161,7 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<R
                 r => r,
             },
             Lane::Amber(t) => t.destroy(),
+            Lane::Bare(t) => t.destroy(),
         };
         if let Err(e) = removed {
             cleanup_errors.push(e.to_string());
@@ -190,16 +199,26 @@ fn open_lanes(cfg: &Config) -> Result<Vec<Lane>, String> {
                 }
             }
             TargetSpec::Amber { policy } => {
-                let mut pool = cfg.pool.clone().into_os_string();
-                if i > 0 {
-                    pool.push(format!(".{i}"));
-                }
-                let t = AmberTarget::create(Path::new(&pool), pool_size, policy, &cfg.preset)?;
+                let t = AmberTarget::create(&lane_pool(cfg, i), pool_size, policy, &cfg.preset)?;
                 lanes.push(Lane::Amber(t));
+            }
+            TargetSpec::Bare => {
+                let t = BareTarget::create(&lane_pool(cfg, i), pool_size, &cfg.preset)?;
+                lanes.push(Lane::Bare(t));
             }
         }
     }
     Ok(lanes)
+}
+
+/// The pool file of the `i`th target: `cfg.pool`, with a suffix after the
+/// first.
+fn lane_pool(cfg: &Config, i: usize) -> PathBuf {
+    let mut pool = cfg.pool.clone().into_os_string();
+    if i > 0 {
+        pool.push(format!(".{i}"));
+    }
+    PathBuf::from(pool)
 }
 
 /// Throughput samples (MiB/s) and write amplifications of one lane and
@@ -352,6 +371,7 @@ fn run_step(lane: &Lane, s: &Step) -> Result<Duration, String> {
         } => file_step(fs, s),
         Lane::Dir { dir, mode, .. } => map_step(dir, *mode, s),
         Lane::Amber(t) => file_step(t, s),
+        Lane::Bare(t) => file_step(t, s),
     }
     .map_err(context)
 }
@@ -529,6 +549,7 @@ fn record(cfg: &Config, lane: &Lane, cell: Cell, test: Test, s: &Samples) -> Rec
     let (policy, preset) = match lane {
         Lane::Dir { .. } => ("-".to_string(), "-".to_string()),
         Lane::Amber(t) => (t.policy(), cfg.preset.clone()),
+        Lane::Bare(t) => (t.policy(), cfg.preset.clone()),
     };
     Record {
         benchmark: "iozone".into(),

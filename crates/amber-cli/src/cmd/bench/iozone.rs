@@ -16,8 +16,9 @@ use crate::common::{parse_size, CliError, CliResult};
 #[derive(clap::Args)]
 pub struct Args {
     /// Where to run, repeatable: `dir:/path` (a directory on any mounted
-    /// file system) or `amberfs:POLICY` (the library on a fresh pool,
-    /// behind `--emulate`).
+    /// file system), `amberfs:POLICY` (the library on a fresh pool,
+    /// behind `--emulate`) or `bare` (a fresh pool behind `--emulate` with
+    /// no file system: each record one non-temporal copy and a fence).
     #[arg(long = "target", required = true)]
     targets: Vec<String>,
     /// Data paths for `dir:` targets, repeatable or comma-separated: posix,
@@ -64,7 +65,7 @@ pub struct Args {
     /// (IOzone's -e). Mapped modes persist every record regardless.
     #[arg(long, default_value = "none", value_parser = ["none", "fsync"])]
     sync: String,
-    /// Pool file for amberfs targets (removed afterwards).
+    /// Pool file for amberfs: and bare targets (removed afterwards).
     #[arg(long, default_value = "/dev/shm/amber-iozone.pool")]
     pool: PathBuf,
     /// Seed of the data and of the random orders.

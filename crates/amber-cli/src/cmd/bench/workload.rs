@@ -26,8 +26,10 @@ pub struct Args {
 /// and how to run and report.
 #[derive(clap::Args)]
 pub struct RunArgs {
-    /// What to measure, repeatable: amberfs:POLICY (a fresh pool) or
-    /// dir:/path (a directory on any mounted file system).
+    /// What to measure, repeatable: amberfs:POLICY (a fresh pool), bare
+    /// (a fresh pool with no file system: each write one non-temporal copy
+    /// and a fence, the baseline of a file system's cost) or dir:/path (a
+    /// directory on any mounted file system).
     #[arg(long = "target", required = true, value_name = "SPEC")]
     pub(super) targets: Vec<String>,
     /// Files in the set.
@@ -74,10 +76,10 @@ pub struct RunArgs {
     /// Untimed runs per target first.
     #[arg(long, default_value_t = 1)]
     warmup: usize,
-    /// Where Amber pools are created.
+    /// Where the pools of amberfs: and bare targets are created.
     #[arg(long, default_value = "/dev/shm")]
     pool_dir: PathBuf,
-    /// Size of each Amber pool.
+    /// Size of each pool (amberfs: and bare targets).
     #[arg(long, default_value = "2G")]
     pool_size: String,
     /// Clean-up of dir: targets between runs: none, page, dentries or all
