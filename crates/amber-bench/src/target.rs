@@ -4,6 +4,7 @@
 //! against [`Target`], so each target does the same operations on the same
 //! data volume.
 
+use amber_core::data::wants_split_layout;
 use amber_core::{Fs, MountOptions, OpenOptions};
 use amber_format::FormatParams;
 use amber_pmem::{Emulated, EmulatorSpec, MapOptions, MmapDevice, PmDevice, WriteStats};
@@ -256,14 +257,18 @@ impl AmberTarget {
         policy: &str,
         preset: &str,
     ) -> Result<AmberTarget, String> {
-        let dev = open_pool(pool, size, preset)?;
-        Fs::format(&dev, &FormatParams::for_size(size)).map_err(|e| e.to_string())?;
         let t = AmberTarget {
             pool: pool.to_path_buf(),
             policy: policy.to_string(),
             preset: preset.to_string(),
             fs: Mutex::new(None),
         };
+        let params = FormatParams {
+            split: wants_split_layout(&t.options().map_err(|e| e.to_string())?),
+            ..FormatParams::for_size(size)
+        };
+        let dev = open_pool(pool, size, preset)?;
+        Fs::format(&dev, &params).map_err(|e| e.to_string())?;
         t.mount(dev).map_err(|e| e.to_string())?;
         Ok(t)
     }

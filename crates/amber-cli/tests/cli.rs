@@ -163,6 +163,50 @@ fn info_shows_the_small_write_zone_while_it_exists() {
     assert_eq!(json["features"]["incompat"], 0);
 }
 
+/// `mkfs --layout split` makes a pool only the hunter policies mount:
+/// `info` shows its regions, a file round-trips through hunter, and a
+/// mount with another policy is refused with the policies to use.
+#[test]
+fn split_layout_pools_take_the_hunter_policies_only() {
+    let pool = no_pool();
+    let text = ok(&["mkfs", pool.p(), "--size", "16M", "--layout", "split"]);
+    assert!(text.contains("split:"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&ok(&["info", pool.p(), "--json"])).unwrap();
+    assert_eq!(json["features"]["incompat"], 2);
+    assert!(json["split"]["li_blocks"].as_u64().unwrap() > 0, "{json}");
+    let local = pool.dir().join("in");
+    std::fs::write(&local, random_bytes(100_000, 3)).unwrap();
+    let o = ["-o", "policy=hunter"];
+    ok(&[
+        &["put", pool.p(), local.to_str().unwrap(), "/f"][..],
+        &o[..],
+    ]
+    .concat());
+    let back = amberfs(&[&["cat", pool.p(), "/f"][..], &o[..]].concat());
+    assert!(back.status.success());
+    assert_eq!(back.stdout, random_bytes(100_000, 3));
+    let err = refused_unchanged(&pool, &["ls", pool.p()]);
+    assert!(err.contains("policy=hunter"), "{err}");
+    let classic = new_pool("16M");
+    let err = refused_unchanged(&classic, &["ls", classic.p(), "-o", "policy=hunter"]);
+    assert!(err.contains("--layout split"), "{err}");
+    let err = fails(&[
+        "mkfs",
+        pool.dir().join("tiny").to_str().unwrap(),
+        "--size",
+        "300K",
+        "--layout",
+        "split",
+    ]);
+    assert!(err.contains("--size"), "{err}");
+    let fsck = amberfs(&["fsck", pool.p()]);
+    assert!(
+        fsck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stdout)
+    );
+}
+
 #[test]
 fn mkfs_prints_geometry_and_honours_parameters() {
     let pool = no_pool();

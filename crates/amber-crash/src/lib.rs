@@ -29,7 +29,7 @@ mod workload;
 pub use state::{capture, diff, judge, Content, FsState, History, Landing, Node, WriteRange};
 pub use workload::{atomic_random, random, Op, Workload, WriteAt, ATOMIC_RANDOM_OPS, RANDOM_OPS};
 
-use amber_core::data::by_name;
+use amber_core::data::wants_split_layout;
 use amber_core::fs::{format, mount};
 use amber_core::MountOptions;
 use amber_format::FormatParams;
@@ -412,10 +412,7 @@ impl Runner<'_> {
                 ))
             }
         };
-        let split = match by_name::<RecordingDevice>(&opts) {
-            Ok(p) => p.uses_split_layout(),
-            Err(e) => return self.fail(format!("policy {:?}: {e}", self.cfg.policy)),
-        };
+        let split = wants_split_layout(&opts);
         let dev = Arc::new(RecordingDevice::new(POOL_SIZE));
         if let Err(e) = format(&*dev, &format_params(split)) {
             return self.fail(format!("format: {e}"));

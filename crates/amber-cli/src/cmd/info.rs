@@ -41,7 +41,18 @@ struct Info {
     /// LAWN's small-write zone, if the pool has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     zone: Option<Zone>,
+    /// HUNTER's split layout, if the pool has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    split: Option<Split>,
     device: Device,
+}
+
+#[derive(Serialize)]
+struct Split {
+    attr_start: u64,
+    attr_blocks: u64,
+    li_start: u64,
+    li_blocks: u64,
 }
 
 #[derive(Serialize)]
@@ -130,6 +141,12 @@ fn describe(args: &Args, sb: &Superblock, map: &MapInfo) -> Info {
         last_clean_unmount_secs: sb.last_clean_secs,
         pool_size: sb.pool_size,
         zone: None,
+        split: sb.split_regions().map(|r| Split {
+            attr_start: r.attr_start,
+            attr_blocks: r.attr_blocks,
+            li_start: r.li_start,
+            li_blocks: r.li_blocks,
+        }),
         geometry: Geometry {
             block_size: BLOCK_SIZE,
             total_blocks: l.total_blocks,
@@ -251,6 +268,16 @@ fn print_text(i: &Info, map: &MapInfo) {
             g.data_start
         ),
     );
+    if let Some(s) = &i.split {
+        row(
+            "split layout",
+            format!(
+                "attribute logs {} block(s) from block {}, logical information {} block(s) \
+                 from block {}",
+                s.attr_blocks, s.attr_start, s.li_blocks, s.li_start
+            ),
+        );
+    }
     if let Some(z) = &i.zone {
         row(
             "small-write zone",

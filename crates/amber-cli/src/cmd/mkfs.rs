@@ -12,7 +12,8 @@ use amber_format::layout::{
     Layout, MAX_INODES, MAX_JOURNALS, MAX_JOURNAL_BLOCKS, MAX_POOL_SIZE, MIN_JOURNAL_BLOCKS,
     MIN_POOL_SIZE,
 };
-use amber_format::{FormatParams, BLOCK_SIZE};
+use amber_format::split::SplitRegions;
+use amber_format::{FormatParams, Superblock, BLOCK_SIZE};
 use amber_pmem::{MapError, MapOptions, MmapDevice, PmDevice};
 
 use crate::common::{human_bytes, map_error, open_device, parse_size, CliError, CliResult};
@@ -35,9 +36,20 @@ pub struct Args {
     /// Blocks of 4 KiB per journal (default 16).
     #[arg(long)]
     journal_blocks: Option<u32>,
+    /// On-media layout: `classic` (block maps; every policy but hunter)
+    /// or `split` (HUNTER's attribute logs and logical information; the
+    /// hunter policies only).
+    #[arg(long, value_enum, default_value = "classic")]
+    layout: PoolLayout,
     /// Reformat an existing pool, destroying everything in it.
     #[arg(long)]
     force: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum PoolLayout {
+    Classic,
+    Split,
 }
 
 pub fn run(args: Args) -> CliResult<ExitCode> {
@@ -96,7 +108,7 @@ pub fn run(args: Args) -> CliResult<ExitCode> {
             }
         }
     };
-    print_geometry(pool, &layout, created);
+    print_geometry(pool, &layout, args.layout == PoolLayout::Split, created);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -141,6 +153,7 @@ fn params(args: &Args, size: u64) -> CliResult<(FormatParams, Layout)> {
         }
         p.journal_blocks = n;
     }
+    p.split = args.layout == PoolLayout::Split;
     let layout = Layout::compute(&p).map_err(|_| {
         CliError::new(format!(
             "a {} pool cannot hold {} inodes and {} journals of {} blocks with room left for \
@@ -151,6 +164,15 @@ fn params(args: &Args, size: u64) -> CliResult<(FormatParams, Layout)> {
             p.journal_blocks
         ))
     })?;
+    if p.split && Superblock::new(&p, [0; 16]).is_err() {
+        let r = SplitRegions::for_layout(&layout);
+        return Err(CliError::new(format!(
+            "a {} pool has no room left for data after the split layout's {} of attribute logs \
+             and logical information; use a larger --size or fewer --inodes",
+            human_bytes(size),
+            human_bytes((r.end() - r.attr_start) * BLOCK_SIZE)
+        )));
+    }
     Ok((p, layout))
 }
 
@@ -159,7 +181,7 @@ fn format(dev: &MmapDevice, pool: &Path, params: &FormatParams) -> CliResult<()>
         .map_err(|e| CliError::new(format!("could not format pool {}: {e}", pool.display())))
 }
 
-fn print_geometry(pool: &Path, l: &Layout, created: bool) {
+fn print_geometry(pool: &Path, l: &Layout, split: bool, created: bool) {
     let verb = if created { "created" } else { "reformatted" };
     let bytes = |blocks: u64| human_bytes(blocks * BLOCK_SIZE);
     println!(
@@ -179,11 +201,23 @@ fn print_geometry(pool: &Path, l: &Layout, created: bool) {
         l.journal_blocks,
         human_bytes(l.journal_bytes())
     );
+    let mut data_start = l.data_start;
+    if split {
+        let r = SplitRegions::for_layout(l);
+        println!(
+            "  split:     attribute logs {}, logical information {} (blocks {}..{})",
+            bytes(r.attr_blocks),
+            bytes(r.li_blocks),
+            r.attr_start,
+            r.end()
+        );
+        data_start = r.end();
+    }
     println!(
         "  data area: blocks {}..{}, {} blocks ({})",
-        l.data_start,
+        data_start,
         l.total_blocks,
-        l.data_blocks(),
-        bytes(l.data_blocks())
+        l.total_blocks - data_start,
+        bytes(l.total_blocks - data_start)
     );
 }

@@ -201,6 +201,14 @@ pub const POLICIES: &[&str] = &[
     "hunter-sync",
 ];
 
+/// Whether the policy `opts` names keeps regular files in HUNTER's split
+/// layout, so a pool made for it needs `FormatParams::split` (what
+/// `DataPolicy::uses_split_layout` says once it is built; a test holds
+/// the two together).
+pub fn wants_split_layout(opts: &MountOptions) -> bool {
+    matches!(opts.policy.as_str(), "hunter" | "hunter-sync")
+}
+
 /// The policy `opts` names, configured by the rest of `opts`.
 pub fn by_name<D: PmDevice>(opts: &MountOptions) -> Result<Box<dyn DataPolicy<D>>> {
     match opts.policy.as_str() {
@@ -217,5 +225,21 @@ pub fn by_name<D: PmDevice>(opts: &MountOptions) -> Result<Box<dyn DataPolicy<D>
             "unknown policy (known: direct, hinfs, hinfs-wb, hinfs-nclfw, cow, finelog, lawn, \
              hunter, hunter-sync)",
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use amber_pmem::MmapDevice;
+
+    #[test]
+    fn split_layout_wishes_match_the_policies() {
+        for &name in POLICIES {
+            let opts = MountOptions::parse(&format!("policy={name}")).unwrap();
+            let p = by_name::<MmapDevice>(&opts).unwrap();
+            assert_eq!(p.uses_split_layout(), wants_split_layout(&opts), "{name}");
+            assert_eq!(p.name(), name);
+        }
     }
 }
