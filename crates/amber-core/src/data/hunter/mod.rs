@@ -144,9 +144,9 @@ impl Hunter {
         let r = f(&mut hf, st);
         let after = hf.index.bytes();
         let s = &self.shared.stats.index_bytes;
-        if after >= before {
+        if after > before {
             s.fetch_add(after - before, Relaxed);
-        } else {
+        } else if after < before {
             s.fetch_sub(before - after, Relaxed);
         }
         st.policy = Some(hf);

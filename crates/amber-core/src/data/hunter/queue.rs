@@ -14,11 +14,12 @@ use super::Stats;
 use crate::error::{FsError, Result};
 use crate::fs::Core;
 use crate::split::LogState;
-use amber_format::split::{AttrEntry, LogicalInfo, Record, ENTRIES};
+use amber_format::split::{AttrEntry, LogicalInfo, Record, ENTRIES, LI_SIZE};
 use amber_format::Timespec;
 use amber_pmem::PmDevice;
 use parking_lot::Mutex;
-use std::collections::{HashMap, VecDeque};
+use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// What one queued update does to PM.
@@ -77,14 +78,14 @@ struct Pending {
     updates: VecDeque<Update>,
     /// Updates ever taken from `updates` (numbers the front).
     taken: u64,
-    attrs: HashMap<u64, Attrs>,
+    attrs: FxHashMap<u64, Attrs>,
 }
 
 struct Shard {
     pending: Mutex<Pending>,
     /// Held while persisting; maps each file seen to the attribute-log
     /// slot its next entry goes to.
-    persist: Mutex<HashMap<u64, u64>>,
+    persist: Mutex<FxHashMap<u64, u64>>,
 }
 
 pub(super) struct Queues {
@@ -101,7 +102,7 @@ impl Queues {
             shards: (0..count)
                 .map(|_| Shard {
                     pending: Mutex::new(Pending::default()),
-                    persist: Mutex::new(HashMap::new()),
+                    persist: Mutex::new(FxHashMap::default()),
                 })
                 .collect(),
             max_pending,
@@ -198,7 +199,7 @@ impl Queues {
         fs: &Core<D>,
         stats: &Stats,
         s: usize,
-        slots: &mut HashMap<u64, u64>,
+        slots: &mut FxHashMap<u64, u64>,
     ) -> Result<()> {
         // Bounded: each round takes what was queued when it began, and
         // new updates wait for the persist lock this thread holds only if
@@ -218,7 +219,7 @@ impl Queues {
         fs: &Core<D>,
         stats: &Stats,
         s: usize,
-        slots: &mut HashMap<u64, u64>,
+        slots: &mut FxHashMap<u64, u64>,
         max: usize,
     ) -> Result<usize> {
         let (batch, attrs) = {
@@ -260,11 +261,12 @@ impl Queues {
         stats: &Stats,
         batch: &[Update],
         attrs: &[(u64, Attrs)],
-        slots: &mut HashMap<u64, u64>,
+        slots: &mut FxHashMap<u64, u64>,
     ) -> Result<()> {
         let dev = &**fs.device();
         let m = super::media(fs);
         let mut frees = Vec::new();
+        let mut run = RecordRun::default();
         for u in batch {
             match u.op {
                 Op::Data {
@@ -280,10 +282,10 @@ impl Queues {
                         file_block,
                         link,
                     };
-                    m.write_li(dev, block, &li);
+                    run.add(fs, block, &li);
                     stats.records.fetch_add(1, Relaxed);
                 }
-                Op::Relink { block, link } => match m.read_li(dev, block) {
+                Op::Relink { block, link } => match run.flush(fs).read_li(dev, block) {
                     Record::Valid(li) if li.ino == u.ino && li.generation == u.generation => {
                         m.write_li(dev, block, &LogicalInfo { link, ..li });
                         stats.relinks.fetch_add(1, Relaxed);
@@ -299,6 +301,7 @@ impl Queues {
                 Op::Dropped => {}
             }
         }
+        run.flush(fs);
         fs.drain()?;
         for &(
             ino,
@@ -373,6 +376,40 @@ impl Queues {
                 as u64;
         }
         (n, bytes)
+    }
+}
+
+/// Records of consecutive blocks, written as one non-temporal copy: the
+/// log hands out blocks in order, so a batch's records are mostly one run
+/// in the metadata area (the split layout's point, hunter.txt §III-B).
+#[derive(Default)]
+struct RecordRun {
+    first: u64,
+    bytes: Vec<u8>,
+}
+
+/// Records buffered before one copy.
+const RUN_RECORDS: usize = 64;
+
+impl RecordRun {
+    fn add<D: PmDevice>(&mut self, fs: &Core<D>, block: u64, li: &LogicalInfo) {
+        let len = (self.bytes.len() as u64) / LI_SIZE;
+        if self.bytes.is_empty() || block != self.first + len || len as usize == RUN_RECORDS {
+            self.flush(fs);
+            self.first = block;
+        }
+        self.bytes.extend_from_slice(&li.encode());
+    }
+
+    /// Writes what is buffered; returns the media for reads that must see it.
+    fn flush<'a, D: PmDevice>(&mut self, fs: &'a Core<D>) -> &'a crate::split::SplitMedia {
+        let m = super::media(fs);
+        if !self.bytes.is_empty() {
+            fs.device()
+                .write_nt(m.regions.li_offset(self.first), &self.bytes);
+            self.bytes.clear();
+        }
+        m
     }
 }
 
