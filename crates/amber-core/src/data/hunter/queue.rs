@@ -61,6 +61,10 @@ pub(super) struct Update {
     pub op: Op,
 }
 
+/// README states the queues' bound in bytes from this.
+const _: () = assert!(std::mem::size_of::<Update>() == 56);
+const _: () = assert!(std::mem::size_of::<Attrs>() == 80);
+
 /// A file's newest queued attributes, usable once the batch reaches the
 /// update numbered `upto` (exclusive): the write's last.
 #[derive(Debug, Clone, Copy)]
