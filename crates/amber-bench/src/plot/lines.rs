@@ -18,6 +18,9 @@ pub enum XParam {
     /// with a K, M or G suffix,
     /// binary), which the suites that sweep I/O sizes attach.
     IoSize,
+    /// A note `file_size=BYTES` (the workload suites attach it), as
+    /// HUNTER draws populate bandwidth over the file size.
+    FileSize,
     /// A note `write_latency_ns=NS`, or else the write latency of the
     /// record's emulator preset.
     Latency,
@@ -29,9 +32,10 @@ impl FromStr for XParam {
         match s {
             "threads" => Ok(XParam::Threads),
             "io_size" | "io-size" => Ok(XParam::IoSize),
+            "file_size" | "file-size" => Ok(XParam::FileSize),
             "latency" => Ok(XParam::Latency),
             _ => Err(format!(
-                "unknown x {s:?}: expected threads, io_size or latency"
+                "unknown x {s:?}: expected threads, io_size, file_size or latency"
             )),
         }
     }
@@ -71,6 +75,7 @@ impl XParam {
             XParam::IoSize => note(r, "io_size")
                 .or_else(|| note(r, "record_bytes"))
                 .and_then(|v| bytes(&v)),
+            XParam::FileSize => note(r, "file_size").and_then(|v| bytes(&v)),
             XParam::Latency => note(r, "write_latency_ns")
                 .and_then(|v| v.parse().ok())
                 .or_else(|| {
@@ -84,12 +89,13 @@ impl XParam {
         match self {
             XParam::Threads => "threads",
             XParam::IoSize => "I/O size (bytes)",
+            XParam::FileSize => "file size (bytes)",
             XParam::Latency => "emulated write latency (ns)",
         }
     }
 
     fn tick(self, v: f64) -> String {
-        if self != XParam::IoSize {
+        if !matches!(self, XParam::IoSize | XParam::FileSize) {
             return number(v);
         }
         let units = [(1u64 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
@@ -233,6 +239,10 @@ mod tests {
         assert_eq!(XParam::IoSize.tick(1048576.0), "1M");
         assert_eq!(XParam::IoSize.tick(128.0), "128");
         assert_eq!("io_size".parse::<XParam>(), Ok(XParam::IoSize));
+        assert_eq!("file_size".parse::<XParam>(), Ok(XParam::FileSize));
+        r.notes = vec!["files=1 file_size=67108864 io_size=4096".into()];
+        assert_eq!(XParam::FileSize.of(&r), Some(67108864.0));
+        assert_eq!(XParam::FileSize.tick(67108864.0), "64M");
         assert!("size".parse::<XParam>().is_err());
     }
 

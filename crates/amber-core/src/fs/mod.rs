@@ -30,7 +30,7 @@ use amber_format::Timespec;
 use amber_format::{FileKind, Layout, Superblock, BLOCK_SIZE};
 use amber_pmem::{PersistError, PmDevice};
 use parking_lot::Mutex;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// A mounted pool.
 pub struct Core<D: PmDevice> {
@@ -44,7 +44,9 @@ pub struct Core<D: PmDevice> {
     /// Serializes renames so the directory-cycle check sees a stable tree
     /// (Linux's s_vfs_rename_mutex).
     pub(crate) rename_lock: Mutex<()>,
-    poisoned: Mutex<Option<PersistError>>,
+    /// The first persist failure; set once, read by every write (one
+    /// atomic load).
+    poisoned: OnceLock<PersistError>,
     pub(crate) policy: Box<dyn DataPolicy<D>>,
     pub(crate) opts: MountOptions,
     pub(crate) clock: Clock,
@@ -86,7 +88,7 @@ impl<D: PmDevice> Core<D> {
 
     /// Fails if an earlier persist failed: nothing more may be written.
     pub(crate) fn check_writable(&self) -> Result<()> {
-        match &*self.poisoned.lock() {
+        match self.poisoned.get() {
             Some(e) => Err(FsError::Poisoned(e.clone())),
             None => Ok(()),
         }
@@ -95,7 +97,8 @@ impl<D: PmDevice> Core<D> {
     /// Remembers a persist failure; every later write is refused.
     pub(crate) fn poison(&self, e: &FsError) {
         if let FsError::Poisoned(p) = e {
-            self.poisoned.lock().get_or_insert_with(|| p.clone());
+            // Only the first failure is kept.
+            let _ = self.poisoned.set(p.clone());
         }
     }
 

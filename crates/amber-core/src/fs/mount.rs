@@ -23,7 +23,7 @@ use amber_format::{
 };
 use amber_pmem::PmDevice;
 use parking_lot::Mutex;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// What mount found and did.
@@ -387,7 +387,7 @@ pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, R
         journals: Journals::new(&l, next_seq),
         cache: InodeCache::default(),
         rename_lock: Mutex::new(()),
-        poisoned: Mutex::new(None),
+        poisoned: OnceLock::new(),
         layout: l,
         sb: Mutex::new(sb),
         dev,

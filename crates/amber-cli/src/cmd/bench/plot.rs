@@ -30,7 +30,7 @@ pub struct Args {
     /// target, which every suite measures first).
     #[arg(long)]
     baseline: Option<String>,
-    /// The x axis of a lines plot: threads, io_size or latency.
+    /// The x axis of a lines plot: threads, io_size, file_size or latency.
     #[arg(long, default_value = "threads")]
     x: String,
     /// Only these benchmarks (comma-separated).

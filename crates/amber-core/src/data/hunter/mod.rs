@@ -69,6 +69,26 @@ pub struct Hunter {
 struct HunterFile {
     index: FileIndex,
     next_seq: u64,
+    /// Scratch lists of a write (its blocks and queued updates), kept
+    /// between writes up to `SCRATCH_KEPT` entries.
+    blocks: Vec<u64>,
+    ops: Vec<Op>,
+}
+
+/// Entries of scratch a file keeps between writes (a 256 KiB write's).
+const SCRATCH_KEPT: usize = 64;
+
+impl HunterFile {
+    fn keep_scratch(&mut self, mut blocks: Vec<u64>, mut ops: Vec<Op>) {
+        if blocks.capacity() <= SCRATCH_KEPT {
+            blocks.clear();
+            self.blocks = blocks;
+        }
+        if ops.capacity() <= 2 * SCRATCH_KEPT {
+            ops.clear();
+            self.ops = ops;
+        }
+    }
 }
 
 impl Hunter {
@@ -126,6 +146,8 @@ impl Hunter {
         Ok(HunterFile {
             index,
             next_seq: seq + 1,
+            blocks: Vec::new(),
+            ops: Vec::new(),
         })
     }
 
@@ -157,18 +179,18 @@ impl Hunter {
     /// the blocks that queued frees are holding come back first: every
     /// queue is persisted, which clears their records, and the log tries
     /// again (gap-write without a cleaner).
-    fn take_blocks<D: PmDevice>(&self, fs: &Core<D>, n: usize) -> Result<Vec<u64>> {
-        let mut out = Vec::with_capacity(n);
-        self.shared.logs.take(&fs.blocks, n, &mut out);
+    fn take_blocks<D: PmDevice>(&self, fs: &Core<D>, n: usize, out: &mut Vec<u64>) -> Result<()> {
+        debug_assert!(out.is_empty());
+        self.shared.logs.take(&fs.blocks, n, out);
         if out.len() < n {
             self.shared.queues.drain_all(fs, &self.shared.stats)?;
-            self.shared.logs.take(&fs.blocks, n - out.len(), &mut out);
+            self.shared.logs.take(&fs.blocks, n - out.len(), out);
         }
         if out.len() < n {
-            out.into_iter().for_each(|b| fs.blocks.free(b));
+            out.drain(..).for_each(|b| fs.blocks.free(b));
             return Err(FsError::NoSpace);
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Queues a change and, when it must be durable now, persists the
@@ -335,14 +357,19 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
         let end = off + data.len() as u64;
         let first = off / BLOCK_SIZE;
         let last = (end - 1) / BLOCK_SIZE;
-        let blocks = self.take_blocks(fs, (last - first + 1) as usize)?;
-        let (ops, snap) = self.with_file(fs, st, |hf, st| {
+        self.with_file(fs, st, |hf, st| {
+            // The write's scratch lists live with the file, so a small
+            // write allocates nothing.
+            let mut blocks = std::mem::take(&mut hf.blocks);
+            let mut ops = std::mem::take(&mut hf.ops);
+            blocks.clear();
+            ops.clear();
+            self.take_blocks(fs, (last - first + 1) as usize, &mut blocks)?;
             copy_in(fs, hf, st.disk.size, off, data, &blocks);
             // The data is durable before any record can name it.
             fs.drain()?;
             let seq = hf.next_seq;
             hf.next_seq += 1;
-            let mut ops = Vec::with_capacity(blocks.len() + 2);
             let mut freed = Vec::new();
             let mut link = hf.index.below(first);
             for (fb, &b) in (first..=last).zip(&blocks) {
@@ -370,9 +397,11 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
             }
             st.disk.size = st.disk.size.max(end);
             st.disk.blocks = hf.index.count();
-            Ok((ops, snapshot(hf, st, seq)))
+            let snap = snapshot(hf, st, seq);
+            let queued = self.queue(fs, st, &ops, snap, sync || self.sync);
+            hf.keep_scratch(blocks, ops);
+            queued
         })?;
-        self.queue(fs, st, &ops, snap, sync || self.sync)?;
         Ok(data.len())
     }
 
@@ -383,16 +412,17 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
         let old = st.disk.size;
         // A partial last block is rewritten with its tail zeroed, out of
         // place like any write, so growing the file again shows zeros.
-        let tail = (size < old && !size.is_multiple_of(BLOCK_SIZE))
-            .then(|| self.take_blocks(fs, 1))
-            .transpose()?;
+        let mut tail = Vec::new();
+        if size < old && !size.is_multiple_of(BLOCK_SIZE) {
+            self.take_blocks(fs, 1, &mut tail)?;
+        }
         let (ops, snap) = self.with_file(fs, st, |hf, st| {
             let seq = hf.next_seq;
             hf.next_seq += 1;
             let mut ops = Vec::new();
             let mut freed = Vec::new();
             let fb = size / BLOCK_SIZE;
-            if let Some(&[y]) = tail.as_deref() {
+            if let &[y] = tail.as_slice() {
                 match hf.index.get(fb) {
                     Some(b) => {
                         let mut buf = [0u8; BLOCK_SIZE as usize];
