@@ -4,67 +4,18 @@
 //! threads writing two files do not contend. A hint (the block after the
 //! file's previous one) keeps sequential files contiguous.
 
+use super::intervals::Intervals;
 use super::{home_slot, BitSet};
 use amber_format::Layout;
 use parking_lot::Mutex;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Most groups; a group is at least 64 blocks.
 const MAX_GROUPS: u64 = 64;
 
-struct Group {
-    /// start -> length of each free extent.
-    extents: BTreeMap<u64, u64>,
-}
-
-impl Group {
-    fn take(&mut self, hint: Option<u64>) -> Option<u64> {
-        if let Some(h) = hint {
-            if let Some((&start, &len)) = self.extents.range(..=h).next_back() {
-                if h < start + len {
-                    self.extents.remove(&start);
-                    if h > start {
-                        self.extents.insert(start, h - start);
-                    }
-                    if h + 1 < start + len {
-                        self.extents.insert(h + 1, start + len - h - 1);
-                    }
-                    return Some(h);
-                }
-            }
-        }
-        let (&start, &len) = self.extents.iter().next()?;
-        self.extents.remove(&start);
-        if len > 1 {
-            self.extents.insert(start + 1, len - 1);
-        }
-        Some(start)
-    }
-
-    fn give(&mut self, b: u64) {
-        let mut start = b;
-        let mut len = 1;
-        if let Some((&s, &l)) = self.extents.range(..b).next_back() {
-            assert!(s + l <= b, "block {b} freed twice");
-            if s + l == b {
-                start = s;
-                len += l;
-                self.extents.remove(&s);
-            }
-        }
-        if let Some(&l) = self.extents.get(&(b + 1)) {
-            self.extents.remove(&(b + 1));
-            len += l;
-        }
-        assert!(!self.extents.contains_key(&b), "block {b} freed twice");
-        self.extents.insert(start, len);
-    }
-}
-
 /// Per-CPU-group block allocator.
 pub struct BlockAllocator {
-    groups: Vec<Mutex<Group>>,
+    groups: Vec<Mutex<Intervals>>,
     group_blocks: u64,
     data_start: u64,
     total_blocks: u64,
@@ -78,11 +29,7 @@ impl BlockAllocator {
         let data = layout.data_blocks();
         let ngroups = (data / 64).clamp(1, MAX_GROUPS);
         let group_blocks = data.div_ceil(ngroups);
-        let mut groups: Vec<Group> = (0..ngroups)
-            .map(|_| Group {
-                extents: BTreeMap::new(),
-            })
-            .collect();
+        let mut groups: Vec<Intervals> = (0..ngroups).map(|_| Intervals::default()).collect();
         let mut free = 0;
         let mut b = layout.data_start;
         while b < layout.total_blocks {
@@ -96,7 +43,7 @@ impl BlockAllocator {
             while b < layout.total_blocks && b < group_end && !used.get(b) {
                 b += 1;
             }
-            groups[g].extents.insert(start, b - start);
+            groups[g].add_run(start, b - start);
             free += b - start;
         }
         BlockAllocator {
@@ -158,16 +105,10 @@ impl BlockAllocator {
         let count = self.groups.len();
         let first = home_slot(count);
         for k in 0..count {
-            let mut g = self.groups[(first + k) % count].lock();
-            let Some((&start, &len)) = g.extents.iter().find(|(_, &len)| len >= n) else {
-                continue;
-            };
-            g.extents.remove(&start);
-            if len > n {
-                g.extents.insert(start + n, len - n);
+            if let Some(start) = self.groups[(first + k) % count].lock().take_fit(n) {
+                self.free.fetch_sub(n, Ordering::Relaxed);
+                return Some(start);
             }
-            self.free.fetch_sub(n, Ordering::Relaxed);
-            return Some(start);
         }
         None
     }
@@ -182,17 +123,10 @@ impl BlockAllocator {
         let count = self.groups.len();
         let first = home_slot(count);
         for k in 0..count {
-            let mut g = self.groups[(first + k) % count].lock();
-            let Some((&start, &len)) = g.extents.iter().next() else {
-                continue;
-            };
-            let n = len.min(max);
-            g.extents.remove(&start);
-            if len > n {
-                g.extents.insert(start + n, len - n);
+            if let Some((start, n)) = self.groups[(first + k) % count].lock().take_run(max) {
+                self.free.fetch_sub(n, Ordering::Relaxed);
+                return Some((start, n));
             }
-            self.free.fetch_sub(n, Ordering::Relaxed);
-            return Some((start, n));
         }
         None
     }
@@ -230,7 +164,7 @@ impl BlockAllocator {
             s.set(b);
         }
         for g in &self.groups {
-            for (&start, &len) in g.lock().extents.iter() {
+            for (start, len) in g.lock().runs() {
                 for b in start..start + len {
                     s.clear(b);
                 }

@@ -6,6 +6,7 @@
 mod bitset;
 mod blocks;
 mod inodes;
+mod intervals;
 
 pub use bitset::BitSet;
 pub use blocks::BlockAllocator;

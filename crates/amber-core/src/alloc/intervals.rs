@@ -1,0 +1,119 @@
+//! A set of numbers kept as runs (start -> length): the interval list both
+//! allocators hand out from — blocks per group, inode numbers — so free
+//! space costs one entry per run, not per number (HUNTER's interval list
+//! of reusable space and file numbers, hunter.txt §III-B).
+
+use std::collections::BTreeMap;
+
+#[derive(Debug, Default)]
+pub(crate) struct Intervals {
+    runs: BTreeMap<u64, u64>,
+    count: u64,
+}
+
+impl Intervals {
+    /// Adds the run `start..start + len`, which must not touch a run
+    /// already present (construction from a scan, in order).
+    pub fn add_run(&mut self, start: u64, len: u64) {
+        assert!(len > 0, "an empty run");
+        debug_assert!(self
+            .runs
+            .range(..start + len)
+            .next_back()
+            .is_none_or(|(&s, &l)| s + l < start));
+        self.runs.insert(start, len);
+        self.count += len;
+    }
+
+    /// Adds `x`, merging it with the runs on either side.
+    pub fn give(&mut self, x: u64) {
+        let mut start = x;
+        let mut len = 1;
+        if let Some((&s, &l)) = self.runs.range(..=x).next_back() {
+            assert!(s + l <= x, "{x} freed twice");
+            if s + l == x {
+                start = s;
+                len += l;
+                self.runs.remove(&s);
+            }
+        }
+        if let Some(l) = self.runs.remove(&(x + 1)) {
+            len += l;
+        }
+        self.runs.insert(start, len);
+        self.count += 1;
+    }
+
+    /// `hint` if it is present, else the lowest number.
+    pub fn take(&mut self, hint: Option<u64>) -> Option<u64> {
+        if let Some(h) = hint {
+            if let Some((&start, &len)) = self.runs.range(..=h).next_back() {
+                if h < start + len {
+                    self.runs.remove(&start);
+                    if h > start {
+                        self.runs.insert(start, h - start);
+                    }
+                    if h + 1 < start + len {
+                        self.runs.insert(h + 1, start + len - h - 1);
+                    }
+                    self.count -= 1;
+                    return Some(h);
+                }
+            }
+        }
+        self.take_run(1).map(|(s, _)| s)
+    }
+
+    /// The lowest run, cut to at most `max` numbers.
+    pub fn take_run(&mut self, max: u64) -> Option<(u64, u64)> {
+        assert!(max > 0, "a run of at least one");
+        let (&start, &len) = self.runs.iter().next()?;
+        Some(self.cut(start, len, max))
+    }
+
+    /// The first run of at least `n` numbers, cut to `n`.
+    pub fn take_fit(&mut self, n: u64) -> Option<u64> {
+        let (&start, &len) = self.runs.iter().find(|(_, &len)| len >= n)?;
+        Some(self.cut(start, len, n).0)
+    }
+
+    fn cut(&mut self, start: u64, len: u64, max: u64) -> (u64, u64) {
+        let n = len.min(max);
+        self.runs.remove(&start);
+        if len > n {
+            self.runs.insert(start + n, len - n);
+        }
+        self.count -= n;
+        (start, n)
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Every run, in order.
+    pub fn runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.runs.iter().map(|(&s, &l)| (s, l))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_merge_split_and_count() {
+        let mut s = Intervals::default();
+        s.add_run(10, 5);
+        s.give(3);
+        s.give(2);
+        assert_eq!(s.runs().collect::<Vec<_>>(), vec![(2, 2), (10, 5)]);
+        assert_eq!(s.take(Some(12)), Some(12));
+        assert_eq!(s.take(Some(99)), Some(2));
+        assert_eq!(s.take_fit(2), Some(10));
+        assert_eq!(s.take_run(9), Some((3, 1)));
+        assert_eq!(s.count(), 2);
+        s.give(12);
+        assert_eq!(s.runs().collect::<Vec<_>>(), vec![(12, 3)]);
+    }
+}
