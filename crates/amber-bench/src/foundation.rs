@@ -12,7 +12,7 @@ use crate::stats::summarize;
 use crate::target::{open_pool, BenchDevice};
 use amber_core::fs::{format, mount};
 use amber_core::{Core, MountOptions, Owner};
-use amber_format::{FileKind, FormatParams, ROOT_INO};
+use amber_format::{FileKind, FormatParams, PoolLayout, ROOT_INO};
 use amber_pmem::{PmDevice, WriteStats};
 use amber_sim::SplitMix64 as Rng;
 use std::path::PathBuf;
@@ -242,7 +242,7 @@ pub fn mount_time(cfg: &Config) -> Result<Vec<Record>, String> {
         inode_count,
         journal_count: 8,
         journal_blocks: 16,
-        split: false,
+        layout: PoolLayout::Classic,
     };
     let fs = fresh_fs(&dev, &params)?;
     let owner = Owner { uid: 0, gid: 0 };

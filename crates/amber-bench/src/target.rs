@@ -4,7 +4,7 @@
 //! against [`Target`], so each target does the same operations on the same
 //! data volume.
 
-use amber_core::data::wants_split_layout;
+use amber_core::data::layout_for;
 use amber_core::{Fs, MountOptions, OpenOptions};
 use amber_format::FormatParams;
 use amber_pmem::{Emulated, EmulatorSpec, MapOptions, MmapDevice, PmDevice, WriteStats};
@@ -264,7 +264,7 @@ impl AmberTarget {
             fs: Mutex::new(None),
         };
         let params = FormatParams {
-            split: wants_split_layout(&t.options().map_err(|e| e.to_string())?),
+            layout: layout_for(&t.options().map_err(|e| e.to_string())?),
             ..FormatParams::for_size(size)
         };
         let dev = open_pool(pool, size, preset)?;

@@ -8,7 +8,9 @@ use amber_core::fs::{format, mount, read_superblock, XattrSet};
 use amber_core::{MountOptions, Owner, RenameMode};
 use amber_format::dirent;
 use amber_format::journal::{encode_header, encode_payload, Entry};
-use amber_format::{FileKind, FormatParams, Inode, Layout, BLOCK_SIZE, INODE_SIZE, ROOT_INO};
+use amber_format::{
+    FileKind, FormatParams, Inode, Layout, PoolLayout, BLOCK_SIZE, INODE_SIZE, ROOT_INO,
+};
 use amber_pmem::{MapOptions, MmapDevice, PmDevice};
 use amber_sim::OverlayDevice;
 use proptest::prelude::*;
@@ -28,7 +30,7 @@ fn params(size: u64) -> FormatParams {
         inode_count: 64,
         journal_count: 2,
         journal_blocks: 8,
-        split: false,
+        layout: PoolLayout::Classic,
     }
 }
 

@@ -9,7 +9,7 @@ use amber_core::check::{check, CheckOptions};
 use amber_core::data::FallocMode;
 use amber_core::{Fs, FsError, MountOptions, OpenOptions};
 use amber_format::split::{LogicalInfo, SplitRegions};
-use amber_format::{FormatParams, Superblock, BLOCK_SIZE};
+use amber_format::{FormatParams, PoolLayout, Superblock, BLOCK_SIZE};
 use amber_pmem::{MapOptions, MmapDevice, PmDevice};
 use amber_sim::SplitMix64;
 use std::sync::Arc;
@@ -17,21 +17,23 @@ use std::time::{Duration, Instant};
 
 const POOL: u64 = 32 << 20;
 
-fn split_params(size: u64) -> FormatParams {
-    FormatParams {
-        split: true,
-        ..FormatParams::for_size(size)
-    }
-}
-
-fn fresh_device(size: u64) -> MmapDevice {
+fn fresh_device_as(size: u64, layout: PoolLayout) -> MmapDevice {
     let dev = MmapDevice::anonymous(size, &MapOptions::default()).unwrap();
-    Fs::format(&dev, &split_params(size)).unwrap();
+    let params = FormatParams {
+        layout,
+        ..FormatParams::for_size(size)
+    };
+    Fs::format(&dev, &params).unwrap();
     dev
 }
 
+fn fresh_device(size: u64) -> MmapDevice {
+    fresh_device_as(size, PoolLayout::Split)
+}
+
 /// Mounts with `opts` after `policy=hunter,hunter_interval=never`, so
-/// nothing is persisted behind the test's back unless it asks.
+/// nothing is persisted behind the test's back unless it asks (a policy
+/// in `opts` wins).
 fn mount(dev: MmapDevice, opts: &str) -> Fs<MmapDevice> {
     let o = MountOptions::parse(&format!("policy=hunter,hunter_interval=never,{opts}")).unwrap();
     Fs::mount(dev, o).unwrap().0
@@ -87,12 +89,23 @@ fn rw(fs: &Fs<MmapDevice>, p: &str) -> amber_core::File<MmapDevice> {
 /// follows the chains, and fsck.
 #[test]
 fn writes_match_a_model_across_unmount_and_remount() {
+    model_run(PoolLayout::Split, "");
+}
+
+/// The same with the records in the data log (hunter-lfs), whose record
+/// runs break at every summary block.
+#[test]
+fn lfs_writes_match_a_model_across_unmount_and_remount() {
+    model_run(PoolLayout::Lfs, "policy=hunter-lfs");
+}
+
+fn model_run(layout: PoolLayout, opts: &str) {
     let seed: u64 = std::env::var("AMBER_HUNTER_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(11);
-    eprintln!("hunter model seed {seed} (replay with AMBER_HUNTER_SEED={seed})");
-    let fs = mount(fresh_device(POOL), "");
+    eprintln!("hunter model seed {seed} ({layout:?}; replay with AMBER_HUNTER_SEED={seed})");
+    let fs = mount(fresh_device_as(POOL, layout), opts);
     let mut rng = SplitMix64::new(seed);
     let mut model: Vec<u8> = Vec::new();
     let f = rw(&fs, "/f");
@@ -127,7 +140,7 @@ fn writes_match_a_model_across_unmount_and_remount() {
     drop(f);
     let dev = device_of(fs, true);
     assert_clean(&dev);
-    let fs = mount(dev, "");
+    let fs = mount(dev, opts);
     assert_eq!(fs.read("/f").unwrap(), model, "after a clean remount");
     assert_eq!(fs.metadata("/f").unwrap().len(), model.len() as u64);
     let dev = device_of(fs, true);
@@ -310,7 +323,7 @@ fn corrupt_records_are_refused() {
     let mut raw = [0u8; 256];
     dev.read(0, &mut raw);
     let sb = Superblock::decode(&raw).unwrap();
-    let r = SplitRegions::from_descriptors(&sb.regions);
+    let r = SplitRegions::from_descriptors(&sb.regions, sb.feature_incompat);
     let b = sb.layout.total_blocks - 1;
     let bad = LogicalInfo {
         seq: 1,

@@ -153,6 +153,11 @@ fn seeded_long_sequence_hunter() {
     long_sequence("hunter");
 }
 
+#[test]
+fn seeded_long_sequence_hunter_lfs() {
+    long_sequence("hunter-lfs");
+}
+
 fn threads(policy: &str) {
     let seed = seed_from_env(0x7EAD_5EED);
     println!("threads base seed = {seed} ({policy}); rerun with AMBER_MODEL_SEED={seed}");
@@ -189,4 +194,9 @@ fn threads_share_one_fs_lawn() {
 #[test]
 fn threads_share_one_fs_hunter() {
     threads("hunter");
+}
+
+#[test]
+fn threads_share_one_fs_hunter_lfs() {
+    threads("hunter-lfs");
 }

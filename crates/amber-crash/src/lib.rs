@@ -29,10 +29,10 @@ mod workload;
 pub use state::{capture, diff, judge, Content, FsState, History, Landing, Node, WriteRange};
 pub use workload::{atomic_random, random, Op, Workload, WriteAt, ATOMIC_RANDOM_OPS, RANDOM_OPS};
 
-use amber_core::data::wants_split_layout;
+use amber_core::data::layout_for;
 use amber_core::fs::{format, mount};
 use amber_core::MountOptions;
-use amber_format::FormatParams;
+use amber_format::{FormatParams, PoolLayout};
 use amber_sim::{enumerate, CrashImage, CrashPoint, EnumConfig, OverlayDevice, RecordingDevice};
 use serde::Serialize;
 use std::fmt;
@@ -51,15 +51,14 @@ const MAX_KEPT_VIOLATIONS: usize = 1000;
 /// Failing images saved per run, for the same reason on disk.
 const MAX_SAVED_IMAGES: usize = 20;
 
-/// A small pool, with the split layout when the policy keeps its files
-/// there.
-fn format_params(split: bool) -> FormatParams {
+/// A small pool, in the layout the policy keeps its files in.
+fn format_params(layout: PoolLayout) -> FormatParams {
     FormatParams {
         pool_size: POOL_SIZE,
         inode_count: 64,
         journal_count: 2,
         journal_blocks: 8,
-        split,
+        layout,
     }
 }
 
@@ -412,9 +411,10 @@ impl Runner<'_> {
                 ))
             }
         };
-        let split = wants_split_layout(&opts);
+        let layout = layout_for(&opts);
+        let split = layout != PoolLayout::Classic;
         let dev = Arc::new(RecordingDevice::new(POOL_SIZE));
-        if let Err(e) = format(&*dev, &format_params(split)) {
+        if let Err(e) = format(&*dev, &format_params(layout)) {
             return self.fail(format!("format: {e}"));
         }
         // The core's mount: no background threads, so write-back happens

@@ -63,13 +63,13 @@ fn hinfs_ablations_buffered_workloads() {
     }
 }
 
-/// Every named workload under hunter (metadata queued in DRAM and
-/// persisted by fsync, syncfs, WriteBack ops, truncate and full queues),
-/// judged as a buffering policy, and under hunter-sync, judged as
-/// durable on return. The hunter policies offer no fallocate.
+/// Every named workload under hunter and hunter-lfs (metadata queued in
+/// DRAM and persisted by fsync, syncfs, WriteBack ops, truncate and full
+/// queues), judged as buffering policies, and under hunter-sync, judged
+/// as durable on return. The hunter policies offer no fallocate.
 #[test]
 fn hunter_named_workloads() {
-    for policy in ["hunter", "hunter-sync"] {
+    for policy in ["hunter", "hunter-sync", "hunter-lfs"] {
         for w in amber_crash::workload_names() {
             let skip = [
                 "all",

@@ -37,8 +37,23 @@ pub struct FormatParams {
     pub inode_count: u64,
     pub journal_count: u32,
     pub journal_blocks: u32,
-    /// HUNTER's data/metadata split layout (`split`).
-    pub split: bool,
+    /// Where regular files' metadata lives.
+    pub layout: PoolLayout,
+}
+
+/// The pool layouts mkfs makes (`amberfs mkfs --layout`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PoolLayout {
+    /// Block maps, for every policy but HUNTER's.
+    #[default]
+    Classic,
+    /// HUNTER's data/metadata split: attribute logs and a table of
+    /// logical-information records in their own area (`FEATURE_SPLIT`).
+    Split,
+    /// HUNTER's LFS ablation: the same records, but each in a summary
+    /// block inside the data log, one every 64 blocks (`FEATURE_SPLIT` and
+    /// `FEATURE_LOG_RECORDS`).
+    Lfs,
 }
 
 impl FormatParams {
@@ -51,7 +66,7 @@ impl FormatParams {
             inode_count,
             journal_count: 8,
             journal_blocks: 16,
-            split: false,
+            layout: PoolLayout::Classic,
         }
     }
 }

@@ -18,5 +18,5 @@ pub mod zone;
 
 pub use error::FormatError;
 pub use inode::{FileKind, Inode, Timespec, INODE_SIZE, ROOT_INO};
-pub use layout::{FormatParams, Layout, BLOCK_SIZE};
+pub use layout::{FormatParams, Layout, PoolLayout, BLOCK_SIZE};
 pub use superblock::{PoolState, Superblock, SUPERBLOCK_SIZE};

@@ -67,51 +67,72 @@ pub const ATTR_LOG_SIZE: u64 = ENTRY_SIZE * ENTRIES;
 const _: () = assert!(ATTR_LOG_SIZE == 256);
 const _: () = assert!(BLOCK_SIZE.is_multiple_of(LI_SIZE));
 
+/// Incompatible feature bit (with `FEATURE_SPLIT`): the records live in
+/// summary blocks inside the data area, one every `SUMMARY_EVERY` blocks,
+/// instead of in a table of their own (HUNTER's LFS ablation).
+pub const FEATURE_LOG_RECORDS: u64 = 1 << 2;
+/// With `FEATURE_LOG_RECORDS`, a summary block heads every group of this
+/// many blocks and holds the records of the other 63.
+pub const SUMMARY_EVERY: u64 = BLOCK_SIZE / LI_SIZE;
+
 /// Where the split layout's regions are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SplitRegions {
     pub attr_start: u64,
     pub attr_blocks: u64,
+    /// The table's first block, or (in the log) the first summary block.
     pub li_start: u64,
+    /// The table's length in blocks, or (in the log) `SUMMARY_EVERY`.
     pub li_blocks: u64,
+    /// Records in summary blocks inside the data area.
+    pub in_log: bool,
 }
 
 impl SplitRegions {
     /// The regions mkfs carves for `layout`: attribute logs at the start
-    /// of the data area, then logical information for every block.
-    pub fn for_layout(layout: &Layout) -> SplitRegions {
+    /// of the data area, then a record for every block — a table, or a
+    /// summary block heading every 64 blocks from there on.
+    pub fn for_layout(layout: &Layout, in_log: bool) -> SplitRegions {
         let attr_blocks = (layout.inode_count * ATTR_LOG_SIZE).div_ceil(BLOCK_SIZE);
-        let li_blocks = (layout.total_blocks * LI_SIZE).div_ceil(BLOCK_SIZE);
+        let li_blocks = if in_log {
+            SUMMARY_EVERY
+        } else {
+            (layout.total_blocks * LI_SIZE).div_ceil(BLOCK_SIZE)
+        };
         SplitRegions {
             attr_start: layout.data_start,
             attr_blocks,
             li_start: layout.data_start + attr_blocks,
             li_blocks,
+            in_log,
         }
     }
 
-    /// From the superblock's region descriptors.
-    pub fn from_descriptors(regions: &[u64]) -> SplitRegions {
+    /// From the superblock's region descriptors and incompat bits.
+    pub fn from_descriptors(regions: &[u64], incompat: u64) -> SplitRegions {
         SplitRegions {
             attr_start: regions[REGION_ATTR_START],
             attr_blocks: regions[REGION_ATTR_BLOCKS],
             li_start: regions[REGION_LI_START],
             li_blocks: regions[REGION_LI_BLOCKS],
+            in_log: incompat & FEATURE_LOG_RECORDS != 0,
         }
     }
 
-    /// Writes them into the superblock's region descriptors.
-    pub fn to_descriptors(&self, regions: &mut [u64]) {
+    /// Writes them into the superblock's region descriptors and returns
+    /// the incompat bits they need.
+    pub fn to_descriptors(&self, regions: &mut [u64]) -> u64 {
         regions[REGION_ATTR_START] = self.attr_start;
         regions[REGION_ATTR_BLOCKS] = self.attr_blocks;
         regions[REGION_LI_START] = self.li_start;
         regions[REGION_LI_BLOCKS] = self.li_blocks;
+        FEATURE_SPLIT | if self.in_log { FEATURE_LOG_RECORDS } else { 0 }
     }
 
     /// Checks the descriptors against what mkfs computes for `layout`:
     /// anything else is corruption.
     pub fn check(&self, layout: &Layout) -> Result<(), FormatError> {
-        let want = SplitRegions::for_layout(layout);
+        let want = SplitRegions::for_layout(layout, self.in_log);
         let fields = [
             (
                 "attribute-log start block",
@@ -131,7 +152,7 @@ impl SplitRegions {
                 return Err(FormatError::InvalidField { what, value: found });
             }
         }
-        if self.end() > layout.total_blocks {
+        if self.end() + SUMMARY_EVERY > layout.total_blocks {
             return Err(FormatError::InvalidField {
                 what: "pool size (too small for the split layout's metadata)",
                 value: layout.total_blocks * BLOCK_SIZE,
@@ -140,20 +161,72 @@ impl SplitRegions {
         Ok(())
     }
 
-    /// The first block after both regions.
+    /// The first block after the regions of their own: where the data
+    /// area (and, in the log, the first summary block) begins.
     pub fn end(&self) -> u64 {
-        self.li_start + self.li_blocks
+        if self.in_log {
+            self.li_start
+        } else {
+            self.li_start + self.li_blocks
+        }
     }
 
-    /// Both regions' blocks, in order.
-    pub fn blocks(&self) -> std::ops::Range<u64> {
-        self.attr_start..self.end()
+    /// Whether `b` is a summary block.
+    pub fn is_summary(&self, b: u64) -> bool {
+        self.in_log && b >= self.li_start && (b - self.li_start).is_multiple_of(SUMMARY_EVERY)
+    }
+
+    /// Whether block `b` has a record: every block from the attribute logs
+    /// on in a table (those of the regions stay clear), and every data
+    /// block but the summary blocks in the log.
+    pub fn has_record(&self, b: u64) -> bool {
+        if self.in_log {
+            b > self.li_start && !self.is_summary(b)
+        } else {
+            b >= self.attr_start
+        }
+    }
+
+    /// The regions' blocks: the attribute logs, then the table or every
+    /// summary block of a pool of `total_blocks`.
+    pub fn blocks(&self, total_blocks: u64) -> impl Iterator<Item = u64> + '_ {
+        let own = self.attr_start..self.end();
+        let summaries = (self.li_start..total_blocks)
+            .step_by(SUMMARY_EVERY as usize)
+            .filter(move |_| self.in_log);
+        own.chain(summaries)
+    }
+
+    /// The first block of the group of `SUMMARY_EVERY` blocks whose records
+    /// are contiguous and hold `b`'s; in the log, that is a summary block.
+    pub fn group_of(&self, b: u64) -> u64 {
+        let base = if self.in_log { self.li_start } else { 0 };
+        assert!(b >= base, "block {b} has no record group");
+        b - (b - base) % SUMMARY_EVERY
     }
 
     /// Byte offset of block `b`'s logical information.
     pub fn li_offset(&self, b: u64) -> u64 {
-        assert!(b < self.li_blocks * (BLOCK_SIZE / LI_SIZE), "block {b}");
-        self.li_start * BLOCK_SIZE + b * LI_SIZE
+        if self.in_log {
+            assert!(self.has_record(b), "block {b} has no record");
+            let g = self.group_of(b);
+            g * BLOCK_SIZE + (b - g) * LI_SIZE
+        } else {
+            assert!(b < self.li_blocks * (BLOCK_SIZE / LI_SIZE), "block {b}");
+            self.li_start * BLOCK_SIZE + b * LI_SIZE
+        }
+    }
+
+    /// Byte offset of the records of group `g` (`group_of`), slot 0 first
+    /// (in the log, slot 0 is the summary block's own and stays clear).
+    pub fn group_offset(&self, g: u64) -> u64 {
+        if self.in_log {
+            assert!(self.is_summary(g), "block {g} is not a summary block");
+            g * BLOCK_SIZE
+        } else {
+            assert!(g.is_multiple_of(SUMMARY_EVERY), "block {g} starts no group");
+            self.li_start * BLOCK_SIZE + g * LI_SIZE
+        }
     }
 
     /// Byte offset of entry `i` of inode `ino`'s attribute log.
@@ -319,17 +392,41 @@ mod tests {
     #[test]
     fn regions_follow_the_layout_and_are_checked() {
         let l = Layout::compute(&FormatParams::for_size(64 << 20)).unwrap();
-        let r = SplitRegions::for_layout(&l);
+        let r = SplitRegions::for_layout(&l, false);
         assert_eq!(r.attr_start, l.data_start);
         assert_eq!(r.li_blocks * BLOCK_SIZE, l.total_blocks * LI_SIZE);
         r.check(&l).unwrap();
         let mut descs = [0u64; 8];
-        r.to_descriptors(&mut descs);
-        assert_eq!(SplitRegions::from_descriptors(&descs), r);
+        let bits = r.to_descriptors(&mut descs);
+        assert_eq!(SplitRegions::from_descriptors(&descs, bits), r);
         let mut bad = r;
         bad.li_start += 1;
         assert!(bad.check(&l).is_err());
         assert!(r.li_offset(l.total_blocks - 1) < r.end() * BLOCK_SIZE);
         assert!(r.entry_offset(l.inode_count - 1, 3) < r.li_start * BLOCK_SIZE);
+        assert_eq!(
+            r.blocks(l.total_blocks).count() as u64,
+            r.end() - r.attr_start
+        );
+    }
+
+    #[test]
+    fn records_in_the_log_sit_in_summary_blocks() {
+        let l = Layout::compute(&FormatParams::for_size(64 << 20)).unwrap();
+        let r = SplitRegions::for_layout(&l, true);
+        r.check(&l).unwrap();
+        let mut descs = [0u64; 8];
+        let bits = r.to_descriptors(&mut descs);
+        assert_eq!(bits, FEATURE_SPLIT | FEATURE_LOG_RECORDS);
+        assert_eq!(SplitRegions::from_descriptors(&descs, bits), r);
+        let s = r.li_start;
+        assert!(r.is_summary(s) && r.is_summary(s + 64) && !r.is_summary(s + 1));
+        assert!(!r.has_record(s) && r.has_record(s + 1) && !r.has_record(s - 1));
+        assert_eq!(r.li_offset(s + 1), s * BLOCK_SIZE + LI_SIZE);
+        assert_eq!(r.li_offset(s + 127), (s + 64) * BLOCK_SIZE + 63 * LI_SIZE);
+        assert_eq!(r.group_of(s + 70), s + 64);
+        assert_eq!(r.group_offset(s + 64), (s + 64) * BLOCK_SIZE);
+        let summaries = r.blocks(l.total_blocks).filter(|&b| b >= s).count() as u64;
+        assert_eq!(summaries, (l.total_blocks - s).div_ceil(64));
     }
 }

@@ -41,9 +41,11 @@
 
 use crate::error::FormatError;
 use crate::inode::INODE_SIZE;
-use crate::layout::{FormatParams, Layout, BLOCK_SIZE};
+use crate::layout::{FormatParams, Layout, PoolLayout, BLOCK_SIZE};
 use crate::le::*;
-use crate::split::{SplitRegions, FEATURE_SPLIT, REGION_ATTR_START, REGION_LI_BLOCKS};
+use crate::split::{
+    SplitRegions, FEATURE_LOG_RECORDS, FEATURE_SPLIT, REGION_ATTR_START, REGION_LI_BLOCKS,
+};
 use crate::zone::{FEATURE_ZONE, HEADER_BLOCKS, REGION_ZONE_BLOCKS, REGION_ZONE_START};
 
 /// Bytes of one superblock copy.
@@ -53,8 +55,9 @@ pub const MAGIC: [u8; 8] = *b"AMBERFS\0";
 /// The format version this code writes and reads.
 pub const VERSION: u32 = 1;
 /// Incompatible features this version understands: LAWN's small-write
-/// zone and HUNTER's split layout (HiNFS needs none).
-pub const KNOWN_INCOMPAT: u64 = FEATURE_ZONE | FEATURE_SPLIT;
+/// zone and HUNTER's split layout, with its records in a table or in the
+/// log (HiNFS needs none).
+pub const KNOWN_INCOMPAT: u64 = FEATURE_ZONE | FEATURE_SPLIT | FEATURE_LOG_RECORDS;
 /// Read-only-compatible features this version understands.
 pub const KNOWN_RO_COMPAT: u64 = 0;
 /// Number of u64 region descriptors reserved for later features.
@@ -96,17 +99,10 @@ impl Superblock {
         let layout = Layout::compute(params)?;
         let mut regions = [0; RESERVED_REGIONS];
         let mut feature_incompat = 0;
-        if params.split {
-            let r = SplitRegions::for_layout(&layout);
-            // Room for the regions and a useful data area.
-            if r.end() + 16 > layout.total_blocks {
-                return Err(FormatError::InvalidField {
-                    what: "pool size (too small for the split layout's metadata)",
-                    value: params.pool_size,
-                });
-            }
-            r.to_descriptors(&mut regions);
-            feature_incompat |= FEATURE_SPLIT;
+        if params.layout != PoolLayout::Classic {
+            let r = SplitRegions::for_layout(&layout, params.layout == PoolLayout::Lfs);
+            feature_incompat |= r.to_descriptors(&mut regions);
+            r.check(&layout)?;
         }
         Ok(Superblock {
             version: VERSION,
@@ -128,7 +124,16 @@ impl Superblock {
     /// The split layout's regions, when the pool has them.
     pub fn split_regions(&self) -> Option<SplitRegions> {
         (self.feature_incompat & FEATURE_SPLIT != 0)
-            .then(|| SplitRegions::from_descriptors(&self.regions))
+            .then(|| SplitRegions::from_descriptors(&self.regions, self.feature_incompat))
+    }
+
+    /// The layout mkfs made.
+    pub fn pool_layout(&self) -> PoolLayout {
+        match self.split_regions() {
+            None => PoolLayout::Classic,
+            Some(r) if r.in_log => PoolLayout::Lfs,
+            Some(_) => PoolLayout::Split,
+        }
     }
 
     /// Encodes with its checksum.
@@ -207,7 +212,14 @@ impl Superblock {
             inode_count: get_u64(b, 64),
             journal_count: get_u32(b, 52),
             journal_blocks: get_u32(b, 56),
-            split: feature_incompat & FEATURE_SPLIT != 0,
+            layout: match (
+                feature_incompat & FEATURE_SPLIT != 0,
+                feature_incompat & FEATURE_LOG_RECORDS != 0,
+            ) {
+                (false, _) => PoolLayout::Classic,
+                (true, false) => PoolLayout::Split,
+                (true, true) => PoolLayout::Lfs,
+            },
         };
         let layout = Layout::compute(&params)?;
         expect("journal start", get_u64(b, 72), layout.journal_start)?;
@@ -301,7 +313,12 @@ fn check_regions(
         )?;
     }
     if incompat & FEATURE_SPLIT != 0 {
-        SplitRegions::from_descriptors(regions).check(layout)?;
+        SplitRegions::from_descriptors(regions, incompat).check(layout)?;
+    } else if incompat & FEATURE_LOG_RECORDS != 0 {
+        return Err(FormatError::InvalidField {
+            what: "feature bits (records in the log without the split layout)",
+            value: incompat,
+        });
     }
     Ok(())
 }
@@ -358,13 +375,20 @@ mod tests {
             "region without zone"
         );
         let mut p = FormatParams::for_size(64 << 20);
-        p.split = true;
+        p.layout = PoolLayout::Split;
         let split = Superblock::new(&p, [3; 16]).unwrap();
         assert_eq!(split.feature_incompat, FEATURE_SPLIT);
         assert_eq!(Superblock::decode(&split.encode()).unwrap(), split);
         let mut moved = split.clone();
         moved.regions[REGION_LI_BLOCKS] -= 1;
         assert!(Superblock::decode(&moved.encode()).is_err(), "region moved");
+        assert_eq!(split.pool_layout(), PoolLayout::Split);
+        p.layout = PoolLayout::Lfs;
+        let lfs = Superblock::new(&p, [3; 16]).unwrap();
+        assert_eq!(
+            Superblock::decode(&lfs.encode()).unwrap().pool_layout(),
+            PoolLayout::Lfs
+        );
         let mut bare = split.clone();
         bare.feature_incompat = 0;
         assert!(

@@ -53,6 +53,9 @@ struct Split {
     attr_blocks: u64,
     li_start: u64,
     li_blocks: u64,
+    /// The records sit in summary blocks inside the data log (li_start is
+    /// the first, li_blocks how many blocks apart they are).
+    records_in_log: bool,
 }
 
 #[derive(Serialize)]
@@ -146,6 +149,7 @@ fn describe(args: &Args, sb: &Superblock, map: &MapInfo) -> Info {
             attr_blocks: r.attr_blocks,
             li_start: r.li_start,
             li_blocks: r.li_blocks,
+            records_in_log: r.in_log,
         }),
         geometry: Geometry {
             block_size: BLOCK_SIZE,
@@ -269,12 +273,19 @@ fn print_text(i: &Info, map: &MapInfo) {
         ),
     );
     if let Some(s) = &i.split {
+        let records = if s.records_in_log {
+            format!(
+                "in a summary block every {} blocks from block {}",
+                s.li_blocks, s.li_start
+            )
+        } else {
+            format!("{} block(s) from block {}", s.li_blocks, s.li_start)
+        };
         row(
             "split layout",
             format!(
-                "attribute logs {} block(s) from block {}, logical information {} block(s) \
-                 from block {}",
-                s.attr_blocks, s.attr_start, s.li_blocks, s.li_start
+                "attribute logs {} block(s) from block {}, logical information {records}",
+                s.attr_blocks, s.attr_start
             ),
         );
     }

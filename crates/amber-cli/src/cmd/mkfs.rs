@@ -13,7 +13,7 @@ use amber_format::layout::{
     MIN_POOL_SIZE,
 };
 use amber_format::split::SplitRegions;
-use amber_format::{FormatParams, Superblock, BLOCK_SIZE};
+use amber_format::{FormatParams, PoolLayout, Superblock, BLOCK_SIZE};
 use amber_pmem::{MapError, MapOptions, MmapDevice, PmDevice};
 
 use crate::common::{human_bytes, map_error, open_device, parse_size, CliError, CliResult};
@@ -36,20 +36,32 @@ pub struct Args {
     /// Blocks of 4 KiB per journal (default 16).
     #[arg(long)]
     journal_blocks: Option<u32>,
-    /// On-media layout: `classic` (block maps; every policy but hunter)
-    /// or `split` (HUNTER's attribute logs and logical information; the
-    /// hunter policies only).
+    /// On-media layout: `classic` (block maps; every policy but hunter's),
+    /// `split` (HUNTER's attribute logs and logical information; policies
+    /// hunter and hunter-sync) or `lfs` (the same records in summary
+    /// blocks inside the data log; policy hunter-lfs).
     #[arg(long, value_enum, default_value = "classic")]
-    layout: PoolLayout,
+    layout: LayoutArg,
     /// Reformat an existing pool, destroying everything in it.
     #[arg(long)]
     force: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum PoolLayout {
+enum LayoutArg {
     Classic,
     Split,
+    Lfs,
+}
+
+impl From<LayoutArg> for PoolLayout {
+    fn from(a: LayoutArg) -> PoolLayout {
+        match a {
+            LayoutArg::Classic => PoolLayout::Classic,
+            LayoutArg::Split => PoolLayout::Split,
+            LayoutArg::Lfs => PoolLayout::Lfs,
+        }
+    }
 }
 
 pub fn run(args: Args) -> CliResult<ExitCode> {
@@ -108,7 +120,7 @@ pub fn run(args: Args) -> CliResult<ExitCode> {
             }
         }
     };
-    print_geometry(pool, &layout, args.layout == PoolLayout::Split, created);
+    print_geometry(pool, &layout, args.layout.into(), created);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -153,7 +165,7 @@ fn params(args: &Args, size: u64) -> CliResult<(FormatParams, Layout)> {
         }
         p.journal_blocks = n;
     }
-    p.split = args.layout == PoolLayout::Split;
+    p.layout = args.layout.into();
     let layout = Layout::compute(&p).map_err(|_| {
         CliError::new(format!(
             "a {} pool cannot hold {} inodes and {} journals of {} blocks with room left for \
@@ -164,8 +176,8 @@ fn params(args: &Args, size: u64) -> CliResult<(FormatParams, Layout)> {
             p.journal_blocks
         ))
     })?;
-    if p.split && Superblock::new(&p, [0; 16]).is_err() {
-        let r = SplitRegions::for_layout(&layout);
+    if p.layout != PoolLayout::Classic && Superblock::new(&p, [0; 16]).is_err() {
+        let r = SplitRegions::for_layout(&layout, p.layout == PoolLayout::Lfs);
         return Err(CliError::new(format!(
             "a {} pool has no room left for data after the split layout's {} of attribute logs \
              and logical information; use a larger --size or fewer --inodes",
@@ -181,7 +193,7 @@ fn format(dev: &MmapDevice, pool: &Path, params: &FormatParams) -> CliResult<()>
         .map_err(|e| CliError::new(format!("could not format pool {}: {e}", pool.display())))
 }
 
-fn print_geometry(pool: &Path, l: &Layout, split: bool, created: bool) {
+fn print_geometry(pool: &Path, l: &Layout, pool_layout: PoolLayout, created: bool) {
     let verb = if created { "created" } else { "reformatted" };
     let bytes = |blocks: u64| human_bytes(blocks * BLOCK_SIZE);
     println!(
@@ -202,14 +214,17 @@ fn print_geometry(pool: &Path, l: &Layout, split: bool, created: bool) {
         human_bytes(l.journal_bytes())
     );
     let mut data_start = l.data_start;
-    if split {
-        let r = SplitRegions::for_layout(l);
+    if pool_layout != PoolLayout::Classic {
+        let r = SplitRegions::for_layout(l, pool_layout == PoolLayout::Lfs);
+        let records = if r.in_log {
+            format!("in a summary block every {} blocks", r.li_blocks)
+        } else {
+            bytes(r.li_blocks)
+        };
         println!(
-            "  split:     attribute logs {}, logical information {} (blocks {}..{})",
+            "  split:     attribute logs {} from block {}, logical information {records}",
             bytes(r.attr_blocks),
-            bytes(r.li_blocks),
             r.attr_start,
-            r.end()
         );
         data_start = r.end();
     }

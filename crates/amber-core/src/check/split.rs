@@ -30,7 +30,7 @@ pub(super) fn check<D: PmDevice>(
     };
     let l = cx.layout;
     let first = m.regions.end();
-    let mut owned: Vec<u64> = m.regions.blocks().collect();
+    let mut owned: Vec<u64> = m.regions.blocks(l.total_blocks).collect();
     let mut logs: FxHashMap<u64, LogState> = FxHashMap::default();
     // (ino, file block) -> (seq, block) of the newest valid record.
     let mut newest: FxHashMap<(u64, u64), (u64, u64)> = FxHashMap::default();
@@ -38,7 +38,7 @@ pub(super) fn check<D: PmDevice>(
     let mut errors = Vec::new();
     let free = Inode::free();
     let mut raw = [0u8; LI_SIZE as usize];
-    for b in m.regions.attr_start..l.total_blocks {
+    for b in (m.regions.attr_start..l.total_blocks).filter(|&b| m.regions.has_record(b)) {
         cx.media.read(m.regions.li_offset(b), &mut raw);
         let li = match LogicalInfo::decode(&raw) {
             Record::Clear => continue,

@@ -14,6 +14,7 @@ mod lawn;
 use crate::error::{FsError, Result};
 use crate::fs::{Core, MountOptions};
 use crate::inode::InodeState;
+use amber_format::PoolLayout;
 use amber_pmem::PmDevice;
 use std::sync::Weak;
 
@@ -93,10 +94,10 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
         false
     }
 
-    /// Whether the policy keeps regular files in HUNTER's split layout
-    /// (format::split): mount refuses a pool whose layout does not match.
-    fn uses_split_layout(&self) -> bool {
-        false
+    /// The pool layout the policy keeps regular files in (HUNTER's split
+    /// layouts, format::split): mount refuses a pool made otherwise.
+    fn pool_layout(&self) -> PoolLayout {
+        PoolLayout::Classic
     }
 
     /// Called when a regular file is loaded from PM, before anyone uses
@@ -199,14 +200,18 @@ pub const POLICIES: &[&str] = &[
     "lawn",
     "hunter",
     "hunter-sync",
+    "hunter-lfs",
 ];
 
-/// Whether the policy `opts` names keeps regular files in HUNTER's split
-/// layout, so a pool made for it needs `FormatParams::split` (what
-/// `DataPolicy::uses_split_layout` says once it is built; a test holds
-/// the two together).
-pub fn wants_split_layout(opts: &MountOptions) -> bool {
-    matches!(opts.policy.as_str(), "hunter" | "hunter-sync")
+/// The pool layout the policy `opts` names needs, for whoever formats a
+/// pool for it (what `DataPolicy::pool_layout` says once it is built; a
+/// test holds the two together).
+pub fn layout_for(opts: &MountOptions) -> PoolLayout {
+    match opts.policy.as_str() {
+        "hunter" | "hunter-sync" => PoolLayout::Split,
+        "hunter-lfs" => PoolLayout::Lfs,
+        _ => PoolLayout::Classic,
+    }
 }
 
 /// The policy `opts` names, configured by the rest of `opts`.
@@ -219,11 +224,12 @@ pub fn by_name<D: PmDevice>(opts: &MountOptions) -> Result<Box<dyn DataPolicy<D>
         "cow" => Ok(Box::new(Cow)),
         "finelog" => Ok(Box::new(Finelog)),
         "lawn" => Ok(Box::new(Lawn::new(opts))),
-        "hunter" => Ok(Box::new(Hunter::new(opts, false))),
-        "hunter-sync" => Ok(Box::new(Hunter::new(opts, true))),
+        "hunter" => Ok(Box::new(Hunter::new(opts, false, false))),
+        "hunter-sync" => Ok(Box::new(Hunter::new(opts, true, false))),
+        "hunter-lfs" => Ok(Box::new(Hunter::new(opts, false, true))),
         _ => Err(FsError::InvalidArgument(
             "unknown policy (known: direct, hinfs, hinfs-wb, hinfs-nclfw, cow, finelog, lawn, \
-             hunter, hunter-sync)",
+             hunter, hunter-sync, hunter-lfs)",
         )),
     }
 }
@@ -238,7 +244,7 @@ mod tests {
         for &name in POLICIES {
             let opts = MountOptions::parse(&format!("policy={name}")).unwrap();
             let p = by_name::<MmapDevice>(&opts).unwrap();
-            assert_eq!(p.uses_split_layout(), wants_split_layout(&opts), "{name}");
+            assert_eq!(p.pool_layout(), layout_for(&opts), "{name}");
             assert_eq!(p.name(), name);
         }
     }

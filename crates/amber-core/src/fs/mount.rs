@@ -18,8 +18,8 @@ use crate::zone::{self, ZoneMedia};
 use amber_format::inode::{mode, OFF_SIZE};
 use amber_format::superblock::SUPERBLOCK_SIZE;
 use amber_format::{
-    FileKind, FormatError, FormatParams, Inode, Layout, PoolState, Superblock, BLOCK_SIZE,
-    INODE_SIZE, ROOT_INO,
+    FileKind, FormatError, FormatParams, Inode, Layout, PoolLayout, PoolState, Superblock,
+    BLOCK_SIZE, INODE_SIZE, ROOT_INO,
 };
 use amber_pmem::PmDevice;
 use parking_lot::Mutex;
@@ -160,16 +160,18 @@ pub fn format<D: PmDevice>(dev: &D, params: &FormatParams) -> Result<()> {
     // The saved bitmap of a fresh pool: metadata blocks in use, and the
     // split layout's regions, zeroed (every record clear, every log empty).
     let mut used = BitSet::new(l.total_blocks);
-    let meta_end = match sb.split_regions() {
-        Some(r) => {
-            let from = r.attr_start * BLOCK_SIZE;
-            dev.zero_nt(from, r.end() * BLOCK_SIZE - from);
-            r.end()
-        }
-        None => l.data_start,
-    };
-    for b in 0..meta_end {
+    for b in 0..l.data_start {
         used.set(b);
+    }
+    if let Some(r) = sb.split_regions() {
+        let from = r.attr_start * BLOCK_SIZE;
+        dev.zero_nt(from, r.end() * BLOCK_SIZE - from);
+        for b in r.blocks(l.total_blocks) {
+            if b >= r.end() {
+                dev.zero_nt(b * BLOCK_SIZE, BLOCK_SIZE);
+            }
+            used.set(b);
+        }
     }
     dev.write_nt(l.bitmap_start * BLOCK_SIZE, &used.to_bytes());
     dev.drain()?;
@@ -240,8 +242,10 @@ fn rebuild_used<D: PmDevice>(
     report: &mut RecoveryReport,
 ) -> Result<BitSet> {
     let mut used = BitSet::new(l.total_blocks);
-    let meta_end = split.map_or(l.data_start, |m| m.regions.end());
-    for b in 0..meta_end {
+    for b in 0..l.data_start {
+        used.set(b);
+    }
+    for b in split.iter().flat_map(|m| m.regions.blocks(l.total_blocks)) {
         used.set(b);
     }
     for b in zone.iter().flat_map(|z| z.blocks()) {
@@ -317,18 +321,19 @@ pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, R
     // Validate the journals and the zone's header and table before writing
     // anything.
     let split = SplitMedia::of(&sb);
-    match (policy.uses_split_layout(), split.is_some()) {
-        (true, false) => {
-            return Err(FsError::InvalidArgument(
-                "the hunter policies need a pool made with `amberfs mkfs --layout split`",
-            ))
-        }
-        (false, true) => {
-            return Err(FsError::InvalidArgument(
-                "this pool has HUNTER's split layout: mount it with policy=hunter or hunter-sync",
-            ))
-        }
-        _ => {}
+    if policy.pool_layout() != sb.pool_layout() {
+        return Err(FsError::InvalidArgument(match sb.pool_layout() {
+            PoolLayout::Classic => {
+                "the hunter policies need a pool made with `amberfs mkfs --layout split` \
+                 (hunter, hunter-sync) or `--layout lfs` (hunter-lfs)"
+            }
+            PoolLayout::Split => {
+                "this pool has HUNTER's split layout: mount it with policy=hunter or hunter-sync"
+            }
+            PoolLayout::Lfs => {
+                "this pool keeps HUNTER's records in its data log: mount it with policy=hunter-lfs"
+            }
+        }));
     }
     let found = journal::replay(&*dev, &l, false)?;
     let zone_media = ZoneMedia::read(&*dev, &l, &sb)?;
@@ -343,7 +348,7 @@ pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, R
         let used = BitSet::from_bytes(&bytes, l.total_blocks);
         // The zone writes its chunks without asking the allocator: each
         // must be one the saved bitmap says is taken.
-        let split_blocks = split.iter().flat_map(|m| m.regions.blocks());
+        let split_blocks = split.iter().flat_map(|m| m.regions.blocks(l.total_blocks));
         if let Some(b) = zone_media
             .iter()
             .flat_map(|z| z.blocks())

@@ -48,7 +48,11 @@ impl SplitMedia {
     /// Clears the records of blocks `b..b + n` (non-temporal; the caller
     /// drains).
     pub fn clear_lis<D: PmDevice>(&self, dev: &D, b: u64, n: u64) {
-        dev.zero_nt(self.regions.li_offset(b), n * LI_SIZE);
+        let at = self.regions.li_offset(b);
+        // A run of data blocks never spans a summary block, so its records
+        // are contiguous in either placement.
+        debug_assert_eq!(self.regions.li_offset(b + n - 1), at + (n - 1) * LI_SIZE);
+        dev.zero_nt(at, n * LI_SIZE);
     }
 
     /// The four entries of `ino`'s attribute log.
@@ -156,7 +160,7 @@ pub fn walk_chain<D: PmDevice>(
                 "its chain is longer than its {blocks} blocks"
             )));
         }
-        if !l.is_data_block(b) || b < media.regions.end() {
+        if !l.is_data_block(b) || !media.regions.has_record(b) || b < media.regions.end() {
             return Err(corrupt(format!(
                 "its chain names block {b}, not a data block"
             )));

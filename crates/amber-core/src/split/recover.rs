@@ -60,20 +60,21 @@ pub fn recover<D: PmDevice>(
             );
         }
     }
-    let first = media.regions.end();
+    let r = &media.regions;
+    let first = r.end();
     let mut buf = vec![0u8; BLOCK_SIZE as usize];
-    let mut b = first - first % PER_READ;
+    let mut b = r.group_of(first);
     while b < l.total_blocks {
         let n = PER_READ.min(l.total_blocks - b);
-        dev.read(
-            media.regions.li_offset(b),
-            &mut buf[..(n * LI_SIZE) as usize],
-        );
+        dev.read(r.group_offset(b), &mut buf[..(n * LI_SIZE) as usize]);
         for (i, rec) in buf[..(n * LI_SIZE) as usize]
             .chunks_exact(LI_SIZE as usize)
             .enumerate()
         {
             let blk = b + i as u64;
+            if !r.has_record(blk) {
+                continue;
+            }
             let rec: &[u8; LI_SIZE as usize] = rec.try_into().expect("64 bytes");
             let li = match LogicalInfo::decode(rec) {
                 Record::Clear => continue,

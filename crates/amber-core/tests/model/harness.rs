@@ -27,7 +27,7 @@ pub fn options(policy: &str) -> MountOptions {
 pub fn fresh_fs(size: u64, policy: &str) -> Fs<MmapDevice> {
     let dev = MmapDevice::anonymous(size, &MapOptions::default()).expect("anonymous mapping");
     let params = FormatParams {
-        split: policy.starts_with("hunter"),
+        layout: amber_core::data::layout_for(&options(policy)),
         ..FormatParams::for_size(size)
     };
     Fs::format(&dev, &params).expect("format");

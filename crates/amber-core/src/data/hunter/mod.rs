@@ -23,7 +23,7 @@ use crate::fs::{Core, HunterOptions};
 use crate::inode::InodeState;
 use crate::split::{effective, walk_chain, LogState, SplitMedia};
 use amber_format::blockmap::MAX_FILE_SIZE;
-use amber_format::{FileKind, BLOCK_SIZE};
+use amber_format::{FileKind, PoolLayout, BLOCK_SIZE};
 use amber_pmem::PmDevice;
 use index::{FileIndex, Sizer};
 use log::DataLogs;
@@ -61,6 +61,8 @@ pub(super) struct Shared {
 pub struct Hunter {
     /// Persist every write's metadata before returning (`hunter-sync`).
     sync: bool,
+    /// Records in summary blocks inside the data log (`hunter-lfs`).
+    lfs: bool,
     shared: Arc<Shared>,
 }
 
@@ -92,12 +94,13 @@ impl HunterFile {
 }
 
 impl Hunter {
-    pub fn new(opts: &crate::fs::MountOptions, sync: bool) -> Hunter {
+    pub fn new(opts: &crate::fs::MountOptions, sync: bool, lfs: bool) -> Hunter {
         let h = opts.hunter;
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let default_blocks = (h.index_bytes / 8) as usize;
         Hunter {
             sync,
+            lfs,
             shared: Arc::new(Shared {
                 opts: h,
                 queues: Queues::new(h.queues, h.queue_max),
@@ -286,15 +289,19 @@ fn copy_in<D: PmDevice>(
 
 impl<D: PmDevice> DataPolicy<D> for Hunter {
     fn name(&self) -> &'static str {
-        if self.sync {
-            "hunter-sync"
-        } else {
-            "hunter"
+        match (self.sync, self.lfs) {
+            (true, _) => "hunter-sync",
+            (false, true) => "hunter-lfs",
+            (false, false) => "hunter",
         }
     }
 
-    fn uses_split_layout(&self) -> bool {
-        true
+    fn pool_layout(&self) -> PoolLayout {
+        if self.lfs {
+            PoolLayout::Lfs
+        } else {
+            PoolLayout::Split
+        }
     }
 
     fn durable_on_return(&self) -> bool {

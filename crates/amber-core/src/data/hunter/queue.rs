@@ -230,6 +230,11 @@ impl Queues {
             let mut p = self.shards[s].pending.lock();
             let n = p.updates.len().min(max);
             let batch: Vec<Update> = p.updates.drain(..n).collect();
+            if p.updates.is_empty() && p.updates.capacity() > KEPT_CAPACITY {
+                // A burst's room is given back: the bound is for bursts,
+                // not for the queue's resting size.
+                p.updates.shrink_to(KEPT_CAPACITY);
+            }
             p.taken += n as u64;
             let reached = p.taken;
             let ready: Vec<(u64, Attrs)> = p
@@ -383,24 +388,31 @@ impl Queues {
     }
 }
 
-/// Records of consecutive blocks, written as one non-temporal copy: the
-/// log hands out blocks in order, so a batch's records are mostly one run
-/// in the metadata area (the split layout's point, hunter.txt §III-B).
+/// Records that sit next to each other on PM, written as one
+/// non-temporal copy: the log hands out blocks in order, so a batch's
+/// records are mostly one run in the metadata area (the split layout's
+/// point, hunter.txt §III-B) — or, in the log (hunter-lfs), runs of at
+/// most 63 broken by the data between summary blocks.
 #[derive(Default)]
 struct RecordRun {
-    first: u64,
+    /// PM offset of the first buffered record.
+    at: u64,
     bytes: Vec<u8>,
 }
+
+/// Room an emptied queue keeps for its next updates.
+const KEPT_CAPACITY: usize = 1024;
 
 /// Records buffered before one copy.
 const RUN_RECORDS: usize = 64;
 
 impl RecordRun {
     fn add<D: PmDevice>(&mut self, fs: &Core<D>, block: u64, li: &LogicalInfo) {
-        let len = (self.bytes.len() as u64) / LI_SIZE;
-        if self.bytes.is_empty() || block != self.first + len || len as usize == RUN_RECORDS {
+        let at = super::media(fs).regions.li_offset(block);
+        let len = self.bytes.len() as u64;
+        if len == 0 || at != self.at + len || len == RUN_RECORDS as u64 * LI_SIZE {
             self.flush(fs);
-            self.first = block;
+            self.at = at;
         }
         self.bytes.extend_from_slice(&li.encode());
     }
@@ -409,8 +421,7 @@ impl RecordRun {
     fn flush<'a, D: PmDevice>(&mut self, fs: &'a Core<D>) -> &'a crate::split::SplitMedia {
         let m = super::media(fs);
         if !self.bytes.is_empty() {
-            fs.device()
-                .write_nt(m.regions.li_offset(self.first), &self.bytes);
+            fs.device().write_nt(self.at, &self.bytes);
             self.bytes.clear();
         }
         m
