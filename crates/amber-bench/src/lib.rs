@@ -12,6 +12,7 @@ pub mod legacy;
 pub mod plot;
 pub mod progress;
 pub mod record;
+pub mod recovery;
 pub mod spec;
 pub mod stats;
 pub mod target;

@@ -32,6 +32,56 @@ pub fn open_pool(path: &Path, size: u64, preset: &str) -> Result<BenchDevice, St
     Ok(Emulated::new(dev, spec))
 }
 
+/// Creates a fresh pool as [`open_pool`] does and formats it for the
+/// policy `opts` names (HUNTER's split layout when it wants one).
+pub fn format_pool(
+    path: &Path,
+    size: u64,
+    opts: &MountOptions,
+    preset: &str,
+) -> Result<BenchDevice, String> {
+    let params = FormatParams {
+        layout: layout_for(opts),
+        ..FormatParams::for_size(size)
+    };
+    let dev = open_pool(path, size, preset)?;
+    Fs::format(&dev, &params).map_err(|e| e.to_string())?;
+    Ok(dev)
+}
+
+/// Ends a mount and hands its device back: unmounted cleanly, or just
+/// dropped (a crash, as far as the pool can tell). A policy's background
+/// thread may still hold the core for a moment after the handle went;
+/// this waits for it, at most `wait`.
+pub fn release(
+    fs: Fs<BenchDevice>,
+    unmount: bool,
+    wait: std::time::Duration,
+) -> io::Result<BenchDevice> {
+    let mut dev = fs.core().device().clone();
+    if unmount {
+        fs.unmount().map_err(to_io)?;
+    } else {
+        drop(fs);
+    }
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        match std::sync::Arc::try_unwrap(dev) {
+            Ok(d) => return Ok(d),
+            Err(shared) if std::time::Instant::now() < deadline => {
+                dev = shared;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Err(_) => {
+                return Err(io::Error::other(format!(
+                    "pool still in use (an open file?) {} ms after its mount ended",
+                    wait.as_millis()
+                )))
+            }
+        }
+    }
+}
+
 /// An open file of a target. Offsets are explicit so threads never share
 /// a cursor.
 pub trait TargetFile: Send {
@@ -231,8 +281,8 @@ fn libc_o_sync() -> i32 {
     0o4010000
 }
 
-/// How long `reset` waits for the last user of an unmounted pool, in ms.
-const RESET_WAIT_MS: u32 = 5_000;
+/// How long `reset` waits for the last user of an unmounted pool.
+const RESET_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// An Amber pool driven through the library.
 pub struct AmberTarget {
@@ -263,12 +313,8 @@ impl AmberTarget {
             preset: preset.to_string(),
             fs: Mutex::new(None),
         };
-        let params = FormatParams {
-            layout: layout_for(&t.options().map_err(|e| e.to_string())?),
-            ..FormatParams::for_size(size)
-        };
-        let dev = open_pool(pool, size, preset)?;
-        Fs::format(&dev, &params).map_err(|e| e.to_string())?;
+        let opts = t.options().map_err(|e| e.to_string())?;
+        let dev = format_pool(pool, size, &opts, preset)?;
         t.mount(dev).map_err(|e| e.to_string())?;
         Ok(t)
     }
@@ -432,25 +478,9 @@ impl Target for AmberTarget {
         let old = slot
             .take()
             .ok_or_else(|| io::Error::other("pool not mounted"))?;
-        let mut dev = old.core().device().clone();
-        old.unmount().map_err(to_io)?;
-        // A policy's background thread may still hold the core for a
-        // moment after unmount returned; wait for it, boundedly.
-        for _ in 0..RESET_WAIT_MS {
-            match std::sync::Arc::try_unwrap(dev) {
-                Ok(d) => {
-                    drop(slot);
-                    return self.mount(d);
-                }
-                Err(shared) => {
-                    dev = shared;
-                    std::thread::sleep(std::time::Duration::from_millis(1));
-                }
-            }
-        }
-        Err(io::Error::other(
-            "pool still in use (an open file?) during reset",
-        ))
+        let dev = release(old, true, RESET_WAIT)?;
+        drop(slot);
+        self.mount(dev)
     }
 
     fn pm_stats(&self) -> Option<WriteStats> {

@@ -323,3 +323,90 @@ fn bare_target_runs_populate_beside_amber() {
     let help = amberfs(&["bench", "compare", "--help"]);
     assert!(String::from_utf8_lossy(&help.stdout).contains("bare"));
 }
+
+#[test]
+fn recovery_times_clean_and_crash_mounts_of_each_target() {
+    let tmp = TempDir::new().unwrap();
+    let dir = tmp.path().to_str().unwrap();
+    let json = format!("{dir}/out.json");
+    let csv = format!("{dir}/out.csv");
+    let args = [
+        "bench",
+        "recovery",
+        "--target",
+        "amberfs:hunter",
+        "--target",
+        "amberfs:direct",
+        "--data",
+        "8M",
+        "--file-size",
+        "2M",
+        "--io-size",
+        "64K",
+        "--reps",
+        "1",
+        "--pool-dir",
+        dir,
+        "--json",
+        &json,
+        "--csv",
+        &csv,
+    ];
+    let doc = run_json(&args, &json);
+    assert!(doc["run"]["command"].as_str().unwrap().contains("recovery"));
+    let recs = doc["records"].as_array().unwrap();
+    let metrics = [
+        "mount_clean_ms",
+        "mount_crash_ms",
+        "queue_bytes",
+        "index_bytes",
+        "queue_bytes_after_sync",
+        "index_bytes_after_sync",
+    ];
+    assert_eq!(recs.len(), 2 * metrics.len());
+    for (r, metric) in recs.iter().zip(metrics.iter().cycle()) {
+        for f in &amber_bench::csv::HEADER[..8] {
+            assert!(r.get(f).is_some(), "missing {f}: {r}");
+        }
+        assert_eq!(r["benchmark"], "recovery");
+        assert_eq!(r["metric"], *metric);
+        assert_eq!(r["preset"], "dram");
+        let notes = r["notes"].to_string();
+        assert!(notes.contains("recovered after a crash"), "{notes}");
+        assert!(notes.contains("4 files, 8388608 bytes"), "{notes}");
+    }
+    assert_eq!(recs[0]["target"], "amberfs:hunter");
+    assert_eq!(recs[0]["ratio_to_first"].as_f64(), Some(1.0));
+    assert_eq!(recs[6]["target"], "amberfs:direct");
+    assert!(recs[7]["ratio_to_first"].as_f64().unwrap() > 0.0);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("recovery,")).count(),
+        12
+    );
+    // Only the results are left: each pool was removed.
+    let mut left: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["out.csv", "out.json"]);
+}
+
+#[test]
+fn recovery_refuses_bare_and_small_pools_with_the_flag_to_change() {
+    let tmp = TempDir::new().unwrap();
+    let dir = tmp.path().to_str().unwrap();
+    let err = |extra: &[&str]| {
+        let mut args = vec!["bench", "recovery", "--data", "8M", "--pool-dir", dir];
+        args.extend(extra);
+        let out = amberfs(&args);
+        assert_eq!(out.status.code(), Some(1));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let e = err(&["--target", "amberfs:direct", "--target", "bare"]);
+    assert!(e.contains("bare has no file system"), "{e}");
+    let e = err(&["--target", "amberfs:direct", "--pool-size", "4M"]);
+    assert!(e.contains("raise --pool-size"), "{e}");
+    assert_eq!(std::fs::read_dir(dir).unwrap().count(), 0);
+}

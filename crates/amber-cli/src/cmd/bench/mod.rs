@@ -14,6 +14,7 @@ pub mod foundation;
 pub mod iozone;
 pub mod legacy;
 pub mod plot;
+pub mod recovery;
 pub mod workload;
 
 #[derive(clap::Args)]
@@ -44,6 +45,10 @@ enum Suite {
     /// and xfs (4 and many allocation groups) on RAM-backed loop devices
     /// beside Amber, normalized to a reference. Needs root.
     Legacy(legacy::Args),
+    /// Mount time after a clean unmount and after a crash of a pool
+    /// holding --data bytes, and the DRAM the policy holds for it (hunter's
+    /// recovery figures), on one or more amberfs: targets.
+    Recovery(recovery::Args),
     /// Draw a results file as grouped bars normalized to a baseline, or as
     /// lines over threads, I/O size or emulated write latency (SVG + PNG).
     Plot(plot::Args),
@@ -57,6 +62,7 @@ pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
         Suite::Workload(a) => workload::run(a, emulate),
         Suite::Compare(a) => compare::run(a, emulate),
         Suite::Legacy(a) => legacy::run(a, emulate),
+        Suite::Recovery(a) => recovery::run(a, emulate),
         Suite::Plot(a) => plot::run(a),
     }
 }

@@ -220,7 +220,8 @@ pub fn run_plan(name: &str, a: RunArgs, emulate: Option<&str>) -> CliResult<Exit
     Ok(ExitCode::SUCCESS)
 }
 
-fn write_json(path: &PathBuf, rows: &[Row]) -> CliResult<()> {
+/// Writes rows (with their ratios) and the run's facts as JSON.
+pub(super) fn write_json(path: &PathBuf, rows: &[Row]) -> CliResult<()> {
     let doc = serde_json::json!({ "run": super::run_info(), "records": rows });
     let text = serde_json::to_string_pretty(&doc).map_err(|e| CliError::new(e.to_string()))?;
     std::fs::write(path, text)
