@@ -8,12 +8,12 @@
 #   bash docs/results/hunter/commands.sh            # from the repository root
 #
 # About 25 minutes on the project's 2-vCPU machine (24 GiB of RAM: the
-# pools live in /dev/shm, at most ~14 GiB at once). RESUME=1 skips runs
+# pools live in /dev/shm, at most ~14.5 GiB at once). RESUME=1 skips runs
 # whose JSON is already in $OUT and redraws the plots.
 #
 # `bare` is a non-temporal copy of the same volume into the same pool,
 # each 4 KiB write one copy and a fence (crates/amber-bench/src/bare/).
-# `hunter-lfs` (Figure 10's LFS layout) is not built yet.
+# `hunter-lfs` is Figure 10's LFS layout (records in the data log).
 set -euo pipefail
 
 A=${AMBERFS:-target/release/amberfs}
@@ -45,15 +45,15 @@ run() {
   echo "$name done $(date +%T)"
 }
 
-five=(--target bare --target amberfs:hunter --target amberfs:hunter-sync
-      --target amberfs:direct --target amberfs:cow)
+six=(--target bare --target amberfs:hunter --target amberfs:hunter-sync
+     --target amberfs:hunter-lfs --target amberfs:direct --target amberfs:cow)
 for em in "${PRESETS[@]}"; do
   # Figures 6 and 10: one thread populating one file, 64 MiB to 2 GiB with
-  # every target, and 4 GiB against the bare copy (five 4.6 GiB pools would
+  # every target, and 4 GiB against the bare copy (six 4.6 GiB pools would
   # not fit in RAM beside each other).
   for mib in 64 256 1024 2048; do
     run "populate-${mib}M-$em" "$em" compare --workload populate --file-size "${mib}M" \
-      --pool-size "$(pool "$mib")" "${five[@]}" "${c[@]}"
+      --pool-size "$(pool "$mib")" "${six[@]}" "${c[@]}"
   done
   run "populate-4096M-$em" "$em" compare --workload populate --file-size 4G \
     --pool-size "$(pool 4096)" --target bare --target amberfs:hunter \
