@@ -5,21 +5,19 @@
 //! file's previous one) keeps sequential files contiguous.
 
 use super::intervals::Intervals;
-use super::{home_slot, BitSet};
+use super::{home_slot, BitSet, Padded};
 use amber_format::Layout;
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Most groups; a group is at least 64 blocks.
 const MAX_GROUPS: u64 = 64;
 
 /// Per-CPU-group block allocator.
 pub struct BlockAllocator {
-    groups: Vec<Mutex<Intervals>>,
+    groups: Vec<Padded<Mutex<Intervals>>>,
     group_blocks: u64,
     data_start: u64,
     total_blocks: u64,
-    free: AtomicU64,
 }
 
 impl BlockAllocator {
@@ -30,7 +28,6 @@ impl BlockAllocator {
         let ngroups = (data / 64).clamp(1, MAX_GROUPS);
         let group_blocks = data.div_ceil(ngroups);
         let mut groups: Vec<Intervals> = (0..ngroups).map(|_| Intervals::default()).collect();
-        let mut free = 0;
         let mut b = layout.data_start;
         while b < layout.total_blocks {
             if used.get(b) {
@@ -44,14 +41,12 @@ impl BlockAllocator {
                 b += 1;
             }
             groups[g].add_run(start, b - start);
-            free += b - start;
         }
         BlockAllocator {
-            groups: groups.into_iter().map(Mutex::new).collect(),
+            groups: groups.into_iter().map(|g| Padded(Mutex::new(g))).collect(),
             group_blocks,
             data_start: layout.data_start,
             total_blocks: layout.total_blocks,
-            free: AtomicU64::new(free),
         }
     }
 
@@ -70,7 +65,6 @@ impl BlockAllocator {
             let g = (first + k) % n;
             let h = if k == 0 { hint } else { None };
             if let Some(b) = self.groups[g].lock().take(h) {
-                self.free.fetch_sub(1, Ordering::Relaxed);
                 return Some(b);
             }
         }
@@ -106,7 +100,6 @@ impl BlockAllocator {
         let first = home_slot(count);
         for k in 0..count {
             if let Some(start) = self.groups[(first + k) % count].lock().take_fit(n) {
-                self.free.fetch_sub(n, Ordering::Relaxed);
                 return Some(start);
             }
         }
@@ -124,7 +117,6 @@ impl BlockAllocator {
         let first = home_slot(count);
         for k in 0..count {
             if let Some((start, n)) = self.groups[(first + k) % count].lock().take_run(max) {
-                self.free.fetch_sub(n, Ordering::Relaxed);
                 return Some((start, n));
             }
         }
@@ -143,7 +135,6 @@ impl BlockAllocator {
             "freeing non-data block {b}"
         );
         self.groups[self.group_of(b)].lock().give(b);
-        self.free.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn free_all(&self, blocks: &[u64]) {
@@ -153,7 +144,9 @@ impl BlockAllocator {
     }
 
     pub fn free_count(&self) -> u64 {
-        self.free.load(Ordering::Relaxed)
+        // Each group counts its own (one shared counter would be a cache
+        // line every allocation on every CPU writes).
+        self.groups.iter().map(|g| g.lock().count()).sum()
     }
 
     /// Which blocks are in use (metadata blocks included), for saving at

@@ -24,3 +24,18 @@ pub(crate) fn home_slot(count: usize) -> usize {
     }
     INDEX.with(|i| *i) % count
 }
+
+/// A value alone on its cache lines (128 bytes: adjacent-line prefetch
+/// pairs lines), so per-CPU structures side by side in a `Vec` — locks,
+/// log tails, queues — do not bounce one line between the CPUs using
+/// neighbouring ones.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub(crate) struct Padded<T>(pub T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}

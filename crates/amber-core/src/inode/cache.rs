@@ -2,6 +2,7 @@
 //! inodes do not contend on one lock.
 
 use super::InodeState;
+use crate::alloc::Padded;
 use crate::error::Result;
 use parking_lot::{Mutex, RwLock};
 use rustc_hash::FxHashMap;
@@ -14,14 +15,14 @@ const SHARDS: usize = 64;
 
 /// Loaded inodes by number.
 pub struct InodeCache {
-    shards: Vec<Mutex<FxHashMap<u64, InodeRef>>>,
+    shards: Vec<Padded<Mutex<FxHashMap<u64, InodeRef>>>>,
 }
 
 impl Default for InodeCache {
     fn default() -> Self {
         InodeCache {
             shards: (0..SHARDS)
-                .map(|_| Mutex::new(FxHashMap::default()))
+                .map(|_| Padded(Mutex::new(FxHashMap::default())))
                 .collect(),
         }
     }

@@ -12,7 +12,7 @@ mod tx;
 
 pub use tx::Tx;
 
-use crate::alloc::home_slot;
+use crate::alloc::{home_slot, Padded};
 use crate::error::{FsError, Result};
 use amber_format::journal::{self, JournalState, HEADER_SIZE};
 use amber_format::Layout;
@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The journals of a mounted pool.
 pub struct Journals {
-    slots: Vec<Mutex<()>>,
+    slots: Vec<Padded<Mutex<()>>>,
     seq: AtomicU64,
 }
 
@@ -30,7 +30,9 @@ impl Journals {
     /// Journals for `layout`; `first_seq` continues after recovery.
     pub fn new(layout: &Layout, first_seq: u64) -> Journals {
         Journals {
-            slots: (0..layout.journal_count).map(|_| Mutex::new(())).collect(),
+            slots: (0..layout.journal_count)
+                .map(|_| Padded(Mutex::new(())))
+                .collect(),
             seq: AtomicU64::new(first_seq),
         }
     }

@@ -6,7 +6,7 @@
 //! logical information was cleared (gap-write). Nothing is ever copied to
 //! make room, so there is no cleaner.
 
-use crate::alloc::{home_slot, BlockAllocator};
+use crate::alloc::{home_slot, BlockAllocator, Padded};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -21,7 +21,7 @@ struct Tail {
 }
 
 pub(super) struct DataLogs {
-    logs: Vec<Mutex<Tail>>,
+    logs: Vec<Padded<Mutex<Tail>>>,
     /// Runs taken, and of those the ones shorter than asked (gaps).
     pub runs: AtomicU64,
     pub gap_runs: AtomicU64,
@@ -31,7 +31,9 @@ impl DataLogs {
     pub fn new(count: usize) -> DataLogs {
         assert!(count > 0, "at least one data log");
         DataLogs {
-            logs: (0..count).map(|_| Mutex::new(Tail::default())).collect(),
+            logs: (0..count)
+                .map(|_| Padded(Mutex::new(Tail::default())))
+                .collect(),
             runs: AtomicU64::new(0),
             gap_runs: AtomicU64::new(0),
         }

@@ -35,7 +35,6 @@ use worker::Control;
 /// Counters for the workbench.
 #[derive(Default)]
 pub(super) struct Stats {
-    queued: AtomicU64,
     persisted: AtomicU64,
     batches: AtomicU64,
     full_queue_persists: AtomicU64,
@@ -207,14 +206,11 @@ impl Hunter {
         now: bool,
     ) -> Result<()> {
         let q = &self.shared.queues;
-        q.push(
-            fs,
-            &self.shared.stats,
-            st.ino,
-            st.disk.generation,
-            ops,
-            snap,
-        )?;
+        let sh = &self.shared;
+        let filling = q.push(fs, &sh.stats, st.ino, st.disk.generation, ops, snap)?;
+        if filling && sh.opts.interval.is_some() {
+            sh.control.wake();
+        }
         if now {
             q.drain(fs, &self.shared.stats, q.shard_of(st.ino))?;
         }
@@ -555,7 +551,7 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
         let get = |a: &AtomicU64| a.load(Relaxed);
         let (pending, pending_bytes) = self.shared.queues.pending();
         vec![
-            ("queued".into(), get(&s.queued)),
+            ("queued".into(), get(&s.persisted) + pending),
             ("persisted".into(), get(&s.persisted)),
             ("batches".into(), get(&s.batches)),
             ("full_queue_persists".into(), get(&s.full_queue_persists)),

@@ -11,6 +11,7 @@
 //! persisting never takes one, so there is no cycle.
 
 use super::Stats;
+use crate::alloc::Padded;
 use crate::error::{FsError, Result};
 use crate::fs::Core;
 use crate::split::LogState;
@@ -93,7 +94,7 @@ struct Shard {
 }
 
 pub(super) struct Queues {
-    shards: Vec<Shard>,
+    shards: Vec<Padded<Shard>>,
     /// Most updates a shard holds; a writer that would exceed it persists
     /// the shard itself first.
     max_pending: usize,
@@ -104,9 +105,11 @@ impl Queues {
         assert!(count > 0 && max_pending > 0, "queues and room in them");
         Queues {
             shards: (0..count)
-                .map(|_| Shard {
-                    pending: Mutex::new(Pending::default()),
-                    persist: Mutex::new(FxHashMap::default()),
+                .map(|_| {
+                    Padded(Shard {
+                        pending: Mutex::new(Pending::default()),
+                        persist: Mutex::new(FxHashMap::default()),
+                    })
                 })
                 .collect(),
             max_pending,
@@ -124,7 +127,8 @@ impl Queues {
     /// Queues a write's updates and the file's attributes after it; when
     /// they do not fit, the shard is persisted first, in this thread (the
     /// queue never grows past its bound). A write larger than the bound
-    /// is persisted at once.
+    /// is persisted at once. Returns whether this push filled the queue
+    /// past half its bound (time to wake a worker).
     pub fn push<D: PmDevice>(
         &self,
         fs: &Core<D>,
@@ -133,9 +137,8 @@ impl Queues {
         generation: u32,
         ops: &[Op],
         snap: Snapshot,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let s = self.shard_of(ino);
-        stats.queued.fetch_add(ops.len() as u64, Relaxed);
         let add = |p: &mut Pending| {
             p.updates.extend(ops.iter().map(|&op| Update {
                 ino,
@@ -154,9 +157,11 @@ impl Queues {
         };
         {
             let mut p = self.shards[s].pending.lock();
-            if p.updates.len() + ops.len() <= self.max_pending {
+            let before = p.updates.len();
+            if before + ops.len() <= self.max_pending {
                 add(&mut p);
-                return Ok(());
+                let half = self.max_pending / 2;
+                return Ok(before < half && p.updates.len() >= half);
             }
         }
         stats.full_queue_persists.fetch_add(1, Relaxed);
@@ -170,7 +175,7 @@ impl Queues {
         if over {
             self.drain_locked(fs, stats, s, &mut slots)?;
         }
-        Ok(())
+        Ok(false)
     }
 
     /// Persists everything queued on shard `s` (fsync, truncate, O_SYNC,

@@ -1,8 +1,10 @@
 //! The metadata workers (hunter.txt §III-B, §III-E): each wakes every
 //! interval and persists up to one batch (2^18 updates by default) from
 //! each of its queues, so the flushing never takes the foreground's place
-//! for long. With no interval ("never", Figure 7's INFTY) they sleep until
-//! unmount, and only fsync, full queues and unmount persist.
+//! for long. A writer whose queue passes half its bound wakes them early,
+//! so on a spare core the queue is persisted beside the writer instead of
+//! by it when it fills. With no interval ("never", Figure 7's INFTY) they
+//! sleep until unmount, and only fsync, full queues and unmount persist.
 
 use super::Shared;
 use crate::fs::Core;
@@ -16,6 +18,9 @@ use std::time::Duration;
 #[derive(Default)]
 pub(super) struct Control {
     stop: AtomicBool,
+    /// A wake-up asked for while the workers were busy: the next sleep
+    /// returns at once.
+    early: AtomicBool,
     lock: Mutex<()>,
     wake: Condvar,
     /// Held by a worker for a whole turn.
@@ -32,10 +37,18 @@ impl Control {
         drop(self.turn.lock());
     }
 
-    /// Sleeps for `interval` (forever with None); false once stopped.
+    /// Wakes the workers now (a queue is filling).
+    pub fn wake(&self) {
+        let _g = self.lock.lock();
+        self.early.store(true, Relaxed);
+        self.wake.notify_all();
+    }
+
+    /// Sleeps for `interval` (forever with None) or until woken; false
+    /// once stopped.
     fn sleep(&self, interval: Option<Duration>) -> bool {
         let mut g = self.lock.lock();
-        if !self.stop.load(Relaxed) {
+        if !self.stop.load(Relaxed) && !self.early.swap(false, Relaxed) {
             match interval {
                 Some(d) => {
                     self.wake.wait_for(&mut g, d);
