@@ -140,20 +140,24 @@ impl Queues {
     ) -> Result<bool> {
         let s = self.shard_of(ino);
         let add = |p: &mut Pending| {
-            p.updates.extend(ops.iter().map(|&op| Update {
-                ino,
-                generation,
-                op,
-            }));
-            let upto = p.taken + p.updates.len() as u64;
-            p.attrs.insert(
-                ino,
-                Attrs {
+            for &op in ops {
+                p.updates.push_back(Update {
+                    ino,
                     generation,
-                    snap,
-                    upto,
-                },
-            );
+                    op,
+                });
+            }
+            let a = Attrs {
+                generation,
+                snap,
+                upto: p.taken + p.updates.len() as u64,
+            };
+            match p.attrs.get_mut(&ino) {
+                Some(old) => *old = a,
+                None => {
+                    p.attrs.insert(ino, a);
+                }
+            }
         };
         {
             let mut p = self.shards[s].pending.lock();
@@ -234,12 +238,15 @@ impl Queues {
         let (batch, attrs) = {
             let mut p = self.shards[s].pending.lock();
             let n = p.updates.len().min(max);
-            let batch: Vec<Update> = p.updates.drain(..n).collect();
-            if p.updates.is_empty() && p.updates.capacity() > KEPT_CAPACITY {
-                // A burst's room is given back: the bound is for bursts,
-                // not for the queue's resting size.
-                p.updates.shrink_to(KEPT_CAPACITY);
-            }
+            // Taking everything swaps the queue out (writers wait on this
+            // lock, so no copy happens under it); the emptied queue
+            // starts small again — the bound is for bursts, not for the
+            // queue's resting size.
+            let batch: VecDeque<Update> = if n == p.updates.len() {
+                std::mem::take(&mut p.updates)
+            } else {
+                p.updates.drain(..n).collect()
+            };
             p.taken += n as u64;
             let reached = p.taken;
             let ready: Vec<(u64, Attrs)> = p
@@ -256,7 +263,7 @@ impl Queues {
         if batch.is_empty() && attrs.is_empty() {
             return Ok(0);
         }
-        let r = self.write_batch(fs, stats, &batch, &attrs, slots);
+        let r = self.write_batch(fs, stats, batch.iter(), &attrs, slots);
         fs.guard(r)?;
         stats.batches.fetch_add(1, Relaxed);
         stats.persisted.fetch_add(batch.len() as u64, Relaxed);
@@ -269,11 +276,11 @@ impl Queues {
     /// crash between steps leaves records newer than their file's entry,
     /// which recovery drops, or stale records of freed blocks, which it
     /// clears (docs/design.md §12.3).
-    fn write_batch<D: PmDevice>(
+    fn write_batch<'a, D: PmDevice>(
         &self,
         fs: &Core<D>,
         stats: &Stats,
-        batch: &[Update],
+        batch: impl Iterator<Item = &'a Update>,
         attrs: &[(u64, Attrs)],
         slots: &mut FxHashMap<u64, u64>,
     ) -> Result<()> {
@@ -404,9 +411,6 @@ struct RecordRun {
     at: u64,
     bytes: Vec<u8>,
 }
-
-/// Room an emptied queue keeps for its next updates.
-const KEPT_CAPACITY: usize = 1024;
 
 /// Records buffered before one copy.
 const RUN_RECORDS: usize = 64;
