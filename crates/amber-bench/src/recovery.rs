@@ -27,7 +27,7 @@
 
 use crate::compare::Row;
 use crate::progress::Progress;
-use crate::record::Record;
+use crate::record::{human_bytes, Record};
 use crate::spec::TargetSpec;
 use crate::stats::summarize;
 use crate::target::{format_pool, release, BenchDevice};
@@ -135,30 +135,15 @@ impl Config {
         format!(
             "{} as {} file(s) of {} in one directory, {} per write; pool {}; {} clean and {} \
              crash mount(s)",
-            human(self.data),
+            human_bytes(self.data),
             self.files(),
-            human(self.file),
-            human(self.io),
-            human(self.pool_size),
+            human_bytes(self.file),
+            human_bytes(self.io),
+            human_bytes(self.pool_size),
             self.reps,
             self.reps
         )
     }
-}
-
-/// A byte count for notes: `8.0 GiB`, `64.0 KiB`, `512 B`.
-fn human(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
 }
 
 /// Parses the `--target`s; only Amber pools can be mounted and crashed.
@@ -248,7 +233,7 @@ fn measure(
     let dev = format_pool(pool, cfg.pool_size, &opts, &cfg.preset).map_err(|e| {
         format!(
             "{e} (each pool takes --pool-size {} in --pool-dir {})",
-            human(cfg.pool_size),
+            human_bytes(cfg.pool_size),
             cfg.pool_dir.display()
         )
     })?;
@@ -351,15 +336,18 @@ fn populate(fs: &Fs<BenchDevice>, cfg: &Config, name: &str) -> Result<(), String
     SplitMix64::new(SEED).fill(&mut buf);
     let files = cfg.files();
     let writes: u64 = (0..files).map(|i| cfg.file_len(i).div_ceil(cfg.io)).sum();
-    let bar = Progress::new(writes, &format!("{name}: writing {}", human(cfg.data)));
+    let bar = Progress::new(
+        writes,
+        &format!("{name}: writing {}", human_bytes(cfg.data)),
+    );
     let mut done = 0u64;
     let fail = |what: String, e: FsError, done: u64| match e {
         FsError::NoSpace => format!(
             "the pool ran out of space ({what}) after {} of --data {}; raise --pool-size \
              (now {}; the default is --data + 12.5% + 64M)",
-            human(done),
-            human(cfg.data),
-            human(cfg.pool_size)
+            human_bytes(done),
+            human_bytes(cfg.data),
+            human_bytes(cfg.pool_size)
         ),
         e => format!("{what}: {e}"),
     };

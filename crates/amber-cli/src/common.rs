@@ -76,20 +76,8 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("size {text:?} is too large to be a pool size"))
 }
 
-/// A byte count for people: `64.0 MiB`, `4.0 KiB`, `512 B`.
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
-}
+/// A byte count for people (shared with the workbench's notes).
+pub use amber_bench::record::human_bytes;
 
 /// The `mkfs` hint printed wherever the user has no pool yet.
 pub fn mkfs_hint(pool: &Path) -> String {

@@ -6,8 +6,10 @@
 use amber_core::{Fs, MountOptions, OpenOptions};
 use amber_format::FormatParams;
 use amber_pmem::{MapOptions, MmapDevice};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{device_of, stat};
 
 const POOL: u64 = 32 << 20;
 
@@ -26,33 +28,10 @@ fn options(opts: &str) -> MountOptions {
 /// Drops `fs` without unmounting (a crash as far as the pool can tell:
 /// DRAM is gone) and mounts the same device again.
 fn crash(fs: Fs<MmapDevice>, opts: &str) -> Fs<MmapDevice> {
-    let mut dev = fs.core().device().clone();
-    drop(fs);
-    // A write-back thread in the middle of a pass holds the core (and the
-    // device) until the pass ends.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let dev = loop {
-        match Arc::try_unwrap(dev) {
-            Ok(d) => break d,
-            Err(d) if Instant::now() < deadline => {
-                dev = d;
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Err(_) => panic!("the device is still in use 10 s after the drop"),
-        }
-    };
+    let dev = device_of(fs, false);
     let (fs, rep) = Fs::mount(dev, options(opts)).unwrap();
     assert!(!rep.was_clean);
     fs
-}
-
-fn stat(fs: &Fs<MmapDevice>, name: &str) -> u64 {
-    fs.core()
-        .policy_stats()
-        .into_iter()
-        .find(|(k, _)| k == name)
-        .unwrap_or_else(|| panic!("no stat {name}"))
-        .1
 }
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {

@@ -15,6 +15,9 @@ use amber_sim::SplitMix64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{assert_clean, device_of, stat};
+
 const POOL: u64 = 32 << 20;
 
 fn fresh_device_as(size: u64, layout: PoolLayout) -> MmapDevice {
@@ -37,42 +40,6 @@ fn fresh_device(size: u64) -> MmapDevice {
 fn mount(dev: MmapDevice, opts: &str) -> Fs<MmapDevice> {
     let o = MountOptions::parse(&format!("policy=hunter,hunter_interval=never,{opts}")).unwrap();
     Fs::mount(dev, o).unwrap().0
-}
-
-/// Takes the device back from a dropped or unmounted `Fs`; dropping it
-/// without unmount is a crash (everything queued in DRAM is lost).
-fn device_of(fs: Fs<MmapDevice>, unmount: bool) -> MmapDevice {
-    let mut dev = fs.core().device().clone();
-    if unmount {
-        fs.unmount().unwrap();
-    } else {
-        drop(fs);
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match Arc::try_unwrap(dev) {
-            Ok(d) => return d,
-            Err(d) if Instant::now() < deadline => {
-                dev = d;
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Err(_) => panic!("the device is still in use 10 s after the drop"),
-        }
-    }
-}
-
-fn stat(fs: &Fs<MmapDevice>, name: &str) -> u64 {
-    fs.core()
-        .policy_stats()
-        .into_iter()
-        .find(|(k, _)| k == name)
-        .unwrap_or_else(|| panic!("no stat {name}"))
-        .1
-}
-
-fn assert_clean(dev: &MmapDevice) {
-    let rep = check(dev, &CheckOptions::default()).unwrap();
-    assert!(rep.is_clean(), "fsck: {rep}");
 }
 
 fn rw(fs: &Fs<MmapDevice>, p: &str) -> amber_core::File<MmapDevice> {

@@ -1,0 +1,49 @@
+//! Helpers the policy test files share: taking a device back from a
+//! mount (cleanly, or by dropping it: a crash), a policy counter by name,
+//! and fsck's verdict.
+// Each test file is its own crate and uses only some of these.
+#![allow(dead_code)]
+
+use amber_core::check::{check, CheckOptions};
+use amber_core::Fs;
+use amber_pmem::MmapDevice;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Takes the device back from `fs`, unmounted cleanly or dropped without
+/// unmount (a crash: DRAM is gone). A policy's background thread may hold
+/// the core for the rest of a pass; this waits for it, at most 10 s.
+pub fn device_of(fs: Fs<MmapDevice>, unmount: bool) -> MmapDevice {
+    let mut dev = fs.core().device().clone();
+    if unmount {
+        fs.unmount().unwrap();
+    } else {
+        drop(fs);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match Arc::try_unwrap(dev) {
+            Ok(d) => return d,
+            Err(d) if Instant::now() < deadline => {
+                dev = d;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(_) => panic!("the device is still in use 10 s after the drop"),
+        }
+    }
+}
+
+/// The mounted policy's counter `name`.
+pub fn stat(fs: &Fs<MmapDevice>, name: &str) -> u64 {
+    fs.core()
+        .policy_stats()
+        .into_iter()
+        .find(|(k, _)| k == name)
+        .unwrap_or_else(|| panic!("no stat {name}"))
+        .1
+}
+
+pub fn assert_clean(dev: &MmapDevice) {
+    let rep = check(dev, &CheckOptions::default()).unwrap();
+    assert!(rep.is_clean(), "fsck: {rep}");
+}
