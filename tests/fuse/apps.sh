@@ -12,7 +12,11 @@ step() { printf '\n== %s\n' "$*"; }
 cycle() {
     "$amberfs" umount "$mnt"
     "$amberfs" fsck "$pool"
-    "$amberfs" mount "$pool" "$mnt" --log "$work/daemon.log"
+    if [ -n "${AMBER_OPTIONS:-}" ]; then
+        "$amberfs" mount "$pool" "$mnt" --log "$work/daemon.log" -o "$AMBER_OPTIONS"
+    else
+        "$amberfs" mount "$pool" "$mnt" --log "$work/daemon.log"
+    fi
 }
 
 step "git: init, add, commit, clone, gc, fsck"

@@ -3,6 +3,10 @@
 #
 #   bash tests/fuse/run.sh [AMBERFS_BINARY]
 #
+# AMBER_LAYOUT (mkfs --layout, default classic) and AMBER_OPTIONS (mount
+# -o, default none) run it under another policy, e.g.
+#   AMBER_LAYOUT=split AMBER_OPTIONS=policy=hunter bash tests/fuse/run.sh
+#
 # Needs root and /dev/fuse; without them it says so and exits 0 (skipped).
 # Installs what it needs: pjdfstest (crates.io), sqlite3, attr (Debian).
 # Every step prints what it does; any failure exits non-zero.
@@ -48,7 +52,10 @@ cleanup() {
 trap cleanup EXIT
 
 step() { printf '\n== %s\n' "$*"; }
-mount_pool() { "$amberfs" mount "$pool" "$mnt" --log "$work/daemon.log"; }
+export AMBER_OPTIONS=${AMBER_OPTIONS:-}
+opts=()
+[ -n "$AMBER_OPTIONS" ] && opts=(-o "$AMBER_OPTIONS")
+mount_pool() { "$amberfs" mount "$pool" "$mnt" --log "$work/daemon.log" "${opts[@]}"; }
 cycle() {
     # Unmount (the pool is marked clean), check it, mount again.
     "$amberfs" umount "$mnt"
@@ -57,7 +64,7 @@ cycle() {
 }
 
 step "mkfs and mount"
-"$amberfs" mkfs "$pool" --size 2G --inodes 262144
+"$amberfs" mkfs "$pool" --size 2G --inodes 262144 --layout "${AMBER_LAYOUT:-classic}"
 mount_pool
 
 step "pjdfstest $("$pjd" --version 2>/dev/null || true)"

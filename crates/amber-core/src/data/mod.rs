@@ -121,6 +121,20 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
         Direct.fsync(fs, st)
     }
 
+    /// Called by setattr before it commits the inode's new attributes
+    /// (`new`) in `tx`: a policy that keeps some of them elsewhere (the
+    /// split layout's mtime, in attribute entries) adds its own bytes to
+    /// the same transaction, so the change stays atomic.
+    fn setattr_tx(
+        &self,
+        _fs: &Core<D>,
+        _st: &mut InodeState,
+        _new: &amber_format::Inode,
+        _tx: &mut crate::journal::Tx,
+    ) -> Result<()> {
+        Ok(())
+    }
+
     /// Called by syncfs (and unmount) after every file's fsync: persists
     /// what the policy holds that no file's fsync covers (the freeing of
     /// deleted files' blocks, say).

@@ -66,6 +66,8 @@ impl<D: PmDevice> Core<D> {
             d.ctime = now;
             let mut tx = Tx::new();
             tx.inode(&self.layout, ino, &d);
+            let res = self.policy.setattr_tx(self, &mut st, &d, &mut tx);
+            self.guard(res)?;
             self.commit(tx)?;
             st.disk = d;
         }

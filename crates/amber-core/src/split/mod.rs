@@ -109,17 +109,18 @@ impl LogState {
 }
 
 /// A regular file's durable attributes in a split pool: the inode's,
-/// with size and blocks from its newest entry — none yet means an empty
-/// file, whatever the inode's own fields say, since only entries carry a
-/// regular file's size — and the later of the two times (a synchronous
-/// change such as chmod stamps the inode itself).
+/// with size, blocks and mtime from its newest entry — none yet means an
+/// empty file, whatever the inode's own fields say, since only entries
+/// carry a regular file's size — and the later of the two ctimes (a
+/// synchronous change such as chmod or link stamps the inode itself; a
+/// setattr that sets mtime writes a new entry in its transaction).
 pub fn effective(inode: &Inode, newest: Option<&AttrEntry>) -> Inode {
     let mut i = inode.clone();
     match newest {
         Some(e) => {
             i.size = e.size;
             i.blocks = e.blocks;
-            i.mtime = i.mtime.max(e.mtime);
+            i.mtime = e.mtime;
             i.ctime = i.ctime.max(e.ctime);
         }
         None => {

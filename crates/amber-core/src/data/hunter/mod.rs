@@ -485,6 +485,33 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
         Direct.fsync(fs, st)
     }
 
+    /// utimens can set mtime back, so an entry's mtime is the file's, not
+    /// the later of the entry's and the inode's: a new mtime goes into a
+    /// new entry, written by the same journal transaction as the inode.
+    fn setattr_tx(
+        &self,
+        fs: &Core<D>,
+        st: &mut InodeState,
+        new: &amber_format::Inode,
+        tx: &mut crate::journal::Tx,
+    ) -> Result<()> {
+        if st.kind() != FileKind::Regular || new.mtime == st.disk.mtime {
+            return Ok(());
+        }
+        self.with_file(fs, st, |hf, st| {
+            let seq = hf.next_seq;
+            hf.next_seq += 1;
+            let snap = Snapshot {
+                mtime: new.mtime,
+                ctime: new.ctime,
+                ..snapshot(hf, st, seq)
+            };
+            let sh = &self.shared;
+            sh.queues
+                .entry_in_tx(fs, &sh.stats, st.ino, st.disk.generation, snap, tx)
+        })
+    }
+
     fn sync_all(&self, fs: &Core<D>) -> Result<()> {
         self.shared.queues.drain_all(fs, &self.shared.stats)
     }

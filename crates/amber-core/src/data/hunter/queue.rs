@@ -336,16 +336,7 @@ impl Queues {
             let slot = slots
                 .entry(ino)
                 .or_insert_with(|| LogState::read(m, dev, ino, generation).next_slot);
-            let e = AttrEntry {
-                seq: a.seq,
-                generation,
-                size: a.size,
-                blocks: a.blocks,
-                mtime: a.mtime,
-                ctime: a.ctime,
-                head: a.head,
-            };
-            m.write_entry(dev, ino, *slot, &e);
+            m.write_entry(dev, ino, *slot, &entry(generation, &a));
             *slot = (*slot + 1) % ENTRIES;
             stats.entries.fetch_add(1, Relaxed);
         }
@@ -360,6 +351,34 @@ impl Queues {
                 stats.freed.fetch_add(n, Relaxed);
             }
         }
+        Ok(())
+    }
+
+    /// Persists the file's queue, then puts an entry for `snap` into
+    /// `tx` (in the slot the next entry of the file takes), so it commits
+    /// with the inode change setattr is making.
+    pub fn entry_in_tx<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        stats: &Stats,
+        ino: u64,
+        generation: u32,
+        snap: Snapshot,
+        tx: &mut crate::journal::Tx,
+    ) -> Result<()> {
+        let s = self.shard_of(ino);
+        let mut slots = self.shards[s].persist.lock();
+        self.drain_locked(fs, stats, s, &mut slots)?;
+        let m = super::media(fs);
+        let slot = slots
+            .entry(ino)
+            .or_insert_with(|| LogState::read(m, &**fs.device(), ino, generation).next_slot);
+        tx.write(
+            m.regions.entry_offset(ino, *slot),
+            &entry(generation, &snap).encode(),
+        );
+        *slot = (*slot + 1) % ENTRIES;
+        stats.entries.fetch_add(1, Relaxed);
         Ok(())
     }
 
@@ -434,6 +453,19 @@ impl RecordRun {
             self.bytes.clear();
         }
         m
+    }
+}
+
+/// The attribute entry a snapshot persists as.
+fn entry(generation: u32, a: &Snapshot) -> AttrEntry {
+    AttrEntry {
+        seq: a.seq,
+        generation,
+        size: a.size,
+        blocks: a.blocks,
+        mtime: a.mtime,
+        ctime: a.ctime,
+        head: a.head,
     }
 }
 
