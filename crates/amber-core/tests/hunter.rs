@@ -362,3 +362,38 @@ fn utimens_back_in_time_survives_remounts() {
     assert_eq!(mtime(&fs), older, "after a crash");
     assert_eq!(fs.read("/f").unwrap(), vec![1u8; 5000]);
 }
+
+/// Appends inside the last block go in place; a shrink leaves the block's
+/// tail as it was. Whatever lies past the size — a shrunk tail, an append
+/// a crash cut off — reads as zeros once the file grows over it, by
+/// truncate or by a write further on.
+#[test]
+fn bytes_past_the_end_never_show() {
+    let fs = mount(fresh_device(POOL), "");
+    let f = rw(&fs, "/f");
+    f.write_at(&[1u8; 100], 0).unwrap();
+    f.write_at(&[2u8; 100], 100).unwrap();
+    assert_eq!(stat(&fs, "in_place_appends"), 1);
+    f.set_len(50).unwrap();
+    f.set_len(300).unwrap();
+    let mut want = vec![1u8; 50];
+    want.resize(300, 0);
+    assert_eq!(fs.read("/f").unwrap(), want, "grown by truncate");
+    f.set_len(60).unwrap();
+    f.write_at(&[3u8; 10], 8192).unwrap();
+    let mut want = vec![1u8; 50];
+    want.resize(8192, 0);
+    want.extend([3u8; 10]);
+    assert_eq!(fs.read("/f").unwrap(), want, "grown by a later write");
+    // A crash after an in-place append that no entry covers.
+    f.sync_all().unwrap();
+    f.write_at(&[4u8; 40], 8202).unwrap();
+    drop(f);
+    let fs = mount(device_of(fs, false), "");
+    assert_eq!(fs.read("/f").unwrap(), want, "the append is gone");
+    let f = rw(&fs, "/f");
+    f.write_at(&[5u8; 1], 8300).unwrap();
+    want.resize(8300, 0);
+    want.push(5);
+    assert_eq!(fs.read("/f").unwrap(), want, "its bytes read as zeros");
+}

@@ -44,6 +44,8 @@ pub(super) struct Stats {
     freed: AtomicU64,
     worker_turns: AtomicU64,
     index_bytes: AtomicU64,
+    /// Appends written in place inside the last block.
+    in_place: AtomicU64,
 }
 
 /// What the policy and its workers share.
@@ -237,6 +239,26 @@ fn snapshot(hf: &HunterFile, st: &InodeState, seq: u64) -> Snapshot {
     }
 }
 
+/// Zeroes, in place, the bytes of the block holding `size` from `size`
+/// up to `to` (at most the block's end), and fences: a file's last block
+/// may hold bytes past its size (a shrink leaves them, a crash may leave
+/// an in-place append's), which must read as zeros once the size grows
+/// over them. They lie past the durable size, so no crash shows the
+/// zeroing either.
+fn zero_past_end<D: PmDevice>(fs: &Core<D>, hf: &HunterFile, size: u64, to: u64) -> Result<()> {
+    let fb = size / BLOCK_SIZE;
+    let bstart = fb * BLOCK_SIZE;
+    let to = to.min(bstart + BLOCK_SIZE);
+    match hf.index.get(fb) {
+        Some(b) if to > size => {
+            fs.device()
+                .zero_nt(fs.layout().block_offset(b) + (size - bstart), to - size);
+            fs.drain()
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Copies a write's bytes into its new blocks: whole blocks straight from
 /// the caller (one copy per run of consecutive blocks), partial ones
 /// merged with the bytes they keep. Non-temporal; the caller fences.
@@ -361,6 +383,28 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
         let first = off / BLOCK_SIZE;
         let last = (end - 1) / BLOCK_SIZE;
         self.with_file(fs, st, |hf, st| {
+            let size = st.disk.size;
+            if first == last && off >= size && size > first * BLOCK_SIZE {
+                if let Some(b) = hf.index.get(first) {
+                    // An append inside the last block goes in place: its
+                    // bytes lie past the durable size, so no crash shows
+                    // them until an entry with the new size is durable,
+                    // and that entry is queued after their fence.
+                    zero_past_end(fs, hf, size, off)?;
+                    let at = fs.layout().block_offset(b) + (off - first * BLOCK_SIZE);
+                    fs.device().write_nt(at, data);
+                    fs.drain()?;
+                    let seq = hf.next_seq;
+                    hf.next_seq += 1;
+                    if super::direct::note_write(fs, st) {
+                        super::direct::store_first_line(fs, st)?;
+                    }
+                    st.disk.size = end;
+                    self.shared.stats.in_place.fetch_add(1, Relaxed);
+                    let snap = snapshot(hf, st, seq);
+                    return self.queue(fs, st, &[], snap, sync || self.sync);
+                }
+            }
             // The write's scratch lists live with the file, so a small
             // write allocates nothing.
             let mut blocks = std::mem::take(&mut hf.blocks);
@@ -368,7 +412,10 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
             blocks.clear();
             ops.clear();
             self.take_blocks(fs, (last - first + 1) as usize, &mut blocks)?;
-            copy_in(fs, hf, st.disk.size, off, data, &blocks);
+            if end > size {
+                zero_past_end(fs, hf, size, end)?;
+            }
+            copy_in(fs, hf, size, off, data, &blocks);
             // The data is durable before any record can name it.
             fs.drain()?;
             let seq = hf.next_seq;
@@ -413,45 +460,22 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
             return Err(FsError::FileTooLarge);
         }
         let old = st.disk.size;
-        // A partial last block is rewritten with its tail zeroed, out of
-        // place like any write, so growing the file again shows zeros.
-        let mut tail = Vec::new();
-        if size < old && !size.is_multiple_of(BLOCK_SIZE) {
-            self.take_blocks(fs, 1, &mut tail)?;
-        }
         let (ops, snap) = self.with_file(fs, st, |hf, st| {
+            if size > old {
+                // Growing exposes the rest of the last block: zeroed first
+                // (its bytes past the size may be an earlier file end's).
+                zero_past_end(fs, hf, old, size)?;
+            }
             let seq = hf.next_seq;
             hf.next_seq += 1;
-            let mut ops = Vec::new();
-            let mut freed = Vec::new();
-            let fb = size / BLOCK_SIZE;
-            if let &[y] = tail.as_slice() {
-                match hf.index.get(fb) {
-                    Some(b) => {
-                        let mut buf = [0u8; BLOCK_SIZE as usize];
-                        let keep = (size % BLOCK_SIZE) as usize;
-                        let l = fs.layout();
-                        fs.device().read(l.block_offset(b), &mut buf[..keep]);
-                        fs.device().write_nt(l.block_offset(y), &buf);
-                        fs.drain()?;
-                        freed.extend(hf.index.set(fb, y));
-                        ops.push(Op::Data {
-                            block: y,
-                            file_block: fb,
-                            link: hf.index.below(fb),
-                            seq,
-                        });
-                    }
-                    None => fs.blocks.free(y),
-                }
-            }
-            freed.extend(hf.index.truncate(size.div_ceil(BLOCK_SIZE)));
+            // Shrinking leaves the last block's bytes past the new size as
+            // they are: nothing shows them, and growing zeroes them.
+            let mut freed = hf.index.truncate(size.div_ceil(BLOCK_SIZE));
             freed.sort_unstable();
-            ops.extend(
-                runs(freed.into_iter())
-                    .into_iter()
-                    .map(|(block, count)| Op::Free { block, count }),
-            );
+            let ops: Vec<Op> = runs(freed.into_iter())
+                .into_iter()
+                .map(|(block, count)| Op::Free { block, count })
+                .collect();
             if size != old {
                 let now = fs.now();
                 st.disk.mtime = now;
@@ -587,6 +611,7 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
             ("entries".into(), get(&s.entries)),
             ("freed".into(), get(&s.freed)),
             ("worker_turns".into(), get(&s.worker_turns)),
+            ("in_place_appends".into(), get(&s.in_place)),
             ("log_runs".into(), get(&self.shared.logs.runs)),
             ("gap_runs".into(), get(&self.shared.logs.gap_runs)),
             ("pending".into(), pending),
