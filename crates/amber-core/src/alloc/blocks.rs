@@ -106,21 +106,20 @@ impl BlockAllocator {
         None
     }
 
-    /// A run of at most `max` contiguous blocks: the lowest free extent
-    /// of this thread's group, or of the next group with any. Fresh space
-    /// comes first while it lasts; after that the runs are the gaps that
-    /// freed blocks left (HUNTER's gap-write reuses them, hunter.txt
-    /// §III-B). Returns (first block, length); None when the pool is full.
+    /// A run of at most `max` contiguous blocks for a data log: a whole
+    /// `max` from this thread's group or the next one that has such a run
+    /// (fresh space, while the pool has any), else the lowest free extent
+    /// — the gaps freed blocks left, which HUNTER's gap-write reuses once
+    /// the log is full (hunter.txt §III-B). Returns (first block, length);
+    /// None when the pool is full.
     pub fn alloc_run(&self, max: u64) -> Option<(u64, u64)> {
         assert!(max > 0, "a run of at least one block");
         let count = self.groups.len();
         let first = home_slot(count);
-        for k in 0..count {
-            if let Some((start, n)) = self.groups[(first + k) % count].lock().take_run(max) {
-                return Some((start, n));
-            }
-        }
-        None
+        let group = |k: usize| self.groups[(first + k) % count].lock();
+        (0..count)
+            .find_map(|k| group(k).take_long(max).map(|s| (s, max)))
+            .or_else(|| (0..count).find_map(|k| group(k).take_run(max)))
     }
 
     /// The longest extent `alloc_extent` can ever return: a group.

@@ -9,7 +9,13 @@ use std::collections::BTreeMap;
 pub(crate) struct Intervals {
     runs: BTreeMap<u64, u64>,
     count: u64,
+    /// Runs of at least `LONG` numbers, so a caller that wants one knows
+    /// without scanning whether any exists.
+    long: u64,
 }
+
+/// What counts as a long run (a data log's 512 blocks).
+pub(crate) const LONG: u64 = 512;
 
 impl Intervals {
     /// Adds the run `start..start + len`, which must not touch a run
@@ -21,8 +27,19 @@ impl Intervals {
             .range(..start + len)
             .next_back()
             .is_none_or(|(&s, &l)| s + l < start));
-        self.runs.insert(start, len);
+        self.put(start, len);
         self.count += len;
+    }
+
+    fn put(&mut self, start: u64, len: u64) {
+        self.runs.insert(start, len);
+        self.long += u64::from(len >= LONG);
+    }
+
+    fn drop_run(&mut self, start: u64) -> Option<u64> {
+        let len = self.runs.remove(&start)?;
+        self.long -= u64::from(len >= LONG);
+        Some(len)
     }
 
     /// Adds `x`, merging it with the runs on either side.
@@ -34,13 +51,13 @@ impl Intervals {
             if s + l == x {
                 start = s;
                 len += l;
-                self.runs.remove(&s);
+                self.drop_run(s);
             }
         }
-        if let Some(l) = self.runs.remove(&(x + 1)) {
+        if let Some(l) = self.drop_run(x + 1) {
             len += l;
         }
-        self.runs.insert(start, len);
+        self.put(start, len);
         self.count += 1;
     }
 
@@ -49,12 +66,12 @@ impl Intervals {
         if let Some(h) = hint {
             if let Some((&start, &len)) = self.runs.range(..=h).next_back() {
                 if h < start + len {
-                    self.runs.remove(&start);
+                    self.drop_run(start);
                     if h > start {
-                        self.runs.insert(start, h - start);
+                        self.put(start, h - start);
                     }
                     if h + 1 < start + len {
-                        self.runs.insert(h + 1, start + len - h - 1);
+                        self.put(h + 1, start + len - h - 1);
                     }
                     self.count -= 1;
                     return Some(h);
@@ -77,11 +94,21 @@ impl Intervals {
         Some(self.cut(start, len, n).0)
     }
 
+    /// The highest run of at least `n` numbers, cut to `n` from its
+    /// start; None (without scanning) when no run is `LONG` and `n` is.
+    pub fn take_long(&mut self, n: u64) -> Option<u64> {
+        if n >= LONG && self.long == 0 {
+            return None;
+        }
+        let (&start, &len) = self.runs.iter().rev().find(|(_, &len)| len >= n)?;
+        Some(self.cut(start, len, n).0)
+    }
+
     fn cut(&mut self, start: u64, len: u64, max: u64) -> (u64, u64) {
         let n = len.min(max);
-        self.runs.remove(&start);
+        self.drop_run(start);
         if len > n {
-            self.runs.insert(start + n, len - n);
+            self.put(start + n, len - n);
         }
         self.count -= n;
         (start, n)
@@ -115,5 +142,14 @@ mod tests {
         assert_eq!(s.count(), 2);
         s.give(12);
         assert_eq!(s.runs().collect::<Vec<_>>(), vec![(12, 3)]);
+        s.add_run(100, LONG + 5);
+        s.give(50);
+        assert_eq!(s.take_long(LONG), Some(100));
+        assert_eq!(s.take_long(LONG), None, "5 left at the top, no long run");
+        assert_eq!(
+            s.take_run(LONG),
+            Some((12, 3)),
+            "then the gaps, lowest first"
+        );
     }
 }
