@@ -229,10 +229,15 @@ fn print_geometry(pool: &Path, l: &Layout, pool_layout: PoolLayout, created: boo
         data_start = r.end();
     }
     println!(
-        "  data area: blocks {}..{}, {} blocks ({})",
+        "  data area: blocks {}..{}, {} blocks ({}){}",
         data_start,
         l.total_blocks,
         l.total_blocks - data_start,
-        bytes(l.total_blocks - data_start)
+        bytes(l.total_blocks - data_start),
+        if pool_layout == PoolLayout::Lfs {
+            ", one in 64 a summary block"
+        } else {
+            ""
+        }
     );
 }
