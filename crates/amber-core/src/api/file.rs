@@ -2,6 +2,7 @@
 
 use super::{path, Fs, Metadata};
 use crate::error::{FsError, Result};
+use crate::inode::InodeRef;
 use crate::types::SetAttr;
 use amber_format::FileKind;
 use amber_pmem::PmDevice;
@@ -116,6 +117,7 @@ impl OpenOptions {
         let file = File {
             fs: fs.clone(),
             ino,
+            inode: core.inode(ino)?,
             pos: 0,
             readable: self.read,
             writable,
@@ -143,6 +145,9 @@ impl OpenOptions {
 pub struct File<D: PmDevice> {
     fs: Fs<D>,
     ino: u64,
+    /// The loaded inode: it stays loaded while a handle is open (an
+    /// unlinked one is freed only at the last release).
+    inode: InodeRef,
     pos: u64,
     readable: bool,
     writable: bool,
@@ -161,7 +166,7 @@ impl<D: PmDevice> File<D> {
         if !self.readable {
             return Err(FsError::BadHandle);
         }
-        self.fs.core.read(self.ino, off, buf)
+        self.fs.core.read_ref(&self.inode, off, buf)
     }
 
     /// Writes at `off` (at the end for an append handle) without moving
@@ -171,7 +176,7 @@ impl<D: PmDevice> File<D> {
             return Err(FsError::BadHandle);
         }
         let at = (!self.append).then_some(off);
-        Ok(self.fs.core.write(self.ino, at, data, self.sync)?.0)
+        Ok(self.fs.core.write_ref(&self.inode, at, data, self.sync)?.0)
     }
 
     /// Makes data and metadata durable.
@@ -218,7 +223,7 @@ impl<D: PmDevice> Write for File<D> {
             return Err(FsError::BadHandle.into());
         }
         let at = (!self.append).then_some(self.pos);
-        let (n, off) = self.fs.core.write(self.ino, at, data, self.sync)?;
+        let (n, off) = self.fs.core.write_ref(&self.inode, at, data, self.sync)?;
         self.pos = off + n as u64;
         Ok(n)
     }

@@ -157,7 +157,11 @@ impl<D: PmDevice> Core<D> {
 
     /// Reads from a file.
     pub fn read(&self, ino: u64, off: u64, buf: &mut [u8]) -> Result<usize> {
-        let r = self.inode(ino)?;
+        self.read_ref(&self.inode(ino)?, off, buf)
+    }
+
+    /// `read` on an inode already looked up (an open handle keeps it).
+    pub(crate) fn read_ref(&self, r: &InodeRef, off: u64, buf: &mut [u8]) -> Result<usize> {
         let n = {
             let st = r.read();
             regular(&st)?;
@@ -190,7 +194,19 @@ impl<D: PmDevice> Core<D> {
         sync: bool,
     ) -> Result<(usize, u64)> {
         self.check_writable()?;
-        let r = self.inode(ino)?;
+        self.write_ref(&self.inode(ino)?, off, data, sync)
+    }
+
+    /// `write` on an inode already looked up (an open handle keeps it, so
+    /// a write skips the inode-cache lookup).
+    pub(crate) fn write_ref(
+        &self,
+        r: &InodeRef,
+        off: Option<u64>,
+        data: &[u8],
+        sync: bool,
+    ) -> Result<(usize, u64)> {
+        self.check_writable()?;
         let mut st = r.write();
         regular(&st)?;
         let at = off.unwrap_or(st.size());
