@@ -136,6 +136,23 @@ impl BlockAllocator {
         self.groups[self.group_of(b)].lock().give(b);
     }
 
+    /// Returns blocks `start..start + n`, one lock and one merge per group
+    /// they span.
+    pub fn free_run(&self, start: u64, n: u64) {
+        let end = start + n;
+        assert!(
+            start >= self.data_start && end <= self.total_blocks,
+            "freeing non-data blocks {start}..{end}"
+        );
+        let mut b = start;
+        while b < end {
+            let g = self.group_of(b);
+            let group_end = (self.data_start + (g as u64 + 1) * self.group_blocks).min(end);
+            self.groups[g].lock().give_run(b, group_end - b);
+            b = group_end;
+        }
+    }
+
     pub fn free_all(&self, blocks: &[u64]) {
         for &b in blocks {
             self.free(b);

@@ -44,21 +44,26 @@ impl Intervals {
 
     /// Adds `x`, merging it with the runs on either side.
     pub fn give(&mut self, x: u64) {
-        let mut start = x;
-        let mut len = 1;
-        if let Some((&s, &l)) = self.runs.range(..=x).next_back() {
-            assert!(s + l <= x, "{x} freed twice");
+        self.give_run(x, 1);
+    }
+
+    /// Adds `x..x + n`, merging it with the runs on either side.
+    pub fn give_run(&mut self, x: u64, n: u64) {
+        assert!(n > 0, "an empty run");
+        let (mut start, mut len) = (x, n);
+        if let Some((&s, &l)) = self.runs.range(..x + n).next_back() {
+            assert!(s + l <= x, "{x}..{} freed twice", x + n);
             if s + l == x {
                 start = s;
                 len += l;
                 self.drop_run(s);
             }
         }
-        if let Some(l) = self.drop_run(x + 1) {
+        if let Some(l) = self.drop_run(x + n) {
             len += l;
         }
         self.put(start, len);
-        self.count += 1;
+        self.count += n;
     }
 
     /// `hint` if it is present, else the lowest number.
@@ -151,5 +156,16 @@ mod tests {
             Some((12, 3)),
             "then the gaps, lowest first"
         );
+    }
+
+    #[test]
+    fn a_run_given_back_merges_once() {
+        let mut s = Intervals::default();
+        s.add_run(12, 3);
+        s.give_run(15, 3);
+        s.give_run(9, 3);
+        assert_eq!(s.runs().collect::<Vec<_>>(), vec![(9, 9)]);
+        assert_eq!(s.count(), 9);
+        assert_eq!(s.take_run(4), Some((9, 4)));
     }
 }

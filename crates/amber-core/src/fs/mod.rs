@@ -193,7 +193,6 @@ impl<D: PmDevice> Core<D> {
         data: &[u8],
         sync: bool,
     ) -> Result<(usize, u64)> {
-        self.check_writable()?;
         self.write_ref(&self.inode(ino)?, off, data, sync)
     }
 

@@ -10,7 +10,7 @@ use super::{Core, MountOptions};
 use crate::alloc::{BitSet, BlockAllocator, InodeAllocator};
 use crate::data;
 use crate::error::{FsError, Result};
-use crate::inode::{walk, InodeCache};
+use crate::inode::{read_inode, walk, InodeCache};
 use crate::journal::{self, Journals, Tx};
 use crate::split::{self, SplitMedia};
 use crate::time::{self, Clock};
@@ -223,12 +223,6 @@ fn scan_inodes<D: PmDevice>(dev: &D, l: &Layout) -> Scan {
         first += n;
     }
     s
-}
-
-fn read_inode<D: PmDevice>(dev: &D, l: &Layout, ino: u64) -> Inode {
-    let mut b = [0u8; INODE_SIZE];
-    dev.read(l.inode_offset(ino), &mut b);
-    Inode::decode(&b)
 }
 
 /// Rebuilds block ownership from every live inode's block map, correcting

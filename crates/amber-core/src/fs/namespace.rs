@@ -8,12 +8,12 @@ use super::lock::{find, lock_sorted};
 use super::{attr_of, check_name, live, Core};
 use crate::dir::{DirIndex, DirSlot};
 use crate::error::{FsError, Result};
-use crate::inode::{walk, BlockIndex, InodeState};
+use crate::inode::{read_inode, walk, BlockIndex, InodeState};
 use crate::journal::Tx;
 use crate::types::{Attr, DirEntry, Owner};
 use amber_format::dirent::{self, SLOTS_PER_BLOCK};
 use amber_format::inode::{mode, INLINE_MAX};
-use amber_format::{FileKind, Inode, BLOCK_SIZE, INODE_SIZE};
+use amber_format::{FileKind, Inode, BLOCK_SIZE};
 use amber_pmem::PmDevice;
 
 /// Most links to one inode.
@@ -147,11 +147,7 @@ impl<D: PmDevice> Core<D> {
             return Err(FsError::TooManyLinks);
         }
         let ino = self.inos.alloc().ok_or(FsError::NoSpace)?;
-        let old = {
-            let mut b = [0u8; INODE_SIZE];
-            self.dev.read(self.layout.inode_offset(ino), &mut b);
-            Inode::decode(&b)
-        };
+        let old = read_inode(&*self.dev, &self.layout, ino);
         let now = self.now();
         let mut child = Inode::free();
         let setgid_dir = p.disk.mode & mode::S_ISGID_BIT != 0;

@@ -51,12 +51,17 @@ pub struct InodeState {
     pub buffered_size: Option<u64>,
 }
 
+/// Reads inode `ino` from the table, without judging it.
+pub fn read_inode<D: PmDevice>(dev: &D, layout: &Layout, ino: u64) -> Inode {
+    let mut buf = [0u8; INODE_SIZE];
+    dev.read(layout.inode_offset(ino), &mut buf);
+    Inode::decode(&buf)
+}
+
 impl InodeState {
     /// Reads and validates inode `ino` from PM.
     pub fn load<D: PmDevice>(dev: &D, layout: &Layout, ino: u64) -> Result<InodeState> {
-        let mut buf = [0u8; INODE_SIZE];
-        dev.read(layout.inode_offset(ino), &mut buf);
-        let disk = Inode::decode(&buf);
+        let disk = read_inode(dev, layout, ino);
         if !disk.in_use() {
             return Err(FsError::NotFound);
         }

@@ -131,13 +131,6 @@ pub fn effective(inode: &Inode, newest: Option<&AttrEntry>) -> Inode {
     i
 }
 
-/// Reads inode `ino` from the table.
-pub(crate) fn read_inode<D: PmDevice>(dev: &D, l: &Layout, ino: u64) -> Inode {
-    let mut b = [0u8; amber_format::INODE_SIZE];
-    dev.read(l.inode_offset(ino), &mut b);
-    Inode::decode(&b)
-}
-
 /// Walks a file's chain from `head` down, returning (file block, block)
 /// pairs from the highest index; every step must be a valid record of
 /// this file at a strictly lower index, so a broken chain is an error and

@@ -6,9 +6,10 @@
 //! a clean unmount can follow them instead of scanning. Runs after the
 //! journals are replayed, so inodes are final.
 
-use super::{judge, read_inode, LogState, SplitMedia, Verdict};
+use super::{judge, LogState, SplitMedia, Verdict};
 use crate::alloc::BitSet;
 use crate::error::{FsError, Result};
+use crate::inode::read_inode;
 use amber_format::split::{AttrEntry, LogicalInfo, Record, LI_SIZE};
 use amber_format::{FileKind, Inode, Layout, BLOCK_SIZE};
 use amber_pmem::PmDevice;

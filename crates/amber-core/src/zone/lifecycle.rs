@@ -14,6 +14,7 @@ use super::media::ZoneMedia;
 use super::{judge, Verdict, Zone};
 use crate::error::{FsError, Result};
 use crate::fs::{write_superblock, Core, ZoneOptions};
+use crate::inode::read_inode;
 use amber_format::zone::{
     ZoneGeometry, FEATURE_ZONE, HEADER_BLOCKS, MAX_CHUNKS, MAX_CHUNK_BLOCKS, MIN_CHUNK_BLOCKS,
     REGION_ZONE_BLOCKS, REGION_ZONE_START,
@@ -90,11 +91,7 @@ fn recover<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia) -> Result<(Vec<Found>, 
                 "small-write zone: descriptor {sub}/{slot} names inode {ino}, out of range"
             )));
         }
-        let inode = inodes.entry(ino).or_insert_with(|| {
-            let mut b = [0u8; amber_format::INODE_SIZE];
-            dev.read(l.inode_offset(ino), &mut b);
-            Inode::decode(&b)
-        });
+        let inode = inodes.entry(ino).or_insert_with(|| read_inode(dev, l, ino));
         let verdict = judge(&d, inode, &media.geo, sub, |fb| {
             fs.inode(ino)
                 .map(|r| r.read().map.get(fb).is_some())

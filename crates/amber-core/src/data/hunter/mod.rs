@@ -58,7 +58,7 @@ pub(super) struct Shared {
     control: Control,
 }
 
-/// The `hunter` and `hunter-sync` policies.
+/// The `hunter`, `hunter-sync` and `hunter-lfs` policies.
 pub struct Hunter {
     /// Persist every write's metadata before returning (`hunter-sync`).
     sync: bool,
@@ -82,6 +82,13 @@ struct HunterFile {
 const SCRATCH_KEPT: usize = 64;
 
 impl HunterFile {
+    /// The seq of the change being made (one per write, truncate or
+    /// setattr).
+    fn take_seq(&mut self) -> u64 {
+        self.next_seq += 1;
+        self.next_seq - 1
+    }
+
     fn keep_scratch(&mut self, mut blocks: Vec<u64>, mut ops: Vec<Op>) {
         if blocks.capacity() <= SCRATCH_KEPT {
             blocks.clear();
@@ -228,6 +235,28 @@ fn media<D: PmDevice>(fs: &Core<D>) -> &SplitMedia {
         .expect("hunter policies mount only pools with the split layout")
 }
 
+/// The file's state, if it is loaded (a file never loaded holds no data).
+fn file_of(st: &InodeState) -> Option<&HunterFile> {
+    st.policy.as_ref()?.downcast_ref::<HunterFile>()
+}
+
+/// `Free` updates for blocks a change released, in runs.
+fn free_ops(mut freed: Vec<u64>) -> impl Iterator<Item = Op> {
+    freed.sort_unstable();
+    runs(freed.into_iter())
+        .into_iter()
+        .map(|(block, count)| Op::Free { block, count })
+}
+
+/// A write's DRAM inode changes (`direct::note_write`); a mode the write
+/// changed (set-id bits dropped) is the inode's, stored at once.
+fn note_write<D: PmDevice>(fs: &Core<D>, st: &mut InodeState) -> Result<()> {
+    if super::direct::note_write(fs, st) {
+        super::direct::store_first_line(fs, st)?;
+    }
+    Ok(())
+}
+
 fn snapshot(hf: &HunterFile, st: &InodeState, seq: u64) -> Snapshot {
     Snapshot {
         seq,
@@ -340,10 +369,7 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
             return Ok(0);
         }
         let n = (buf.len() as u64).min(size - off) as usize;
-        let hf = st
-            .policy
-            .as_ref()
-            .and_then(|p| p.downcast_ref::<HunterFile>());
+        let hf = file_of(st);
         let dev = &**fs.device();
         let l = fs.layout();
         let mut done = 0;
@@ -394,23 +420,18 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
                     let at = fs.layout().block_offset(b) + (off - first * BLOCK_SIZE);
                     fs.device().write_nt(at, data);
                     fs.drain()?;
-                    let seq = hf.next_seq;
-                    hf.next_seq += 1;
-                    if super::direct::note_write(fs, st) {
-                        super::direct::store_first_line(fs, st)?;
-                    }
+                    let seq = hf.take_seq();
+                    note_write(fs, st)?;
                     st.disk.size = end;
                     self.shared.stats.in_place.fetch_add(1, Relaxed);
                     let snap = snapshot(hf, st, seq);
                     return self.queue(fs, st, &[], snap, sync || self.sync);
                 }
             }
-            // The write's scratch lists live with the file, so a small
-            // write allocates nothing.
+            // The write's scratch lists live with the file (kept empty),
+            // so a small write allocates nothing.
             let mut blocks = std::mem::take(&mut hf.blocks);
             let mut ops = std::mem::take(&mut hf.ops);
-            blocks.clear();
-            ops.clear();
             self.take_blocks(fs, (last - first + 1) as usize, &mut blocks)?;
             if end > size {
                 zero_past_end(fs, hf, size, end)?;
@@ -418,8 +439,7 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
             copy_in(fs, hf, size, off, data, &blocks);
             // The data is durable before any record can name it.
             fs.drain()?;
-            let seq = hf.next_seq;
-            hf.next_seq += 1;
+            let seq = hf.take_seq();
             let mut freed = Vec::new();
             let mut link = hf.index.below(first);
             for (fb, &b) in (first..=last).zip(&blocks) {
@@ -435,17 +455,9 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
             if let Some(above) = hf.index.above(last) {
                 ops.push(Op::Relink { block: above, link });
             }
-            freed.sort_unstable();
-            ops.extend(
-                runs(freed.into_iter())
-                    .into_iter()
-                    .map(|(block, count)| Op::Free { block, count }),
-            );
-            if super::direct::note_write(fs, st) {
-                // A write dropped set-id bits: the mode is the inode's.
-                super::direct::store_first_line(fs, st)?;
-            }
-            st.disk.size = st.disk.size.max(end);
+            ops.extend(free_ops(freed));
+            note_write(fs, st)?;
+            st.disk.size = size.max(end);
             st.disk.blocks = hf.index.count();
             let snap = snapshot(hf, st, seq);
             let queued = self.queue(fs, st, &ops, snap, sync || self.sync);
@@ -466,16 +478,10 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
                 // (its bytes past the size may be an earlier file end's).
                 zero_past_end(fs, hf, old, size)?;
             }
-            let seq = hf.next_seq;
-            hf.next_seq += 1;
+            let seq = hf.take_seq();
             // Shrinking leaves the last block's bytes past the new size as
             // they are: nothing shows them, and growing zeroes them.
-            let mut freed = hf.index.truncate(size.div_ceil(BLOCK_SIZE));
-            freed.sort_unstable();
-            let ops: Vec<Op> = runs(freed.into_iter())
-                .into_iter()
-                .map(|(block, count)| Op::Free { block, count })
-                .collect();
+            let ops: Vec<Op> = free_ops(hf.index.truncate(size.div_ceil(BLOCK_SIZE))).collect();
             if size != old {
                 let now = fs.now();
                 st.disk.mtime = now;
@@ -523,8 +529,7 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
             return Ok(());
         }
         self.with_file(fs, st, |hf, st| {
-            let seq = hf.next_seq;
-            hf.next_seq += 1;
+            let seq = hf.take_seq();
             let snap = Snapshot {
                 mtime: new.mtime,
                 ctime: new.ctime,
@@ -563,16 +568,11 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
     }
 
     fn next_data_block(&self, st: &InodeState, fb: u64, limit: u64) -> Option<u64> {
-        let hf = st.policy.as_ref()?.downcast_ref::<HunterFile>()?;
-        hf.index.next_data(fb, limit)
+        file_of(st)?.index.next_data(fb, limit)
     }
 
     fn next_hole_block(&self, st: &InodeState, fb: u64, limit: u64) -> Option<u64> {
-        match st
-            .policy
-            .as_ref()
-            .and_then(|p| p.downcast_ref::<HunterFile>())
-        {
+        match file_of(st) {
             Some(hf) => hf.index.next_hole(fb, limit),
             None => (fb < limit).then_some(fb),
         }

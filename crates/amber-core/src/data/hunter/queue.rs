@@ -249,15 +249,7 @@ impl Queues {
             };
             p.taken += n as u64;
             let reached = p.taken;
-            let ready: Vec<(u64, Attrs)> = p
-                .attrs
-                .iter()
-                .filter(|(_, a)| a.upto <= reached)
-                .map(|(&ino, &a)| (ino, a))
-                .collect();
-            for (ino, _) in &ready {
-                p.attrs.remove(ino);
-            }
+            let ready: Vec<(u64, Attrs)> = p.attrs.extract_if(|_, a| a.upto <= reached).collect();
             (batch, ready)
         };
         if batch.is_empty() && attrs.is_empty() {
@@ -333,11 +325,8 @@ impl Queues {
             },
         ) in attrs
         {
-            let slot = slots
-                .entry(ino)
-                .or_insert_with(|| LogState::read(m, dev, ino, generation).next_slot);
-            m.write_entry(dev, ino, *slot, &entry(generation, &a));
-            *slot = (*slot + 1) % ENTRIES;
+            let slot = take_slot(fs, slots, ino, generation);
+            m.write_entry(dev, ino, slot, &entry(generation, &a));
             stats.entries.fetch_add(1, Relaxed);
         }
         fs.drain()?;
@@ -347,7 +336,7 @@ impl Queues {
             }
             fs.drain()?;
             for &(b, n) in &frees {
-                (b..b + n).for_each(|x| fs.blocks.free(x));
+                fs.blocks.free_run(b, n);
                 stats.freed.fetch_add(n, Relaxed);
             }
         }
@@ -369,15 +358,9 @@ impl Queues {
         let s = self.shard_of(ino);
         let mut slots = self.shards[s].persist.lock();
         self.drain_locked(fs, stats, s, &mut slots)?;
-        let m = super::media(fs);
-        let slot = slots
-            .entry(ino)
-            .or_insert_with(|| LogState::read(m, &**fs.device(), ino, generation).next_slot);
-        tx.write(
-            m.regions.entry_offset(ino, *slot),
-            &entry(generation, &snap).encode(),
-        );
-        *slot = (*slot + 1) % ENTRIES;
+        let slot = take_slot(fs, &mut slots, ino, generation);
+        let at = super::media(fs).regions.entry_offset(ino, slot);
+        tx.write(at, &entry(generation, &snap).encode());
         stats.entries.fetch_add(1, Relaxed);
         Ok(())
     }
@@ -454,6 +437,23 @@ impl RecordRun {
         }
         m
     }
+}
+
+/// The attribute-log slot the file's next entry goes to, advanced past
+/// it (round robin, which evicts the oldest entry; read from PM the first
+/// time a file is seen). The caller holds the shard's persist lock.
+fn take_slot<D: PmDevice>(
+    fs: &Core<D>,
+    slots: &mut FxHashMap<u64, u64>,
+    ino: u64,
+    generation: u32,
+) -> u64 {
+    let next = slots.entry(ino).or_insert_with(|| {
+        LogState::read(super::media(fs), &**fs.device(), ino, generation).next_slot
+    });
+    let slot = *next;
+    *next = (slot + 1) % ENTRIES;
+    slot
 }
 
 /// The attribute entry a snapshot persists as.
