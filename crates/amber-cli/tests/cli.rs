@@ -163,7 +163,8 @@ fn info_shows_the_small_write_zone_while_it_exists() {
     assert_eq!(json["features"]["incompat"], 0);
 }
 
-/// `mkfs --layout split` makes a pool only the hunter policies mount:
+/// `mkfs --layout split` makes a pool only amber and the hunter policies
+/// mount:
 /// `info` shows its regions, a file round-trips through hunter, and a
 /// mount with another policy is refused with the policies to use.
 #[test]
@@ -186,7 +187,7 @@ fn split_layout_pools_take_the_hunter_policies_only() {
     assert!(back.status.success());
     assert_eq!(back.stdout, random_bytes(100_000, 3));
     let err = refused_unchanged(&pool, &["ls", pool.p()]);
-    assert!(err.contains("policy=hunter"), "{err}");
+    assert!(err.contains("policy=amber, hunter or hunter-sync"), "{err}");
     let classic = new_pool("16M");
     let err = refused_unchanged(&classic, &["ls", classic.p(), "-o", "policy=hunter"]);
     assert!(err.contains("--layout split"), "{err}");

@@ -61,6 +61,12 @@ fn writes_match_a_model_across_unmount_and_remount() {
 
 /// The same with the records in the data log (hunter-lfs), whose record
 /// runs break at every summary block.
+/// The same under amber, whose small overwrites go through the zone.
+#[test]
+fn amber_writes_match_a_model_across_unmount_and_remount() {
+    model_run(PoolLayout::Split, "policy=amber");
+}
+
 #[test]
 fn lfs_writes_match_a_model_across_unmount_and_remount() {
     model_run(PoolLayout::Lfs, "policy=hunter-lfs");
@@ -232,7 +238,7 @@ fn layouts_and_policies_must_match() {
     let e = mount_error(classic, MountOptions::parse("policy=hunter").unwrap());
     assert!(e.to_string().contains("mkfs --layout split"), "{e}");
     let e = mount_error(fresh_device(POOL), MountOptions::default());
-    assert!(e.to_string().contains("policy=hunter"), "{e}");
+    assert!(e.to_string().contains("hunter or hunter-sync"), "{e}");
     let fs = mount(fresh_device(POOL), "");
     let f = rw(&fs, "/f");
     let e = fs

@@ -93,6 +93,17 @@ proptest! {
         }
     }
 
+    /// The same under amber: small overwrites through the zone, the rest
+    /// into the data logs, reads from both.
+    #[test]
+    fn random_ops_match_model_amber(seeds in proptest::collection::vec(any::<u64>(), 50..200)) {
+        let ops: Vec<Op> = seeds.iter().map(|s| Op::generate(&mut Rng::new(*s), false)).collect();
+        let mut h = Harness::new(POOL, "amber");
+        if let Err(e) = h.run(&ops) {
+            prop_assert!(false, "{}", e);
+        }
+    }
+
     /// The same under hinfs: buffered writes, reads from DRAM and PM, and
     /// write-back must keep every result the model predicts.
     #[test]
@@ -154,6 +165,11 @@ fn seeded_long_sequence_hunter() {
 }
 
 #[test]
+fn seeded_long_sequence_amber() {
+    long_sequence("amber");
+}
+
+#[test]
 fn seeded_long_sequence_hunter_lfs() {
     long_sequence("hunter-lfs");
 }
@@ -194,6 +210,11 @@ fn threads_share_one_fs_lawn() {
 #[test]
 fn threads_share_one_fs_hunter() {
     threads("hunter");
+}
+
+#[test]
+fn threads_share_one_fs_amber() {
+    threads("amber");
 }
 
 #[test]

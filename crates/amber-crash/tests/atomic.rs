@@ -236,3 +236,38 @@ fn lawn_small_zone() {
         }
     }
 }
+
+/// What `amber` is judged by: its metadata is persisted later (HUNTER),
+/// and every write() is atomic (the zone's commit, the data log's seqs).
+const AMBER_ORACLE: &str = "buffering, atomic writes";
+
+/// The data workloads under `amber` (fallocate aside: its out-of-place
+/// blocks offer none, as hunter's do), small zones included, so crashes
+/// fall inside zone writes, the settling of queued metadata before them,
+/// write-backs of slices before out-of-place writes, and growth.
+#[test]
+fn amber_data_workloads() {
+    let no_growth = format!("{LAWN_SMALL_ZONE},lawn_grow=0");
+    for opts in ["", LAWN_SMALL_ZONE, no_growth.as_str()] {
+        for w in DATA_WORKLOADS.into_iter().filter(|&w| w != "fallocate") {
+            if !opts.is_empty() && !["zone-pressure", "atomic", "writes"].contains(&w) {
+                continue;
+            }
+            let rep = check(&atomic_config(w, "amber", opts));
+            assert_eq!(rep.oracle, AMBER_ORACLE);
+        }
+    }
+}
+
+/// `amber`'s images recovered by `hunter`, which keeps no zone: recovery
+/// settles the split layout, then writes every valid slice into the block
+/// its file's records name and removes the zone.
+#[test]
+fn amber_images_folded_back_by_hunter() {
+    for w in ["atomic", "zone-pressure", "writes"] {
+        let mut cfg = atomic_config(w, "amber", "");
+        cfg.recover_policy = Some("hunter".into());
+        let rep = check(&cfg);
+        assert_eq!(rep.oracle, AMBER_ORACLE);
+    }
+}

@@ -86,6 +86,37 @@ fn hunter_named_workloads() {
     }
 }
 
+/// The other named workloads (namespace, links, attributes, orphans)
+/// under `amber`; its data workloads run in tests/atomic.rs.
+#[test]
+fn amber_named_workloads() {
+    let data = [
+        "all",
+        "random",
+        "writes",
+        "truncate",
+        "fallocate",
+        "orphan",
+        "buffered",
+        "writeback",
+        "atomic",
+        "atomic-random",
+        "zone-pressure",
+    ];
+    for w in amber_crash::workload_names() {
+        if !data.contains(&w) {
+            check_under(w, 1, "amber");
+        }
+    }
+}
+
+#[test]
+fn amber_random() {
+    for seed in [1, 2, 3] {
+        check_under("random", seed, "amber");
+    }
+}
+
 #[test]
 fn hunter_random() {
     for seed in [1, 2, 3] {

@@ -163,9 +163,9 @@ pub fn check<D: PmDevice>(dev: &D, opts: &CheckOptions) -> Result<CheckReport, F
     let mut scan = inodes::scan(&mut cx, was_clean);
     let entries = dirs::scan(&mut cx, &mut scan);
     tree::check(&mut cx, &mut scan, entries);
-    let mut owned = zone::check(&mut cx, &sb, &scan);
     let split = cx.split;
-    owned.extend(split::check(&mut cx, split.as_ref(), &scan, was_clean));
+    let (mut owned, mapped) = split::check(&mut cx, split.as_ref(), &scan, was_clean);
+    owned.extend(zone::check(&mut cx, &sb, &scan, &mapped));
     let counts = space::check(&mut cx, &scan, &owned, was_clean);
     cx.fixes.apply(dev)?;
     Ok(CheckReport {

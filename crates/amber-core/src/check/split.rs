@@ -17,23 +17,27 @@ use rustc_hash::FxHashMap;
 /// Most findings of one kind spelled out; the rest are counted.
 const MAX_LISTED: usize = 5;
 
+/// The blocks of the split layout's files as their valid records say:
+/// (inode, file block) -> (seq, block) of the newest valid record.
+pub(super) type Mapped = FxHashMap<(u64, u64), (u64, u64)>;
+
 /// Checks the split layout, if the pool has one; returns the blocks it
-/// owns (its regions and the blocks valid records name).
+/// owns (its regions and the blocks valid records name) and its files'
+/// blocks.
 pub(super) fn check<D: PmDevice>(
     cx: &mut Ctx<'_, D>,
     media: Option<&SplitMedia>,
     scan: &Scan,
     was_clean: bool,
-) -> Vec<u64> {
+) -> (Vec<u64>, Mapped) {
     let Some(m) = media else {
-        return Vec::new();
+        return (Vec::new(), Mapped::default());
     };
     let l = cx.layout;
     let first = m.regions.end();
     let mut owned: Vec<u64> = m.regions.blocks(l.total_blocks).collect();
     let mut logs: FxHashMap<u64, LogState> = FxHashMap::default();
-    // (ino, file block) -> (seq, block) of the newest valid record.
-    let mut newest: FxHashMap<(u64, u64), (u64, u64)> = FxHashMap::default();
+    let mut newest = Mapped::default();
     let (mut stale, mut torn, mut superseded) = (Vec::new(), Vec::new(), 0u64);
     let mut errors = Vec::new();
     let free = Inode::free();
@@ -119,7 +123,7 @@ pub(super) fn check<D: PmDevice>(
         }
     }
     check_chains(cx, m, scan, &newest, was_clean && !leftovers);
-    owned
+    (owned, newest)
 }
 
 /// Each live regular file's chain must name exactly its valid blocks, as
@@ -129,7 +133,7 @@ fn check_chains<D: PmDevice>(
     cx: &mut Ctx<'_, D>,
     m: &SplitMedia,
     scan: &Scan,
-    newest: &FxHashMap<(u64, u64), (u64, u64)>,
+    newest: &Mapped,
     strict: bool,
 ) {
     let mut counts: FxHashMap<u64, u64> = FxHashMap::default();

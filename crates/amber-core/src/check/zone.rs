@@ -5,16 +5,25 @@
 //! is an error fsck does not guess about.
 
 use super::inodes::Scan;
+use super::split::Mapped;
 use super::Ctx;
 use crate::inode::walk;
+use crate::split::LogState;
 use crate::zone::{judge, Verdict, ZoneMedia};
-use amber_format::{Inode, Superblock};
+use amber_format::{FileKind, Inode, Superblock};
 use amber_pmem::PmDevice;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Checks the zone, if the pool has one; returns the blocks it occupies
 /// (none if its header or table cannot be trusted).
-pub(super) fn check<D: PmDevice>(cx: &mut Ctx<'_, D>, sb: &Superblock, scan: &Scan) -> Vec<u64> {
+/// `mapped`: the split layout's files' blocks (`split::check`), whose sizes
+/// are their newest attribute entries'.
+pub(super) fn check<D: PmDevice>(
+    cx: &mut Ctx<'_, D>,
+    sb: &Superblock,
+    scan: &Scan,
+    mapped: &Mapped,
+) -> Vec<u64> {
     let dev = cx.media.dev();
     let l = cx.layout;
     let media = match ZoneMedia::read(dev, &l, sb) {
@@ -30,20 +39,33 @@ pub(super) fn check<D: PmDevice>(cx: &mut Ctx<'_, D>, sb: &Superblock, scan: &Sc
     let mut seen: FxHashSet<(u32, u32)> = FxHashSet::default();
     let (mut stale, mut valid) = (0u64, 0u64);
     let mut errors = Vec::new();
+    let split = cx.split.as_ref();
     let scanned = media.scan(dev, |sub, slot, d| {
-        let inode = scan
-            .recs
-            .get(&(d.ino as u64))
-            .filter(|r| r.live_kind().is_some())
-            .map_or(&free, |r| &r.disk);
-        let verdict = judge(&d, inode, &media.geo, sub, |fb| {
-            maps.entry(d.ino as u64)
+        let ino = d.ino as u64;
+        let rec = scan.recs.get(&ino).filter(|r| r.live_kind().is_some());
+        let split_file = split
+            .zip(rec)
+            .filter(|(_, r)| r.live_kind() == Some(FileKind::Regular));
+        let inode = match split_file {
+            Some((m, r)) => {
+                let log = LogState::read(m, dev, ino, r.disk.generation);
+                Inode {
+                    size: log.newest.map_or(0, |e| e.size),
+                    ..r.disk.clone()
+                }
+            }
+            None => rec.map_or_else(|| free.clone(), |r| r.disk.clone()),
+        };
+        let verdict = judge(&d, &inode, &media.geo, sub, |fb| match split_file {
+            Some(_) => mapped.contains_key(&(ino, fb)),
+            None => maps
+                .entry(ino)
                 .or_insert_with(|| {
                     walk(dev, &l, inode.map_root, inode.map_height)
                         .map(|t| t.data.into_iter().map(|(f, _)| f).collect())
                         .unwrap_or_default()
                 })
-                .contains(&fb)
+                .contains(&fb),
         });
         match verdict {
             Verdict::Stale => stale += 1,

@@ -4,6 +4,7 @@
 //! ([`by_name`]). To add one, implement [`DataPolicy`] in a module of its
 //! own and add its name to [`by_name`] (ARCHITECTURE.md).
 
+mod amber;
 mod cow;
 mod direct;
 mod finelog;
@@ -18,6 +19,7 @@ use amber_format::PoolLayout;
 use amber_pmem::PmDevice;
 use std::sync::Weak;
 
+pub use amber::Amber;
 pub use cow::{Cow, CowStage};
 pub use direct::Direct;
 pub use finelog::Finelog;
@@ -162,6 +164,14 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
     /// without writing it back (its blocks are freed with it).
     fn forget(&self, _fs: &Core<D>, _st: &mut InodeState) {}
 
+    /// The PM block holding file block `fb` on the media (not a DRAM
+    /// buffer): where the small-write zone writes a slice back. By default
+    /// the inode's block map; the split layout's files say it by their
+    /// index.
+    fn block_of(&self, st: &InodeState, fb: u64) -> Option<u64> {
+        st.map.get(fb)
+    }
+
     /// The first block in `[fb, limit)` holding data (SEEK_DATA): mapped
     /// on PM, or held by the policy.
     fn next_data_block(&self, st: &InodeState, fb: u64, limit: u64) -> Option<u64> {
@@ -205,6 +215,7 @@ pub enum FallocMode {
 
 /// Names of the policies this build offers.
 pub const POLICIES: &[&str] = &[
+    "amber",
     "direct",
     "hinfs",
     "hinfs-wb",
@@ -222,7 +233,7 @@ pub const POLICIES: &[&str] = &[
 /// test holds the two together).
 pub fn layout_for(opts: &MountOptions) -> PoolLayout {
     match opts.policy.as_str() {
-        "hunter" | "hunter-sync" => PoolLayout::Split,
+        "amber" | "hunter" | "hunter-sync" => PoolLayout::Split,
         "hunter-lfs" => PoolLayout::Lfs,
         _ => PoolLayout::Classic,
     }
@@ -231,6 +242,7 @@ pub fn layout_for(opts: &MountOptions) -> PoolLayout {
 /// The policy `opts` names, configured by the rest of `opts`.
 pub fn by_name<D: PmDevice>(opts: &MountOptions) -> Result<Box<dyn DataPolicy<D>>> {
     match opts.policy.as_str() {
+        "amber" => Ok(Box::new(Amber::new(opts))),
         "direct" => Ok(Box::new(Direct)),
         "hinfs" => Ok(Box::new(Hinfs::new(Variant::Full, opts))),
         "hinfs-wb" => Ok(Box::new(Hinfs::new(Variant::WriteBuffer, opts))),
@@ -242,7 +254,7 @@ pub fn by_name<D: PmDevice>(opts: &MountOptions) -> Result<Box<dyn DataPolicy<D>
         "hunter-sync" => Ok(Box::new(Hunter::new(opts, true, false))),
         "hunter-lfs" => Ok(Box::new(Hunter::new(opts, false, true))),
         _ => Err(FsError::InvalidArgument(
-            "unknown policy (known: direct, hinfs, hinfs-wb, hinfs-nclfw, cow, finelog, lawn, \
+            "unknown policy (known: amber, direct, hinfs, hinfs-wb, hinfs-nclfw, cow, finelog, lawn, \
              hunter, hunter-sync, hunter-lfs)",
         )),
     }

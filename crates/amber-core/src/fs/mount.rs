@@ -318,11 +318,12 @@ pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, R
     if policy.pool_layout() != sb.pool_layout() {
         return Err(FsError::InvalidArgument(match sb.pool_layout() {
             PoolLayout::Classic => {
-                "the hunter policies need a pool made with `amberfs mkfs --layout split` \
-                 (hunter, hunter-sync) or `--layout lfs` (hunter-lfs)"
+                "the amber and hunter policies need a pool made with `amberfs mkfs --layout \
+                 split` (amber, hunter, hunter-sync) or `--layout lfs` (hunter-lfs)"
             }
             PoolLayout::Split => {
-                "this pool has HUNTER's split layout: mount it with policy=hunter or hunter-sync"
+                "this pool has HUNTER's split layout: mount it with policy=amber, hunter or \
+                 hunter-sync"
             }
             PoolLayout::Lfs => {
                 "this pool keeps HUNTER's records in its data log: mount it with policy=hunter-lfs"

@@ -213,8 +213,9 @@ impl MountOptions {
                 ("policy", Some(v)) if POLICIES.contains(&v) => o.policy = v.to_string(),
                 ("policy", _) => {
                     return Err(FsError::InvalidArgument(
-                        "policy= takes one of the known policies (direct, hinfs, hinfs-wb, \
-                         hinfs-nclfw, cow, finelog, lawn, hunter, hunter-sync)",
+                        "policy= takes one of the known policies (amber, direct, hinfs, \
+                         hinfs-wb, hinfs-nclfw, cow, finelog, lawn, hunter, hunter-sync, \
+                         hunter-lfs)",
                     ))
                 }
                 ("sync", None) => o.sync = true,

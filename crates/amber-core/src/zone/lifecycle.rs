@@ -22,6 +22,7 @@ use amber_format::zone::{
 use amber_format::{Inode, BLOCK_SIZE};
 use amber_pmem::PmDevice;
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::hash_map::Entry;
 
 /// A descriptor recovery found valid.
 struct Found {
@@ -91,10 +92,21 @@ fn recover<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia) -> Result<(Vec<Found>, 
                 "small-write zone: descriptor {sub}/{slot} names inode {ino}, out of range"
             )));
         }
-        let inode = inodes.entry(ino).or_insert_with(|| read_inode(dev, l, ino));
+        // A file in use is judged as its policy loaded it (a split-layout
+        // file's size is its attribute log's); a free inode as it lies.
+        let inode = match inodes.entry(ino) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                let raw = read_inode(dev, l, ino);
+                e.insert(match raw.in_use() {
+                    true => fs.inode(ino)?.read().disk.clone(),
+                    false => raw,
+                })
+            }
+        };
         let verdict = judge(&d, inode, &media.geo, sub, |fb| {
             fs.inode(ino)
-                .map(|r| r.read().map.get(fb).is_some())
+                .map(|r| fs.policy.block_of(&r.read(), fb).is_some())
                 .unwrap_or(false)
         });
         match verdict {
@@ -140,7 +152,7 @@ fn fold_back<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia, found: &[Found]) -> R
         let off = f.slice as u64 * size;
         let r = fs.inode(f.ino)?;
         let st = r.read();
-        let b = st.map.get(off / BLOCK_SIZE).ok_or_else(|| {
+        let b = fs.policy.block_of(&st, off / BLOCK_SIZE).ok_or_else(|| {
             FsError::Corrupted(format!("zone slice of inode {} lost its block", f.ino))
         })?;
         dev.read(data, &mut buf);

@@ -334,6 +334,27 @@ fn copy_in<D: PmDevice>(
     }
 }
 
+/// What the `amber` policy asks of the hunter path around its zone writes.
+impl Hunter {
+    /// Persists the file's queued updates, so its blocks are where its
+    /// index says on the media too: a zone slice may then back one up.
+    /// Returns whether anything was queued.
+    pub(super) fn settle<D: PmDevice>(&self, fs: &Core<D>, st: &InodeState) -> Result<bool> {
+        let sh = &self.shared;
+        sh.queues.settle(fs, &sh.stats, st.ino)
+    }
+
+    /// Queues the file's current attributes (times a zone write changed
+    /// in DRAM only) with no other update.
+    pub(super) fn queue_attrs<D: PmDevice>(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
+        let snap = self.with_file(fs, st, |hf, st| {
+            let seq = hf.take_seq();
+            Ok(snapshot(hf, st, seq))
+        })?;
+        self.queue(fs, st, &[], snap, false)
+    }
+}
+
 impl<D: PmDevice> DataPolicy<D> for Hunter {
     fn name(&self) -> &'static str {
         match (self.sync, self.lfs) {
@@ -565,6 +586,10 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
                 .queues
                 .forget(st.ino, st.disk.generation, hf.index.all());
         }
+    }
+
+    fn block_of(&self, st: &InodeState, fb: u64) -> Option<u64> {
+        file_of(st)?.index.get(fb)
     }
 
     fn next_data_block(&self, st: &InodeState, fb: u64, limit: u64) -> Option<u64> {

@@ -189,6 +189,21 @@ impl Queues {
         self.drain_locked(fs, stats, s, &mut slots)
     }
 
+    /// Makes every update queued for file `ino` durable, waiting for a
+    /// persist already under way: afterwards the file's blocks are where
+    /// its DRAM index says on the media too. Cheap when nothing is queued
+    /// for it (the common case for a file only overwritten in place).
+    /// Returns whether anything was.
+    pub fn settle<D: PmDevice>(&self, fs: &Core<D>, stats: &Stats, ino: u64) -> Result<bool> {
+        let s = self.shard_of(ino);
+        let mut slots = self.shards[s].persist.lock();
+        let queued = self.shards[s].pending.lock().attrs.contains_key(&ino);
+        if queued {
+            self.drain_locked(fs, stats, s, &mut slots)?;
+        }
+        Ok(queued)
+    }
+
     /// Persists every shard.
     pub fn drain_all<D: PmDevice>(&self, fs: &Core<D>, stats: &Stats) -> Result<()> {
         (0..self.shards.len()).try_for_each(|s| self.drain(fs, stats, s))

@@ -19,7 +19,7 @@
 //! the bytes written past the end.
 
 mod background;
-mod slices;
+pub(super) mod slices;
 
 use super::cow::{merge_write, write_cow, CowStage};
 use super::direct::{block_range, note_write, write_first_line, Direct, FSYNC_HEAVY_WRITES};
@@ -85,7 +85,7 @@ impl Lawn {
         }
     }
 
-    fn zone<D: PmDevice>(fs: &Core<D>) -> &Zone {
+    pub(super) fn zone<D: PmDevice>(fs: &Core<D>) -> &Zone {
         fs.zone().expect("lawn is mounted with its zone")
     }
 
@@ -94,7 +94,8 @@ impl Lawn {
     /// blocks past what a descriptor can number go by copy-on-write, as
     /// one run (only head and tail can be partial, so the run is
     /// contiguous).
-    fn classify(
+    fn classify<D: PmDevice>(
+        fs: &Core<D>,
         zone: &Zone,
         st: &InodeState,
         off: u64,
@@ -108,13 +109,29 @@ impl Lawn {
             let s = off.max(bstart);
             let e = end.min(bstart + BLOCK_SIZE);
             let partial = s != bstart || e != bstart + BLOCK_SIZE;
-            if partial && st.map.get(fb).is_some() && (e - 1) / size <= u32::MAX as u64 {
+            let mapped = fs.policy.block_of(st, fb).is_some();
+            if partial && mapped && (e - 1) / size <= u32::MAX as u64 {
                 slices.extend((s / size) as u32..=((e - 1) / size) as u32);
             } else {
                 run = Some(run.map_or((fb, fb), |(a, _)| (a, fb)));
             }
         }
         (slices, run)
+    }
+
+    /// The slices of a write of `[off, end)` when all of it can go through
+    /// the zone (every block it touches partial and mapped), for the
+    /// `amber` policy; None when some of it cannot.
+    pub(super) fn zone_slices<D: PmDevice>(
+        fs: &Core<D>,
+        st: &InodeState,
+        off: u64,
+        end: u64,
+    ) -> Option<Vec<u32>> {
+        match Self::classify(fs, Self::zone(fs), st, off, end) {
+            (numbers, None) if !numbers.is_empty() => Some(numbers),
+            _ => None,
+        }
     }
 
     /// Free slots for `need` slices of `st`'s sub-zone, growing it when its
@@ -244,40 +261,80 @@ impl Lawn {
     ) -> Result<usize> {
         let zone = Self::zone(fs);
         let end = off + data.len() as u64;
-        let (numbers, run) = Self::classify(zone, st, off, end);
-        if numbers.is_empty() {
+        let (numbers, run) = Self::classify(fs, zone, st, off, end);
+        let Some((first, last)) = run.filter(|_| !numbers.is_empty()) else {
+            if !numbers.is_empty() {
+                if let Some(n) = self.slices_only(fs, st, &numbers, off, data, sync, false)? {
+                    return Ok(n);
+                }
+            }
             return self.by_cow(fs, st, off, data, sync);
-        }
-        if let Some((first, last)) = run {
-            // Slices inside the run's blocks are superseded by its new
-            // blocks, which are built from the file.
-            slices::flush_blocks(fs, zone, st, first, last)?;
-        }
+        };
+        // Slices inside the run's blocks are superseded by its new blocks,
+        // which are built from the file.
+        slices::flush_blocks(fs, zone, st, first, last)?;
         let idx = zone.sub_of(st.ino);
         let Some(pieces) = self.prepare(fs, zone, st, &numbers)? else {
             return self.by_cow(fs, st, off, data, sync);
         };
-        let need = pieces.iter().filter(|p| !p.in_zone).count();
-        let stage = match run {
-            Some((first, last)) => {
-                let old_size = st.disk.size;
-                let staged = CowStage::stage(fs, st, first, last, &mut |fb, buf| {
-                    merge_write(fb, buf, old_size, off, data)
-                });
-                match staged {
-                    Ok(s) => Some(s),
-                    Err(e) => {
-                        let mut sub = zone.lock(idx);
-                        for p in pieces.iter().filter(|p| !p.in_zone) {
-                            sub.give_back(p.slot);
-                        }
-                        return Err(e);
-                    }
+        let old_size = st.disk.size;
+        let staged = CowStage::stage(fs, st, first, last, &mut |fb, buf| {
+            merge_write(fb, buf, old_size, off, data)
+        });
+        let stage = match staged {
+            Ok(s) => s,
+            Err(e) => {
+                let mut sub = zone.lock(idx);
+                for p in pieces.iter().filter(|p| !p.in_zone) {
+                    sub.give_back(p.slot);
                 }
+                return Err(e);
             }
-            None => None,
         };
-        let multi = pieces.len() > 1 || stage.is_some();
+        let seq = st.disk.zone_seq + 1;
+        assert!(seq <= MAX_SEQ, "zone commit number exhausted");
+        self.write_slices(fs, zone, st, &pieces, off, data, true, seq);
+        note_write(fs, st);
+        self.count(&pieces);
+        // Copy-on-write blocks and slices: one transaction switches the
+        // blocks and commits the slices with the inode.
+        let stats = &self.shared.stats;
+        stats.multi_slice_writes.fetch_add(1, Relaxed);
+        stats.cow_writes.fetch_add(1, Relaxed);
+        let mut d = st.disk.clone();
+        d.zone_seq = seq;
+        let mut tx = Tx::new();
+        stage.add_to_tx(fs, st.ino, &mut d, &mut tx)?;
+        fs.commit(tx)?;
+        st.disk = d;
+        stage.finish(fs, st);
+        st.times_dirty = false;
+        rebind(zone, st, &pieces);
+        Ok(data.len())
+    }
+
+    /// A write of zone slices alone (`numbers`, from `classify`), by
+    /// Algorithm 1 and, for several slices, the commit-number store. None
+    /// when no slot could be had: the caller writes it another way.
+    /// `split`: the file's times live in its attribute log (the `amber`
+    /// policy), so they are left dirty for fsync to queue rather than
+    /// stored in the inode.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn slices_only<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        st: &mut InodeState,
+        numbers: &[u32],
+        off: u64,
+        data: &[u8],
+        sync: bool,
+        split: bool,
+    ) -> Result<Option<usize>> {
+        let zone = Self::zone(fs);
+        let Some(pieces) = self.prepare(fs, zone, st, numbers)? else {
+            return Ok(None);
+        };
+        let multi = pieces.len() > 1;
         let committed = st.disk.zone_seq;
         let seq = if multi { committed + 1 } else { committed };
         assert!(seq <= MAX_SEQ, "zone commit number exhausted");
@@ -287,64 +344,49 @@ impl Lawn {
         // The coarse clock often leaves the times as they were: then the
         // inode's first line needs no store.
         let times_changed = st.times_dirty || (st.disk.mtime, st.disk.ctime) != before;
+        self.count(&pieces);
+        let eager = mode_changed || !split && (sync || st.writes_since_fsync <= FSYNC_HEAVY_WRITES);
+        if eager && (times_changed || mode_changed) {
+            // Times (and a dropped set-id bit) ride on the data's fence.
+            write_first_line(fs, st);
+        }
+        fs.drain()?;
+        let dev = &**fs.device();
+        if multi {
+            self.shared.stats.multi_slice_writes.fetch_add(1, Relaxed);
+            let at = fs.layout().inode_offset(st.ino) + OFF_ZONE_SEQ as u64;
+            dev.store_u64(at, seq);
+            dev.flush(at, 8);
+        } else {
+            // Algorithm 1: the descriptor store decides which copy counts.
+            let p = &pieces[0];
+            if p.in_zone {
+                Zone::clear_desc(dev, p.desc);
+            } else {
+                let d = Descriptor {
+                    ino: st.ino as u32,
+                    slice: p.slice,
+                    seq,
+                    doomed: false,
+                };
+                Zone::set_desc(dev, p.desc, &d);
+            }
+        }
+        fs.drain()?;
+        st.disk.zone_seq = seq;
+        st.times_dirty = times_changed && (split || !eager);
+        rebind(zone, st, &pieces);
+        Ok(Some(data.len()))
+    }
+
+    /// Counts where a write's slices went.
+    fn count(&self, pieces: &[Piece]) {
+        let to_zone = pieces.iter().filter(|p| !p.in_zone).count() as u64;
         let stats = &self.shared.stats;
         stats
             .to_file
-            .fetch_add((pieces.len() - need) as u64, Relaxed);
-        stats.to_zone.fetch_add(need as u64, Relaxed);
-        if let Some(stage) = stage {
-            // Copy-on-write blocks and slices: one transaction switches
-            // the blocks and commits the slices with the inode.
-            stats.multi_slice_writes.fetch_add(1, Relaxed);
-            stats.cow_writes.fetch_add(1, Relaxed);
-            let mut d = st.disk.clone();
-            d.zone_seq = seq;
-            let mut tx = Tx::new();
-            stage.add_to_tx(fs, st.ino, &mut d, &mut tx)?;
-            fs.commit(tx)?;
-            st.disk = d;
-            stage.finish(fs, st);
-            st.times_dirty = false;
-        } else {
-            let eager = sync || st.writes_since_fsync <= FSYNC_HEAVY_WRITES || mode_changed;
-            if eager && (times_changed || mode_changed) {
-                // Times (and a dropped set-id bit) ride on the data's fence.
-                write_first_line(fs, st);
-            }
-            fs.drain()?;
-            let dev = &**fs.device();
-            if multi {
-                stats.multi_slice_writes.fetch_add(1, Relaxed);
-                let at = fs.layout().inode_offset(st.ino) + OFF_ZONE_SEQ as u64;
-                dev.store_u64(at, seq);
-                dev.flush(at, 8);
-            } else {
-                // Algorithm 1: the descriptor store decides which copy counts.
-                let p = &pieces[0];
-                if p.in_zone {
-                    Zone::clear_desc(dev, p.desc);
-                } else {
-                    let d = Descriptor {
-                        ino: st.ino as u32,
-                        slice: p.slice,
-                        seq,
-                        doomed: false,
-                    };
-                    Zone::set_desc(dev, p.desc, &d);
-                }
-            }
-            fs.drain()?;
-            st.disk.zone_seq = seq;
-            st.times_dirty = times_changed && !eager;
-        }
-        let mut sub = zone.lock(idx);
-        for p in pieces.iter().filter(|p| p.in_zone) {
-            sub.unbind(p.slot);
-        }
-        for p in pieces.iter().filter(|p| !p.in_zone) {
-            sub.bind(p.slot, st.ino, p.slice);
-        }
-        Ok(data.len())
+            .fetch_add(pieces.len() as u64 - to_zone, Relaxed);
+        stats.to_zone.fetch_add(to_zone, Relaxed);
     }
 
     /// Writes every slice's new contents where Algorithm 1 sends it (the
@@ -380,8 +422,8 @@ impl Lawn {
             let start = p.slice as u64 * size;
             let lo = off.max(start);
             let hi = end.min(start + size);
-            let file_at = l.block_offset(st.map.get(start / BLOCK_SIZE).expect("mapped"))
-                + start % BLOCK_SIZE;
+            let b = fs.policy.block_of(st, start / BLOCK_SIZE);
+            let file_at = l.block_offset(b.expect("mapped")) + start % BLOCK_SIZE;
             if lo != start || hi != start + size {
                 // Patch with the slice's newest bytes; past the size, zeros.
                 dev.read(if p.in_zone { p.data } else { file_at }, img);
@@ -417,63 +459,80 @@ impl Lawn {
     }
 }
 
+/// Reads each byte once, from where its newest copy is: the zone's slots
+/// for the slices it holds, `base` (the file's own read) between them.
+pub(super) fn read_over<D: PmDevice>(
+    fs: &Core<D>,
+    st: &InodeState,
+    off: u64,
+    buf: &mut [u8],
+    base: &dyn Fn(u64, &mut [u8]) -> Result<usize>,
+) -> Result<usize> {
+    let size = st.disk.size;
+    if off >= size || buf.is_empty() {
+        return Ok(0);
+    }
+    let n = (buf.len() as u64).min(size - off) as usize;
+    let end = off + n as u64;
+    let zone = Lawn::zone(fs);
+    if zone.is_empty(zone.sub_of(st.ino)) {
+        return base(off, &mut buf[..n]);
+    }
+    let slot = zone.geo.slot_size as u64;
+    let first = (off / slot).min(u32::MAX as u64) as u32;
+    let last = ((end - 1) / slot).min(u32::MAX as u64) as u32;
+    // Neighbouring slices in neighbouring slots (written together) are
+    // one copy.
+    let mut runs: Vec<(u64, u64, u64)> = Vec::new();
+    {
+        let sub = zone.lock(zone.sub_of(st.ino));
+        for (slice, s) in sub.range(st.ino, first, last) {
+            let (start, at) = (slice as u64 * slot, zone.place(&sub, s).1);
+            match runs.last_mut() {
+                Some((s0, a0, len)) if *s0 + *len == start && *a0 + *len == at => *len += slot,
+                _ => runs.push((start, at, slot)),
+            }
+        }
+    }
+    let dev = &**fs.device();
+    let mut pos = off;
+    for (start, at, len) in runs {
+        let lo = off.max(start);
+        let hi = end.min(start + len);
+        if pos < lo {
+            base(pos, &mut buf[(pos - off) as usize..(lo - off) as usize])?;
+        }
+        dev.read(
+            at + (lo - start),
+            &mut buf[(lo - off) as usize..(hi - off) as usize],
+        );
+        pos = hi;
+    }
+    if pos < end {
+        base(pos, &mut buf[(pos - off) as usize..n])?;
+    }
+    Ok(n)
+}
+
+/// After a write's commit: slots whose copy went back to the file are
+/// free, the new ones hold their slices.
+fn rebind(zone: &Zone, st: &InodeState, pieces: &[Piece]) {
+    let mut sub = zone.lock(zone.sub_of(st.ino));
+    for p in pieces.iter().filter(|p| p.in_zone) {
+        sub.unbind(p.slot);
+    }
+    for p in pieces.iter().filter(|p| !p.in_zone) {
+        sub.bind(p.slot, st.ino, p.slice);
+    }
+}
+
 impl<D: PmDevice> DataPolicy<D> for Lawn {
     fn name(&self) -> &'static str {
         "lawn"
     }
 
-    /// Each byte once, from where its newest copy is: the zone's slots for
-    /// the slices it holds, the file between them.
     fn read(&self, fs: &Core<D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
-        let size = st.disk.size;
-        if off >= size || buf.is_empty() {
-            return Ok(0);
-        }
-        let n = (buf.len() as u64).min(size - off) as usize;
-        let end = off + n as u64;
-        let zone = Self::zone(fs);
-        if zone.is_empty(zone.sub_of(st.ino)) {
-            return Direct.read(fs, st, off, &mut buf[..n]);
-        }
-        let slot = zone.geo.slot_size as u64;
-        let first = (off / slot).min(u32::MAX as u64) as u32;
-        let last = ((end - 1) / slot).min(u32::MAX as u64) as u32;
-        // Neighbouring slices in neighbouring slots (written together) are
-        // one copy.
-        let mut runs: Vec<(u64, u64, u64)> = Vec::new();
-        {
-            let sub = zone.lock(zone.sub_of(st.ino));
-            for (slice, s) in sub.range(st.ino, first, last) {
-                let (start, at) = (slice as u64 * slot, zone.place(&sub, s).1);
-                match runs.last_mut() {
-                    Some((s0, a0, len)) if *s0 + *len == start && *a0 + *len == at => *len += slot,
-                    _ => runs.push((start, at, slot)),
-                }
-            }
-        }
-        let dev = &**fs.device();
-        let mut pos = off;
-        for (start, at, len) in runs {
-            let lo = off.max(start);
-            let hi = end.min(start + len);
-            if pos < lo {
-                Direct.read(
-                    fs,
-                    st,
-                    pos,
-                    &mut buf[(pos - off) as usize..(lo - off) as usize],
-                )?;
-            }
-            dev.read(
-                at + (lo - start),
-                &mut buf[(lo - off) as usize..(hi - off) as usize],
-            );
-            pos = hi;
-        }
-        if pos < end {
-            Direct.read(fs, st, pos, &mut buf[(pos - off) as usize..n])?;
-        }
-        Ok(n)
+        read_over(fs, st, off, buf, &|pos, b| Direct.read(fs, st, pos, b))
     }
 
     fn write(

@@ -39,9 +39,9 @@ pub(super) fn write_back<D: PmDevice>(
             .map(|&(slice, slot)| {
                 let (desc, data) = zone.place(&sub, slot);
                 let off = slice as u64 * size;
-                let b = st
-                    .map
-                    .get(off / BLOCK_SIZE)
+                let b = fs
+                    .policy
+                    .block_of(st, off / BLOCK_SIZE)
                     .expect("a valid slice lies in a mapped block");
                 (
                     slot,
@@ -71,7 +71,7 @@ pub(super) fn write_back<D: PmDevice>(
 }
 
 /// Writes back every slice of `st` in file blocks `[first, last]`.
-pub(super) fn flush_blocks<D: PmDevice>(
+pub(in crate::data) fn flush_blocks<D: PmDevice>(
     fs: &Core<D>,
     zone: &Zone,
     st: &InodeState,
@@ -86,7 +86,7 @@ pub(super) fn flush_blocks<D: PmDevice>(
 }
 
 /// Writes back every slice of `st` that ends past byte `from`.
-pub(super) fn flush_from<D: PmDevice>(
+pub(in crate::data) fn flush_from<D: PmDevice>(
     fs: &Core<D>,
     zone: &Zone,
     st: &InodeState,
