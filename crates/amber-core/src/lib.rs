@@ -9,6 +9,7 @@ pub mod api;
 pub mod check;
 pub mod data;
 pub mod dir;
+pub mod durability;
 pub mod error;
 pub mod fs;
 pub mod inode;
@@ -19,6 +20,7 @@ pub mod types;
 pub mod zone;
 
 pub use api::{DirEntry as Entry, File, FileType, Fs, Metadata, OpenOptions, Permissions};
+pub use durability::{Atomicity, Durability};
 pub use error::{FsError, Result};
 pub use fs::{Core, MountOptions, RecoveryReport};
 pub use types::{Attr, DirEntry, Owner, RenameMode, SetAttr, StatFs, TimeSet};

@@ -3,6 +3,7 @@
 //! `File` with `Read`/`Write`/`Seek`. `Fs` is `Send + Sync` and cheap to
 //! clone; clones share one mounted pool.
 
+mod durability;
 mod file;
 mod metadata;
 mod path;

@@ -18,6 +18,7 @@ pub use xattr::XattrSet;
 
 use crate::alloc::{BlockAllocator, InodeAllocator};
 use crate::data::{DataPolicy, FallocMode};
+use crate::durability::{Atomicity, Durability};
 use crate::error::{FsError, Result};
 use crate::inode::{InodeCache, InodeRef, InodeState};
 use crate::journal::{Journals, Tx};
@@ -208,6 +209,9 @@ impl<D: PmDevice> Core<D> {
         self.check_writable()?;
         let mut st = r.write();
         regular(&st)?;
+        // A file set to durability=sync is written as if opened O_SYNC:
+        // the policies' one sync path, nothing of its own.
+        let sync = sync || st.durability == Durability::Sync;
         let at = off.unwrap_or(st.size());
         // Checked here once, so no policy has to: see `DataPolicy::write`.
         if data.is_empty() {
@@ -257,17 +261,42 @@ impl<D: PmDevice> Core<D> {
         }
     }
 
+    /// The durability `ino` asks for (`user.amberfs.durability`).
+    pub fn durability(&self, ino: u64) -> Result<Durability> {
+        let r = self.inode(ino)?;
+        let st = r.read();
+        live(&st)?;
+        Ok(st.durability)
+    }
+
+    /// The atomicity `ino` asks for (`user.amberfs.atomicity`).
+    pub fn atomicity(&self, ino: u64) -> Result<Atomicity> {
+        let r = self.inode(ino)?;
+        let st = r.read();
+        live(&st)?;
+        Ok(st.atomicity)
+    }
+
     /// Whether writes made with `sync = true` need no fsync afterwards
     /// under the mounted policy (see `DataPolicy::sync_writes_are_complete`).
     pub fn sync_writes_are_complete(&self) -> bool {
         self.policy.sync_writes_are_complete()
     }
 
-    /// Makes a file's data and metadata durable.
+    /// Makes a file's data and metadata durable; for a file set to
+    /// durability=lazy under a policy that holds writes in DRAM, does
+    /// nothing: its data waits for the policy's write-back, syncfs or
+    /// unmount (docs/design.md §13).
     pub fn fsync(&self, ino: u64) -> Result<()> {
         let r = self.inode(ino)?;
         let mut st = r.write();
         live(&st)?;
+        if st.durability == Durability::Lazy
+            && st.kind() == FileKind::Regular
+            && !self.policy.durable_on_return()
+        {
+            return Ok(());
+        }
         let res = self.policy.fsync(self, &mut st);
         self.guard(res)
     }

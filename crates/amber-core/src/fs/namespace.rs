@@ -190,11 +190,18 @@ impl<D: PmDevice> Core<D> {
                 target_block = Some(b);
             }
         }
-        let mut tx = Tx::new();
-        let mut pd = p.disk.clone();
-        let dtype = n.kind.dtype();
-        let place = match self.plan_add_entry(&mut tx, &p, &mut pd, name, ino, dtype) {
-            Ok(place) => place,
+        // Durability and atomicity pass from the directory to a new file
+        // or directory in the same transaction as its creation (no crash
+        // shows the file without them); other kinds take no user.
+        // attributes (as on Linux) and have no data or entries to use them.
+        let inherits = matches!(n.kind, FileKind::Regular | FileKind::Directory);
+        let (durability, atomicity) = if inherits {
+            (p.durability, p.atomicity)
+        } else {
+            Default::default()
+        };
+        let xattr_block = match self.write_inherited(durability, atomicity) {
+            Ok(b) => b,
             Err(e) => {
                 self.inos.free(ino);
                 if let Some(b) = target_block {
@@ -203,8 +210,22 @@ impl<D: PmDevice> Core<D> {
                 return Err(e);
             }
         };
-        if target_block.is_some() {
-            // The target's block must be durable before the inode links it.
+        child.xattr_block = xattr_block.unwrap_or(0);
+        let fresh: Vec<u64> = target_block.into_iter().chain(xattr_block).collect();
+        let mut tx = Tx::new();
+        let mut pd = p.disk.clone();
+        let dtype = n.kind.dtype();
+        let place = match self.plan_add_entry(&mut tx, &p, &mut pd, name, ino, dtype) {
+            Ok(place) => place,
+            Err(e) => {
+                self.inos.free(ino);
+                fresh.iter().for_each(|&b| self.blocks.free(b));
+                return Err(e);
+            }
+        };
+        if !fresh.is_empty() {
+            // The target's and attributes' blocks must be durable before
+            // the inode links them.
             self.drain()?;
         }
         pd.mtime = now;
@@ -230,6 +251,8 @@ impl<D: PmDevice> Core<D> {
             writes_since_fsync: u32::MAX,
             policy: None,
             buffered_size: None,
+            durability,
+            atomicity,
         };
         let attr = attr_of(&state);
         self.cache.insert(ino, state);

@@ -2,14 +2,17 @@
 //! inode's attributes share one block (format::xattr); every change
 //! rewrites that block inside a journal transaction, so it is atomic.
 //! Names must lie in the user., trusted., security. or system. namespace;
-//! who may use which namespace is the FUSE adapter's decision.
+//! who may use which namespace is the FUSE adapter's decision. The
+//! `user.amberfs.` names are Amber's own (crate::durability): their values
+//! are checked here, and the DRAM inode's parsed copy follows every change.
 
 use super::{live, Core};
+use crate::durability::{self, Atomicity, Durability};
 use crate::error::{FsError, Result};
-use crate::inode::InodeState;
+use crate::inode::{read_xattrs, InodeState};
 use crate::journal::Tx;
 use amber_format::xattr::{self, Xattr, NAME_MAX, VALUE_MAX};
-use amber_format::BLOCK_SIZE;
+use amber_format::FileKind;
 use amber_pmem::PmDevice;
 
 /// Namespaces an attribute name may start with.
@@ -46,19 +49,7 @@ fn check_name(name: &[u8]) -> Result<()> {
 impl<D: PmDevice> Core<D> {
     /// The attributes of a loaded inode.
     fn xattrs_of(&self, st: &InodeState) -> Result<Vec<Xattr>> {
-        let b = st.disk.xattr_block;
-        if b == 0 {
-            return Ok(Vec::new());
-        }
-        if !self.layout.is_data_block(b) {
-            return Err(FsError::Corrupted(format!(
-                "inode {} has xattr block {b}",
-                st.ino
-            )));
-        }
-        let mut buf = vec![0u8; BLOCK_SIZE as usize];
-        self.dev.read(self.layout.block_offset(b), &mut buf);
-        xattr::decode(&buf).map_err(|e| FsError::Corrupted(format!("inode {}: {e}", st.ino)))
+        read_xattrs(&*self.dev, &self.layout, st.ino, st.disk.xattr_block)
     }
 
     /// The value of attribute `name`.
@@ -89,7 +80,19 @@ impl<D: PmDevice> Core<D> {
         if value.len() > VALUE_MAX {
             return Err(FsError::AttributeTooLarge);
         }
-        self.change_xattrs(ino, |attrs| {
+        let setting = durability::check_set(name, value, self.policy.atomic_writes())?;
+        let value: &[u8] = match setting {
+            Some(s) => s.value(),
+            None => value,
+        };
+        self.change_xattrs(ino, |kind, attrs| {
+            if setting.is_some() && !matches!(kind, FileKind::Regular | FileKind::Directory) {
+                // As Linux keeps user.* off other kinds; they have no
+                // data to be durable and no entries to pass it on to.
+                return Err(FsError::InvalidArgument(
+                    "user.amberfs. attributes apply to regular files and directories",
+                ));
+            }
             let pos = attrs.iter().position(|a| a.name == name);
             match (pos, how) {
                 (Some(_), XattrSet::Create) => Err(FsError::AlreadyExists),
@@ -112,7 +115,7 @@ impl<D: PmDevice> Core<D> {
     /// Removes attribute `name`.
     pub fn removexattr(&self, ino: u64, name: &[u8]) -> Result<()> {
         check_name(name)?;
-        self.change_xattrs(ino, |attrs| {
+        self.change_xattrs(ino, |_, attrs| {
             let i = attrs
                 .iter()
                 .position(|a| a.name == name)
@@ -122,16 +125,41 @@ impl<D: PmDevice> Core<D> {
         })
     }
 
-    /// Applies `f` to the attribute list and commits the new block (a
-    /// fresh block is written and fenced before the transaction links it;
-    /// an emptied list frees the block after the transaction).
-    fn change_xattrs(&self, ino: u64, f: impl FnOnce(&mut Vec<Xattr>) -> Result<()>) -> Result<()> {
+    /// Writes a fresh attribute block holding what a new file inherits from
+    /// a directory with `durability` and `atomicity` (None when that is
+    /// nothing). Not fenced: the creating transaction's caller fences it
+    /// before the inode links it, and frees it if the creation fails.
+    pub(super) fn write_inherited(
+        &self,
+        durability: Durability,
+        atomicity: Atomicity,
+    ) -> Result<Option<u64>> {
+        let attrs = durability::inherited(durability, atomicity);
+        if attrs.is_empty() {
+            return Ok(None);
+        }
+        let bytes = xattr::encode(&attrs).ok_or(FsError::NoSpace)?;
+        let b = self.blocks.alloc(None).ok_or(FsError::NoSpace)?;
+        self.dev.write_nt(self.layout.block_offset(b), &bytes);
+        Ok(Some(b))
+    }
+
+    /// Applies `f` (given the file's kind) to the attribute list and
+    /// commits the new block (a fresh block is written and fenced before
+    /// the transaction links it; an emptied list frees the block after the
+    /// transaction). The DRAM inode's durability and atomicity follow the
+    /// committed list.
+    fn change_xattrs(
+        &self,
+        ino: u64,
+        f: impl FnOnce(FileKind, &mut Vec<Xattr>) -> Result<()>,
+    ) -> Result<()> {
         self.check_writable()?;
         let r = self.inode(ino)?;
         let mut st = r.write();
         live(&st)?;
         let mut attrs = self.xattrs_of(&st)?;
-        f(&mut attrs)?;
+        f(st.kind(), &mut attrs)?;
         let mut d = st.disk.clone();
         d.ctime = self.now();
         let mut tx = Tx::new();
@@ -165,6 +193,7 @@ impl<D: PmDevice> Core<D> {
             self.blocks.free(old);
         }
         st.disk = d;
+        (st.durability, st.atomicity) = durability::of(&attrs);
         Ok(())
     }
 }

@@ -16,7 +16,9 @@ pub use cache::{InodeCache, InodeRef};
 pub use pathcopy::{plan_path_copy, CommitStore, PathCopy};
 
 use crate::dir::DirIndex;
+use crate::durability::{self, Atomicity, Durability};
 use crate::error::{FsError, Result};
+use amber_format::xattr::{self, Xattr};
 use amber_format::{FileKind, Inode, Layout, BLOCK_SIZE, INODE_SIZE};
 use amber_pmem::PmDevice;
 use std::any::Any;
@@ -49,6 +51,15 @@ pub struct InodeState {
     /// journal transaction that writes this inode persists only durable
     /// state. `None` when the two agree.
     pub buffered_size: Option<u64>,
+    /// `user.amberfs.durability`, parsed when the inode is loaded and
+    /// whenever the attribute changes, so a write or fsync reads a field
+    /// instead of the attribute block. On a directory it is only what new
+    /// entries inherit.
+    pub durability: Durability,
+    /// `user.amberfs.atomicity`, kept as `durability` is: what the file
+    /// asks of the policy (which refused `Write` at setxattr if it cannot
+    /// honour it).
+    pub atomicity: Atomicity,
 }
 
 /// Reads inode `ino` from the table, without judging it.
@@ -56,6 +67,26 @@ pub fn read_inode<D: PmDevice>(dev: &D, layout: &Layout, ino: u64) -> Inode {
     let mut buf = [0u8; INODE_SIZE];
     dev.read(layout.inode_offset(ino), &mut buf);
     Inode::decode(&buf)
+}
+
+/// The extended attributes in block `block` of inode `ino` (none if 0).
+pub fn read_xattrs<D: PmDevice>(
+    dev: &D,
+    layout: &Layout,
+    ino: u64,
+    block: u64,
+) -> Result<Vec<Xattr>> {
+    if block == 0 {
+        return Ok(Vec::new());
+    }
+    if !layout.is_data_block(block) {
+        return Err(FsError::Corrupted(format!(
+            "inode {ino} has xattr block {block}"
+        )));
+    }
+    let mut buf = vec![0u8; BLOCK_SIZE as usize];
+    dev.read(layout.block_offset(block), &mut buf);
+    xattr::decode(&buf).map_err(|e| FsError::Corrupted(format!("inode {ino}: {e}")))
 }
 
 impl InodeState {
@@ -89,6 +120,8 @@ impl InodeState {
         } else {
             None
         };
+        let (durability, atomicity) =
+            durability::of(&read_xattrs(dev, layout, ino, disk.xattr_block)?);
         Ok(InodeState {
             ino,
             disk,
@@ -99,6 +132,8 @@ impl InodeState {
             writes_since_fsync: u32::MAX,
             policy: None,
             buffered_size: None,
+            durability,
+            atomicity,
         })
     }
 

@@ -411,7 +411,7 @@ impl Shared {
             self.direct_write(fs, st, file, a, d, sync)?;
         }
         if buffered_any {
-            touch_metadata(fs, st)?;
+            touch_metadata(fs, st, sync)?;
         }
         Ok(())
     }
@@ -598,11 +598,13 @@ fn runs(mask: u64) -> impl Iterator<Item = (u64, u64)> {
 }
 
 /// After a buffered write: times in DRAM (persisted by fsync, write-back
-/// growing the size, or the inode's next transaction), and the POSIX
-/// kill-privileges rule, persisted at once when it changes the mode so no
-/// crash shows the set-id bits on a file already written.
-fn touch_metadata<D: PmDevice>(fs: &Core<D>, st: &mut InodeState) -> Result<()> {
-    if direct::note_write(fs, st) {
+/// growing the size, or the inode's next transaction) unless the write is
+/// sync (O_SYNC, `-o sync`, durability=sync: data, size and times durable
+/// on return), and the POSIX kill-privileges rule, persisted at once when
+/// it changes the mode so no crash shows the set-id bits on a file already
+/// written.
+fn touch_metadata<D: PmDevice>(fs: &Core<D>, st: &mut InodeState, sync: bool) -> Result<()> {
+    if direct::note_write(fs, st) || sync {
         direct::store_first_line(fs, st)?;
         st.times_dirty = false;
     } else {
@@ -676,8 +678,10 @@ impl<D: PmDevice> DataPolicy<D> for Hinfs {
         Direct.fallocate(fs, st, off, len, mode)
     }
 
-    /// Buffered blocks a sync write evicts are durable, but their times
-    /// wait for fsync: the front end must still call it.
+    /// A sync write makes its own range durable (data, size, times), not
+    /// what earlier writes left in the buffer: the front end must still
+    /// call fsync, and must not send every write sync (that would turn
+    /// the buffer off).
     fn sync_writes_are_complete(&self) -> bool {
         false
     }
