@@ -235,6 +235,12 @@ pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Resul
             &rng::bytes(*seed, *len),
             XattrSet::Either,
         ),
+        Op::SetXattrTo { path, name, value } => fs.setxattr(
+            resolve(fs, path)?,
+            name.as_bytes(),
+            value.as_bytes(),
+            XattrSet::Either,
+        ),
         Op::RemoveXattr { path, name } => fs.removexattr(resolve(fs, path)?, name.as_bytes()),
         Op::Fallocate {
             path,

@@ -31,7 +31,7 @@ pub use workload::{atomic_random, random, Op, Workload, WriteAt, ATOMIC_RANDOM_O
 
 use amber_core::data::layout_for;
 use amber_core::fs::{format, mount};
-use amber_core::MountOptions;
+use amber_core::{Durability, MountOptions};
 use amber_format::{FormatParams, PoolLayout};
 use amber_sim::{enumerate, CrashImage, CrashPoint, EnumConfig, OverlayDevice, RecordingDevice};
 use serde::Serialize;
@@ -498,10 +498,15 @@ impl Runner<'_> {
                 self.check_point(i, op, p, &judged);
             }
             if let Some(h) = history.as_mut() {
+                // Per-file durability (user.amberfs.durability): an fsync
+                // of a lazy file makes nothing durable, and every write to
+                // a sync file is an O_SYNC write.
+                let asks = |ino| fs.durability(ino).unwrap_or_default();
                 let synced = match op {
                     Op::Fsync { path } => after
                         .nodes
                         .get(path.as_str())
+                        .filter(|n| asks(n.ino) != Durability::Lazy)
                         .map(|n| vec![n.ino])
                         .unwrap_or_default(),
                     Op::SyncAll => History::files(&after),
@@ -509,6 +514,9 @@ impl Runner<'_> {
                 };
                 let sync_range = match op {
                     Op::WriteSync { .. } => range.as_ref(),
+                    Op::Write { .. } | Op::WriteHandle { .. } => {
+                        range.as_ref().filter(|r| asks(r.ino) == Durability::Sync)
+                    }
                     _ => None,
                 };
                 h.persisted(&after, &synced, sync_range);

@@ -178,6 +178,14 @@ fn xattrs() {
     check("xattrs", 1);
 }
 
+/// Under `direct` (every write durable on return, so `lazy` changes
+/// nothing); hinfs and the hunter policies run it with every named
+/// workload.
+#[test]
+fn durability() {
+    check("durability", 1);
+}
+
 #[test]
 fn fallocate() {
     check("fallocate", 1);

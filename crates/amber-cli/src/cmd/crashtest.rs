@@ -14,8 +14,8 @@ use crate::common::{CliError, CliResult};
 #[derive(clap::Args)]
 pub struct Args {
     /// Workload to run (files, dirs, rename, links, truncate, writes,
-    /// attrs, orphan, xattrs, fallocate, buffered, writeback, atomic,
-    /// atomic-random, zone-pressure, random, or all).
+    /// attrs, orphan, xattrs, fallocate, buffered, durability, writeback,
+    /// atomic, atomic-random, zone-pressure, random, or all).
     #[arg(long, default_value = "all")]
     workload: String,
     /// Seed of the random and atomic-random workloads and of crash-image

@@ -103,6 +103,13 @@ pub enum Op {
         len: usize,
         seed: u64,
     },
+    /// Sets extended attribute `name` to the text `value` (Amber's own
+    /// `user.amberfs.` attributes, whose values are words).
+    SetXattrTo {
+        path: String,
+        name: String,
+        value: String,
+    },
     RemoveXattr {
         path: String,
         name: String,
@@ -181,6 +188,7 @@ impl fmt::Display for Op {
                 len,
                 seed,
             } => write!(f, "setxattr {path} {name} len {len} seed {seed}"),
+            Op::SetXattrTo { path, name, value } => write!(f, "setxattr {path} {name}={value}"),
             Op::RemoveXattr { path, name } => write!(f, "removexattr {path} {name}"),
             Op::Fallocate {
                 path,
@@ -225,6 +233,7 @@ pub const NAMES: &[&str] = &[
     "xattrs",
     "fallocate",
     "buffered",
+    "durability",
     "writeback",
     "atomic",
     "atomic-random",
@@ -463,6 +472,53 @@ fn buffered() -> Vec<Op> {
         write("c", 6 * KIB, 100, 9),
         Op::Unlink { path: s("c") },
         write("a", 0, 64, 10),
+        Op::SyncAll,
+    ]
+}
+
+fn set_durability(p: &str, value: &str) -> Op {
+    Op::SetXattrTo {
+        path: s(p),
+        name: s("user.amberfs.durability"),
+        value: s(value),
+    }
+}
+
+/// Per-file durability: a `sync` directory passes it to a file and a
+/// nested directory in their creating transactions, and their writes
+/// (overwrites, appends, a gap) are durable when they return even under a
+/// buffering policy; a `lazy` file's fsync makes nothing durable (the
+/// oracle then expects nothing of it) until syncfs; a file set back to
+/// posix buffers again.
+fn durability() -> Vec<Op> {
+    vec![
+        mkdir("d"),
+        set_durability("d", "sync"),
+        create("d/s"),
+        write("d/s", 0, 6000, 1),
+        write("d/s", 100, 10, 2),
+        append("d/s", 300, 3),
+        write("d/s", 12 * KIB, 100, 4),
+        mkdir("d/e"),
+        create("d/e/n"),
+        write("d/e/n", 0, 5000, 5),
+        create("l"),
+        set_durability("l", "lazy"),
+        write("l", 0, 5000, 6),
+        fsync("l"),
+        write("l", 100, 10, 7),
+        fsync("l"),
+        Op::RemoveXattr {
+            path: s("d/s"),
+            name: s("user.amberfs.durability"),
+        },
+        write("d/s", 50, 70, 8),
+        fsync("d/s"),
+        Op::SetXattrTo {
+            path: s("d"),
+            name: s("user.amberfs.atomicity"),
+            value: s("none"),
+        },
         Op::SyncAll,
     ]
 }
@@ -805,6 +861,7 @@ pub fn named(name: &str, seed: u64) -> Option<Workload> {
         "xattrs" => xattrs(),
         "fallocate" => fallocates(),
         "buffered" => buffered(),
+        "durability" => durability(),
         "writeback" => writeback(),
         "atomic" => atomic::atomic(),
         "atomic-random" => atomic_random(seed, ATOMIC_RANDOM_OPS),
