@@ -105,3 +105,44 @@ test "$(getfattr --only-values -n user.color "$mnt/x")" = blue
 cycle
 test "$(getfattr --only-values -n user.color "$mnt/x")" = blue
 echo "xattr ok"
+
+step "per-file durability and atomicity: set, get, inherit, refuse"
+dur=user.amberfs.durability atom=user.amberfs.atomicity
+get() { getfattr --absolute-names --only-values -n "$1" "$2"; }
+mkdir "$mnt/dur"
+setfattr -n $dur -v sync "$mnt/dur"
+mkdir "$mnt/dur/sub"
+echo data > "$mnt/dur/sub/f"
+test "$(get $dur "$mnt/dur/sub")" = sync
+test "$(get $dur "$mnt/dur/sub/f")" = sync
+setfattr -n $dur -v lazy "$mnt/dur/sub/f"
+test "$(get $dur "$mnt/dur/sub/f")" = lazy
+# A bad value or an unknown user.amberfs. name is EINVAL, the old value stays.
+for bad in "$dur=eventually" "user.amberfs.speed=fast"; do
+    if out=$(setfattr -n "${bad%%=*}" -v "${bad#*=}" "$mnt/dur/sub/f" 2>&1); then
+        echo "setfattr $bad was accepted"; exit 1
+    fi
+    grep -q "Invalid argument" <<<"$out" || { echo "setfattr $bad: $out"; exit 1; }
+done
+test "$(get $dur "$mnt/dur/sub/f")" = lazy
+# atomicity=write only under a policy whose every write is atomic.
+case "${AMBER_OPTIONS:-}" in
+    *policy=cow*|*policy=finelog*|*policy=lawn*) setfattr -n $atom -v write "$mnt/dur/sub/f" ;;
+    *)
+        if out=$(setfattr -n $atom -v write "$mnt/dur/sub/f" 2>&1); then
+            echo "atomicity=write accepted under ${AMBER_OPTIONS:-policy=direct}"; exit 1
+        fi
+        grep -q "Operation not supported" <<<"$out" || { echo "atomicity=write: $out"; exit 1; }
+        ;;
+esac
+setfattr -n $atom -v none "$mnt/dur/sub/f"
+cycle
+test "$(get $dur "$mnt/dur/sub/f")" = lazy
+test "$(get $dur "$mnt/dur")" = sync
+test "$(cat "$mnt/dur/sub/f")" = data
+setfattr -x $dur "$mnt/dur"
+touch "$mnt/dur/g"
+if get $dur "$mnt/dur/g" >/dev/null 2>&1; then
+    echo "a file created after removexattr inherited"; exit 1
+fi
+echo "durability ok"
