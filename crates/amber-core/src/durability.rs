@@ -3,7 +3,7 @@
 //! of the inode, so they persist and change atomically through the xattr
 //! transaction; the core keeps them parsed in the DRAM inode
 //! (`InodeState::durability`, `InodeState::atomicity`) so that no write
-//! ever parses attributes. docs/design.md §13 has the rules and the
+//! ever parses attributes. docs/design.md §14 has the rules and the
 //! crash argument.
 
 use crate::error::{FsError, Result};

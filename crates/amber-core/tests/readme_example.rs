@@ -25,3 +25,21 @@ fn readme_example() -> Result<(), Box<dyn std::error::Error>> {
     fs.unmount()?;
     Ok(())
 }
+
+/// README's "Per-file durability" library example.
+#[test]
+fn readme_durability_example() -> Result<(), Box<dyn std::error::Error>> {
+    use amber_core::{Atomicity, Durability, FsError};
+    let dev = MmapDevice::anonymous(64 << 20, &MapOptions::default())?;
+    Fs::format(&dev, &FormatParams::for_size(64 << 20))?;
+    let (fs, _) = Fs::mount(dev, MountOptions::default())?;
+    fs.create_dir("/journal")?;
+    fs.set_durability("/journal", Durability::Sync)?;
+    fs.write("/journal/log", b"entry")?; // durable when it returns
+    assert_eq!(fs.durability("/journal/log")?, Durability::Sync);
+    // Refused unless the pool is mounted with policy=cow, finelog or lawn.
+    let atomic = fs.set_atomicity("/journal/log", Atomicity::Write);
+    assert!(matches!(atomic, Ok(()) | Err(FsError::Unsupported(_))));
+    fs.unmount()?;
+    Ok(())
+}

@@ -286,7 +286,7 @@ impl<D: PmDevice> Core<D> {
     /// Makes a file's data and metadata durable; for a file set to
     /// durability=lazy under a policy that holds writes in DRAM, does
     /// nothing: its data waits for the policy's write-back, syncfs or
-    /// unmount (docs/design.md §13).
+    /// unmount (docs/design.md §14).
     pub fn fsync(&self, ino: u64) -> Result<()> {
         let r = self.inode(ino)?;
         let mut st = r.write();
