@@ -127,7 +127,7 @@ done
 test "$(get $dur "$mnt/dur/sub/f")" = lazy
 # atomicity=write only under a policy whose every write is atomic.
 case "${AMBER_OPTIONS:-}" in
-    *policy=cow*|*policy=finelog*|*policy=lawn*) setfattr -n $atom -v write "$mnt/dur/sub/f" ;;
+    *policy=amber*|*policy=cow*|*policy=finelog*|*policy=lawn*) setfattr -n $atom -v write "$mnt/dur/sub/f" ;;
     *)
         if out=$(setfattr -n $atom -v write "$mnt/dur/sub/f" 2>&1); then
             echo "atomicity=write accepted under ${AMBER_OPTIONS:-policy=direct}"; exit 1
