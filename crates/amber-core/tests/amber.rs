@@ -200,3 +200,40 @@ fn layouts_must_match() {
         other => panic!("mounted: {:?}", other.map(|_| ())),
     }
 }
+
+/// On the wall clock mount measures the device and sets how many slices
+/// a small overwrite may have and still go through the zone: one with
+/// that many goes there, one with more goes into the data log.
+#[test]
+fn the_calibrated_bound_routes_small_overwrites() {
+    let o = MountOptions::parse("policy=amber,hunter_interval=never").unwrap();
+    let fs = Fs::mount(fresh_device(), o).unwrap().0;
+    assert!(stat(&fs, "line_ps") > 0 && stat(&fs, "flush_ps") > 0);
+    let max = stat(&fs, "zone_max_slices");
+    assert!(max <= 64, "{max}");
+    let f = rw(&fs, "/f");
+    let mut model = Vec::new();
+    put(&f, &mut model, 0, &pattern(8192, 4));
+    f.sync_all().unwrap();
+    let (zone, log) = (stat(&fs, "zone_writes"), stat(&fs, "log_writes"));
+    eprintln!(
+        "zone_max_slices {max}, line {} ps, flush {} ps",
+        stat(&fs, "line_ps"),
+        stat(&fs, "flush_ps")
+    );
+    if max > 0 {
+        let k = max.min(63) as usize;
+        put(&f, &mut model, 64, &pattern(k * 64, 5));
+        assert_eq!(stat(&fs, "zone_writes"), zone + 1, "{k} slices");
+    }
+    if max < 63 {
+        put(
+            &f,
+            &mut model,
+            4096 + 64,
+            &pattern((max as usize + 1) * 64, 6),
+        );
+        assert_eq!(stat(&fs, "log_writes"), log + 1, "{} slices", max + 1);
+    }
+    assert_eq!(fs.read("/f").unwrap(), model);
+}

@@ -26,15 +26,37 @@ use super::{DataPolicy, FallocMode, Hunter, Lawn};
 use crate::error::Result;
 use crate::fs::{Core, MountOptions};
 use crate::inode::InodeState;
+use crate::time::ClockSource;
 use amber_format::{PoolLayout, BLOCK_SIZE};
 use amber_pmem::PmDevice;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Weak;
+use std::time::{Duration, Instant};
+
+/// A cache line.
+const LINE: u64 = 64;
+
+/// Blocks the calibration at mount writes (free ones, given back).
+const CALIBRATION_BLOCKS: usize = 16;
+/// Rounds of each measurement; the fastest counts (least disturbed).
+const CALIBRATION_ROUNDS: usize = 4;
+/// 16-byte descriptors per cache line.
+const DESCS_PER_LINE: u64 = 4;
 
 /// The `amber` policy.
 pub struct Amber {
     hunter: Hunter,
     lawn: Lawn,
+    /// Most slices a small overwrite may have and still go through the
+    /// zone: where the zone's flushed descriptor lines start to cost more
+    /// than one out-of-place block, from the costs measured at mount
+    /// (`calibrate`). Every partial write goes there until then, and with
+    /// the simulated clock, which measures nothing.
+    zone_max: AtomicU64,
+    /// The measured costs, in picoseconds: one line of a streamed
+    /// non-temporal block copy, and one flushed line with its fence.
+    line_ps: AtomicU64,
+    flush_ps: AtomicU64,
     /// Writes that went through the zone alone.
     zone_writes: AtomicU64,
     /// Writes that went into the data logs.
@@ -48,6 +70,9 @@ impl Amber {
         Amber {
             hunter: Hunter::new(opts, false, false),
             lawn: Lawn::new(opts),
+            zone_max: AtomicU64::new(u64::MAX),
+            line_ps: AtomicU64::new(0),
+            flush_ps: AtomicU64::new(0),
             zone_writes: AtomicU64::new(0),
             log_writes: AtomicU64::new(0),
             settles: AtomicU64::new(0),
@@ -71,6 +96,9 @@ impl Amber {
         let Some(numbers) = Lawn::zone_slices(fs, st, off, end) else {
             return Ok(None);
         };
+        if numbers.len() as u64 > self.zone_max.load(Relaxed) {
+            return Ok(None);
+        }
         if self.hunter.settle(fs, st)? {
             self.settles.fetch_add(1, Relaxed);
         }
@@ -86,6 +114,73 @@ impl Amber {
             self.fsync(fs, st)?;
         }
         Ok(Some(n))
+    }
+
+    /// Measures this device at mount, as HiNFS calibrates its model: the
+    /// cost `l` of one line of a fenced non-temporal block copy and `f` of
+    /// one flushed line with its fence. A zone write of `k` slices of `s`
+    /// lines costs about `k*s*l + (ceil(k/4) + 1)*f` (slots streamed, then
+    /// descriptor lines and the commit flushed); the same write as one
+    /// out-of-place block `64*l + 2*f` (the block, its record and entry).
+    /// On DRAM-speed PM flushes dominate and only a few slices pay; on
+    /// slow PM bandwidth dominates and most partial writes do.
+    fn calibrate<D: PmDevice>(&self, fs: &Core<D>) -> Result<()> {
+        if fs.options().clock == ClockSource::Simulated {
+            return Ok(());
+        }
+        let mut blocks = Vec::with_capacity(CALIBRATION_BLOCKS);
+        while blocks.len() < CALIBRATION_BLOCKS {
+            match fs.blocks.alloc(None) {
+                Some(b) => blocks.push(b),
+                None => break,
+            }
+        }
+        if blocks.is_empty() {
+            return Ok(());
+        }
+        let measured = Self::measure(fs, &blocks);
+        fs.blocks.free_all(&blocks);
+        let (l, f) = measured?;
+        let lines_per_slice = (Lawn::zone(fs).geo.slot_size as u64 / LINE).max(1);
+        let per_block = BLOCK_SIZE / (lines_per_slice * LINE);
+        let zone =
+            |k: u64| (k * lines_per_slice) as f64 * l + (k.div_ceil(DESCS_PER_LINE) + 1) as f64 * f;
+        let block = (BLOCK_SIZE / LINE) as f64 * l + 2.0 * f;
+        let max = (1..=per_block)
+            .take_while(|&k| zone(k) < block)
+            .last()
+            .unwrap_or(0);
+        self.zone_max.store(max, Relaxed);
+        self.line_ps.store((l * 1000.0) as u64, Relaxed);
+        self.flush_ps.store((f * 1000.0) as u64, Relaxed);
+        Ok(())
+    }
+
+    /// (l, f) in nanoseconds, each the fastest of its rounds.
+    fn measure<D: PmDevice>(fs: &Core<D>, blocks: &[u64]) -> Result<(f64, f64)> {
+        let dev = &**fs.device();
+        let l = fs.layout();
+        let src = [0x5au8; BLOCK_SIZE as usize];
+        let (mut copy, mut flush) = (Duration::MAX, Duration::MAX);
+        for _ in 0..CALIBRATION_ROUNDS {
+            let t = Instant::now();
+            for &b in blocks {
+                dev.write_nt(l.block_offset(b), &src);
+                fs.drain()?;
+            }
+            copy = copy.min(t.elapsed());
+            let t = Instant::now();
+            for &b in blocks {
+                let at = l.block_offset(b);
+                dev.write(at, &src[..LINE as usize]);
+                dev.flush(at, LINE);
+                fs.drain()?;
+            }
+            flush = flush.min(t.elapsed());
+        }
+        let n = blocks.len() as f64;
+        let lines = n * (BLOCK_SIZE / LINE) as f64;
+        Ok((copy.as_nanos() as f64 / lines, flush.as_nanos() as f64 / n))
     }
 }
 
@@ -112,6 +207,10 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
 
     fn load(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
         DataPolicy::<D>::load(&self.hunter, fs, st)
+    }
+
+    fn mounted(&self, fs: &Core<D>) -> Result<()> {
+        self.calibrate(fs)
     }
 
     fn read(&self, fs: &Core<D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
@@ -227,6 +326,9 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
             ("zone_writes".to_string(), self.zone_writes.load(Relaxed)),
             ("log_writes".to_string(), self.log_writes.load(Relaxed)),
             ("settles".to_string(), self.settles.load(Relaxed)),
+            ("zone_max_slices".to_string(), self.zone_max.load(Relaxed)),
+            ("line_ps".to_string(), self.line_ps.load(Relaxed)),
+            ("flush_ps".to_string(), self.flush_ps.load(Relaxed)),
         ];
         v.extend(DataPolicy::<D>::stats(&self.lawn));
         v.extend(DataPolicy::<D>::stats(&self.hunter));
