@@ -15,6 +15,11 @@ pub const PREFIX: &[u8] = b"user.amberfs.";
 pub const DURABILITY_XATTR: &[u8] = b"user.amberfs.durability";
 /// The attribute choosing a file's [`Atomicity`].
 pub const ATOMICITY_XATTR: &[u8] = b"user.amberfs.atomicity";
+/// A read-only report, made when read and never stored or listed, of what
+/// the mounted policy did with the file: where its blocks' newest copies
+/// are, whether its metadata waits in DRAM, and the policy's counters
+/// (`Core::policy_report`).
+pub const POLICY_XATTR: &[u8] = b"user.amberfs.policy";
 
 /// When a write to the file becomes durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -126,10 +131,15 @@ pub(crate) fn check_set(name: &[u8], value: &[u8], atomic_policy: bool) -> Resul
             .ok_or(FsError::InvalidArgument(
                 "user.amberfs.atomicity takes write or none",
             ))?
+    } else if name == POLICY_XATTR {
+        return Err(FsError::InvalidArgument(
+            "user.amberfs.policy is read-only: it reports what the policy did with the file",
+        ));
     } else {
         return Err(FsError::InvalidArgument(
             "the user.amberfs. attributes are user.amberfs.durability \
-             (posix, sync or lazy) and user.amberfs.atomicity (write or none)",
+             (posix, sync or lazy), user.amberfs.atomicity (write or none) and the \
+             read-only user.amberfs.policy",
         ));
     };
     if s == Setting::Atomicity(Atomicity::Write) && !atomic_policy {

@@ -237,3 +237,30 @@ fn the_calibrated_bound_routes_small_overwrites() {
     }
     assert_eq!(fs.read("/f").unwrap(), model);
 }
+
+/// `user.amberfs.policy` shows what amber did with a file: its blocks in
+/// the log, whether its metadata waits, which blocks have slices in the
+/// zone and the rule that sent them; it is read-only and never listed.
+#[test]
+fn the_policy_report_shows_where_a_files_data_is() {
+    use amber_core::fs::XattrSet;
+    let fs = mount(fresh_device(), "");
+    let f = rw(&fs, "/f");
+    f.write_at(&pattern(16384, 7), 0).unwrap();
+    let c = fs.core();
+    let name = b"user.amberfs.policy";
+    let text = |ino| String::from_utf8(c.getxattr(ino, name).unwrap()).unwrap();
+    let t = text(f.ino());
+    assert!(t.starts_with("policy=amber\n"), "{t}");
+    assert!(t.contains("log_blocks=4\n") && t.contains("metadata=queued\n"), "{t}");
+    assert!(t.contains("zone_slices=0\n"), "{t}");
+    f.write_at(&[1u8; 10], 4096 + 5).unwrap();
+    f.write_at(&[1u8; 10], 3 * 4096 + 70).unwrap();
+    let t = text(f.ino());
+    assert!(t.contains("metadata=durable\n"), "settled by the zone write: {t}");
+    assert!(t.contains("zone_slices=2\nzone_blocks=1,3\n"), "{t}");
+    assert!(t.contains("pool.zone_writes=2\n"), "{t}");
+    assert!(!c.listxattr(f.ino()).unwrap().iter().any(|n| n == name));
+    let e = c.setxattr(f.ino(), name, b"x", XattrSet::Either).unwrap_err();
+    assert!(matches!(e, FsError::InvalidArgument(m) if m.contains("read-only")), "{e}");
+}

@@ -40,6 +40,8 @@ const LINE: u64 = 64;
 const CALIBRATION_BLOCKS: usize = 16;
 /// Rounds of each measurement; the fastest counts (least disturbed).
 const CALIBRATION_ROUNDS: usize = 4;
+/// Blocks `describe` lists by number; the rest are counted.
+const MAX_DESCRIBED: usize = 32;
 /// 16-byte descriptors per cache line.
 const DESCS_PER_LINE: u64 = 4;
 
@@ -300,6 +302,46 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
 
     fn block_of(&self, st: &InodeState, fb: u64) -> Option<u64> {
         DataPolicy::<D>::block_of(&self.hunter, st, fb)
+    }
+
+    /// The file's blocks in the data log and its metadata (hunter's),
+    /// which of its blocks have their newest copy partly in the zone, and
+    /// the rule that sent them there.
+    fn describe(&self, fs: &Core<D>, st: &InodeState) -> Vec<(String, String)> {
+        let mut v = self.hunter.describe(fs, st);
+        if let Some(zone) = fs.zone() {
+            let slices = zone.lock(zone.sub_of(st.ino)).all_of(st.ino);
+            let per_block = zone.geo.slices_per_block();
+            let mut blocks: Vec<u64> = slices.iter().map(|&(s, _)| s as u64 / per_block).collect();
+            blocks.sort_unstable();
+            blocks.dedup();
+            let shown: Vec<String> = blocks
+                .iter()
+                .take(MAX_DESCRIBED)
+                .map(u64::to_string)
+                .collect();
+            let more = blocks.len().saturating_sub(MAX_DESCRIBED);
+            v.push(("zone_slices".into(), slices.len().to_string()));
+            v.push((
+                "zone_blocks".into(),
+                match more {
+                    0 => shown.join(","),
+                    n => format!("{},... ({n} more)", shown.join(",")),
+                },
+            ));
+        }
+        let max = self.zone_max.load(Relaxed);
+        v.push((
+            "route".into(),
+            match max {
+                u64::MAX => "overwrites of partial blocks: zone; the rest: data log".into(),
+                0 => "every write: data log (no zone write pays on this device)".into(),
+                m => format!(
+                    "overwrites of partial blocks up to {m} slices: zone; the rest: data log"
+                ),
+            },
+        ));
+        v
     }
 
     fn next_data_block(&self, st: &InodeState, fb: u64, limit: u64) -> Option<u64> {

@@ -198,6 +198,13 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
         0
     }
 
+    /// The file's own state under the policy, for `user.amberfs.policy`:
+    /// where its blocks' newest copies are and what waits in DRAM, so a
+    /// user can see what the policy did with it. Nothing by default.
+    fn describe(&self, _fs: &Core<D>, _st: &InodeState) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
     /// Counters for the workbench, by name.
     fn stats(&self) -> Vec<(String, u64)> {
         Vec::new()

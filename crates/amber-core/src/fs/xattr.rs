@@ -58,6 +58,9 @@ impl<D: PmDevice> Core<D> {
         let r = self.inode(ino)?;
         let st = r.read();
         live(&st)?;
+        if name == durability::POLICY_XATTR {
+            return Ok(self.policy_report(&st).into_bytes());
+        }
         let attrs = self.xattrs_of(&st)?;
         attrs
             .into_iter()
@@ -66,7 +69,22 @@ impl<D: PmDevice> Core<D> {
             .ok_or(FsError::NoAttribute)
     }
 
-    /// Names of every attribute.
+    /// What `user.amberfs.policy` reads: the policy, the file's own state
+    /// under it (`DataPolicy::describe`), then the policy's counters, one
+    /// `key=value` per line.
+    fn policy_report(&self, st: &InodeState) -> String {
+        let mut out = format!("policy={}\n", self.policy.name());
+        for (k, v) in self.policy.describe(self, st) {
+            out += &format!("{k}={v}\n");
+        }
+        for (k, v) in self.policy.stats() {
+            out += &format!("pool.{k}={v}\n");
+        }
+        out
+    }
+
+    /// Names of every attribute (not the generated `user.amberfs.policy`,
+    /// which is no stored attribute for a tool to copy).
     pub fn listxattr(&self, ino: u64) -> Result<Vec<Vec<u8>>> {
         let r = self.inode(ino)?;
         let st = r.read();

@@ -592,6 +592,20 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
         file_of(st)?.index.get(fb)
     }
 
+    fn describe(&self, _fs: &Core<D>, st: &InodeState) -> Vec<(String, String)> {
+        let Some(hf) = file_of(st) else {
+            return Vec::new();
+        };
+        let queued = self.shared.queues.queued(st.ino);
+        vec![
+            ("log_blocks".into(), hf.index.count().to_string()),
+            (
+                "metadata".into(),
+                if queued { "queued" } else { "durable" }.into(),
+            ),
+        ]
+    }
+
     fn next_data_block(&self, st: &InodeState, fb: u64, limit: u64) -> Option<u64> {
         file_of(st)?.index.next_data(fb, limit)
     }

@@ -197,11 +197,18 @@ impl Queues {
     pub fn settle<D: PmDevice>(&self, fs: &Core<D>, stats: &Stats, ino: u64) -> Result<bool> {
         let s = self.shard_of(ino);
         let mut slots = self.shards[s].persist.lock();
-        let queued = self.shards[s].pending.lock().attrs.contains_key(&ino);
+        let queued = self.queued(ino);
         if queued {
             self.drain_locked(fs, stats, s, &mut slots)?;
         }
         Ok(queued)
+    }
+
+    /// Whether file `ino` has updates queued (a batch being persisted
+    /// holds none: they left the queue when it began).
+    pub fn queued(&self, ino: u64) -> bool {
+        let s = self.shard_of(ino);
+        self.shards[s].pending.lock().attrs.contains_key(&ino)
     }
 
     /// Persists every shard.
