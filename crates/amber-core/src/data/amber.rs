@@ -244,10 +244,8 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         self.hunter.write(fs, st, off, data, sync)
     }
 
-    /// Slices at or past the smaller of the two sizes go back first: they
-    /// would be cut, or hide bytes the new size exposes.
     fn truncate(&self, fs: &Core<D>, st: &mut InodeState, size: u64) -> Result<()> {
-        slices::flush_from(fs, Lawn::zone(fs), st, size.min(st.disk.size))?;
+        slices::flush_for_size(fs, Lawn::zone(fs), st, size)?;
         DataPolicy::<D>::truncate(&self.hunter, fs, st, size)
     }
 

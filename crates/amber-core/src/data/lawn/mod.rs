@@ -557,10 +557,8 @@ impl<D: PmDevice> DataPolicy<D> for Lawn {
         self.by_cow(fs, st, off, data, sync)
     }
 
-    /// Slices at or past the smaller of the two sizes go back first: they
-    /// would be cut, or hide bytes the new size exposes.
     fn truncate(&self, fs: &Core<D>, st: &mut InodeState, size: u64) -> Result<()> {
-        slices::flush_from(fs, Self::zone(fs), st, size.min(st.disk.size))?;
+        slices::flush_for_size(fs, Self::zone(fs), st, size)?;
         Direct.truncate(fs, st, size)
     }
 

@@ -99,6 +99,18 @@ pub(in crate::data) fn flush_from<D: PmDevice>(
     write_back(fs, zone, st, &slices)
 }
 
+/// Before the file's size changes to `size`: writes back the slices at or
+/// past the smaller of the two sizes, which would be cut, or hide bytes
+/// the new size exposes.
+pub(in crate::data) fn flush_for_size<D: PmDevice>(
+    fs: &Core<D>,
+    zone: &Zone,
+    st: &InodeState,
+    size: u64,
+) -> Result<usize> {
+    flush_from(fs, zone, st, size.min(st.disk.size))
+}
+
 /// Writes back up to `n` of sub-zone `idx`'s least recently written
 /// slices, locking each owner in turn (never while holding the sub-zone).
 /// `held` is the file a writer holds locked, with the slices of it that
