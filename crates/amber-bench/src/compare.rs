@@ -5,6 +5,7 @@
 //! drift. One target is the plain `bench workload` case.
 
 use crate::record::Record;
+use crate::spec::{SpecOptions, TargetSpec};
 use crate::stats::summarize;
 use crate::target::Target;
 use crate::workload::{self, Outcome, Params, Session, Verified};
@@ -249,6 +250,40 @@ fn records(plan: &Plan, params: &Params, targets: &[&dyn Target], samples: &[Sam
         }
     }
     rows
+}
+
+/// Makes every target `specs` names (fresh pools under `opts`), runs the
+/// plan on them as [`run`] does, and removes the pools again, on failure
+/// too: the one place `bench compare` and `bench seeds` open, measure and
+/// close targets. A pool that cannot be removed is reported on stderr
+/// and does not discard the measurements.
+pub fn run_specs(
+    plan: &Plan,
+    specs: &[TargetSpec],
+    opts: &SpecOptions,
+    progress: &mut dyn FnMut(String),
+) -> Result<Vec<Row>, String> {
+    let mut opened = Vec::with_capacity(specs.len());
+    let mut result = Ok(Vec::new());
+    for (i, s) in specs.iter().enumerate() {
+        match s.open(opts, i) {
+            Ok(t) => opened.push(t),
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    if result.is_ok() {
+        let targets: Vec<_> = opened.iter().map(|t| t.target()).collect();
+        result = run(plan, &targets, progress);
+    }
+    for t in opened {
+        if let Err(e) = t.close() {
+            eprintln!("warning: clean-up: {e}");
+        }
+    }
+    result
 }
 
 /// One workload on one target: what the legacy study calls per file

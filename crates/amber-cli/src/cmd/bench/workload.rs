@@ -189,29 +189,10 @@ pub fn run_plan(name: &str, a: RunArgs, emulate: Option<&str>) -> CliResult<Exit
             None => default_drop_caches(),
         },
     };
-    let mut opened = Vec::new();
-    let mut result = Ok(Vec::new());
-    for (i, s) in specs.iter().enumerate() {
-        match s.open(&opts, i) {
-            Ok(t) => opened.push(t),
-            Err(e) => {
-                result = Err(e);
-                break;
-            }
-        }
-    }
-    if result.is_ok() {
-        let targets: Vec<_> = opened.iter().map(|t| t.target()).collect();
-        let runs = plan.threads.len() * plan.reps * targets.len();
-        let bar = Progress::new(runs as u64, &format!("{name} runs"));
-        result = compare::run(&plan, &targets, &mut |_| bar.inc(1));
-        bar.finish();
-    }
-    for t in opened {
-        if let Err(e) = t.close() {
-            crate::common::warn(format!("clean-up: {e}"));
-        }
-    }
+    let runs = plan.threads.len() * plan.reps * specs.len();
+    let bar = Progress::new(runs as u64, &format!("{name} runs"));
+    let result = compare::run_specs(&plan, &specs, &opts, &mut |_| bar.inc(1));
+    bar.finish();
     let rows = result.map_err(|e| CliError::new(format!("benchmark failed: {e}")))?;
     compare::print_rows(&rows);
     if let Some(path) = &a.json {
