@@ -21,6 +21,20 @@ pub struct Record {
     pub notes: Vec<String>,
 }
 
+impl Record {
+    /// The value of `key=value` anywhere in the notes (suites pack several
+    /// `key=value` facts into one note, separated by spaces, commas or
+    /// semicolons): how plots and `bench seeds` find a record's I/O size,
+    /// data path or emulated latency.
+    pub fn note(&self, key: &str) -> Option<String> {
+        self.notes.iter().find_map(|n| {
+            n.split([';', ' ', ','])
+                .find_map(|tok| tok.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+                .map(str::to_string)
+        })
+    }
+}
+
 /// What a whole run carries so it can be reproduced.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunInfo {

@@ -41,17 +41,6 @@ impl FromStr for XParam {
     }
 }
 
-/// The value of `key=value` anywhere in a record's notes (suites pack
-/// several `key=value` facts into one note, separated by spaces, commas or
-/// semicolons).
-fn note(r: &Record, key: &str) -> Option<String> {
-    r.notes.iter().find_map(|n| {
-        n.split([';', ' ', ','])
-            .find_map(|tok| tok.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
-            .map(str::to_string)
-    })
-}
-
 fn bytes(text: &str) -> Option<f64> {
     let t = text
         .trim()
@@ -72,11 +61,13 @@ impl XParam {
         match self {
             XParam::Threads => Some(r.threads as f64),
             // The iozone suite names its record size `record_bytes`.
-            XParam::IoSize => note(r, "io_size")
-                .or_else(|| note(r, "record_bytes"))
+            XParam::IoSize => r
+                .note("io_size")
+                .or_else(|| r.note("record_bytes"))
                 .and_then(|v| bytes(&v)),
-            XParam::FileSize => note(r, "file_size").and_then(|v| bytes(&v)),
-            XParam::Latency => note(r, "write_latency_ns")
+            XParam::FileSize => r.note("file_size").and_then(|v| bytes(&v)),
+            XParam::Latency => r
+                .note("write_latency_ns")
                 .and_then(|v| v.parse().ok())
                 .or_else(|| {
                     let spec = amber_pmem::EmulatorSpec::parse(&r.preset).ok()?;
