@@ -273,12 +273,15 @@ pub struct Config {
     pub warmup: usize,
     /// The target every other is normalized to.
     pub baseline: String,
-    /// Leave Amber out (kernel file systems only).
-    pub no_amber: bool,
+    /// Amber policies measured beside the kernel file systems, each on
+    /// its own pool (named `amberfs:POLICY` in results); empty for kernel
+    /// file systems only.
+    pub amber: Vec<String>,
 }
 
-/// The Amber target's name in results (the policy is `direct`).
-pub const AMBER: &str = "amberfs:direct";
+/// The Amber policy `bench legacy` measures unless told otherwise: the
+/// in-place, direct-access design the study holds up (PMFS).
+pub const AMBER_POLICY: &str = "direct";
 
 /// Runs every workload on every chosen variant and Amber, interleaved
 /// per workload, the baseline first so each row's ratio is the study's
@@ -302,8 +305,8 @@ pub fn run_study(cfg: &Config) -> Result<Vec<Row>, String> {
             .collect::<Result<_, _>>()?
     };
     let mut names: Vec<String> = chosen.iter().map(|v| v.name.clone()).collect();
-    if !cfg.no_amber {
-        names.push(AMBER.into());
+    for p in &cfg.amber {
+        names.push(format!("amberfs:{p}"));
     }
     if !names.contains(&cfg.baseline) {
         return Err(format!(
@@ -353,12 +356,14 @@ fn run_in(
             })
         })
         .collect();
-    let pool = work.join("amber.pool");
-    if !cfg.no_amber {
+    let pools: Vec<PathBuf> = (0..cfg.amber.len())
+        .map(|i| work.join(format!("amber-{i}.pool")))
+        .collect();
+    for (policy, pool) in cfg.amber.iter().zip(&pools) {
         targets.push(Box::new(AmberTarget::create(
-            &pool,
+            pool,
             cfg.pool_size,
-            "direct",
+            policy,
             &cfg.preset,
         )?));
     }
@@ -383,7 +388,9 @@ fn run_in(
     bar.finish();
     drop(refs);
     drop(targets);
-    let _ = std::fs::remove_file(&pool);
+    for pool in &pools {
+        let _ = std::fs::remove_file(pool);
+    }
     Ok(rows)
 }
 
@@ -437,7 +444,7 @@ mod tests {
             reps: 2,
             warmup: 0,
             baseline: "ext4".into(),
-            no_amber: false,
+            amber: vec![AMBER_POLICY.into()],
         };
         let rows = run_study(&cfg).unwrap();
         let tput: Vec<&Row> = rows
@@ -445,7 +452,7 @@ mod tests {
             .filter(|r| r.record.metric == "throughput")
             .collect();
         let targets: Vec<&str> = tput.iter().map(|r| r.record.target.as_str()).collect();
-        assert_eq!(targets, ["ext4", "xfs-ag4", AMBER]);
+        assert_eq!(targets, ["ext4", "xfs-ag4", "amberfs:direct"]);
         assert_eq!(tput[0].ratio_to_first, Some(1.0));
         assert!(tput.iter().all(|r| r.record.value > 0.0));
         let work = dir
@@ -491,7 +498,7 @@ mod tests {
             reps: 1,
             warmup: 0,
             baseline: "ext4".into(),
-            no_amber: false,
+            amber: vec![AMBER_POLICY.into()],
         };
         assert!(run_study(&cfg).unwrap_err().contains("unknown file system"));
         let cfg = Config {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use amber_bench::compare::print_rows;
-use amber_bench::legacy::{self, Config, MIN_DEVICE};
+use amber_bench::legacy::{self, Config, AMBER_POLICY, MIN_DEVICE};
 use amber_bench::plot::{self, bars::bars};
 use amber_bench::record::Results;
 
@@ -101,7 +101,11 @@ pub fn run(a: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
         reps: a.reps,
         warmup: a.warmup,
         baseline: a.baseline.clone(),
-        no_amber: a.no_amber,
+        amber: if a.no_amber {
+            Vec::new()
+        } else {
+            vec![AMBER_POLICY.into()]
+        },
     };
     let rows = legacy::run_study(&cfg).map_err(|e| CliError::new(format!("legacy study: {e}")))?;
     print_rows(&rows);
