@@ -13,6 +13,7 @@ pub mod plot;
 pub mod progress;
 pub mod record;
 pub mod recovery;
+pub mod seeds;
 pub mod spec;
 pub mod stats;
 pub mod target;
