@@ -15,6 +15,7 @@ pub mod iozone;
 pub mod legacy;
 pub mod plot;
 pub mod recovery;
+pub mod seeds;
 pub mod workload;
 
 #[derive(clap::Args)]
@@ -49,6 +50,11 @@ enum Suite {
     /// holding --data bytes, and the DRAM the policy holds for it (hunter's
     /// recovery figures), on one or more amberfs: targets.
     Recovery(recovery::Args),
+    /// Each paper's headline experiment at a smaller scale (hinfs, lawn,
+    /// hunter, legacy, iozone), every one also on `amber` when the build
+    /// has it, and a report of the papers' claims beside our measurements
+    /// (docs/results.md, plots and JSON records beside it).
+    Seeds(seeds::Args),
     /// Draw a results file as grouped bars normalized to a baseline, or as
     /// lines over threads, I/O size or emulated write latency (SVG + PNG).
     Plot(plot::Args),
@@ -63,6 +69,7 @@ pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
         Suite::Compare(a) => compare::run(a, emulate),
         Suite::Legacy(a) => legacy::run(a, emulate),
         Suite::Recovery(a) => recovery::run(a, emulate),
+        Suite::Seeds(a) => seeds::run(a, emulate),
         Suite::Plot(a) => plot::run(a),
     }
 }
