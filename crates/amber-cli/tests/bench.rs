@@ -410,3 +410,28 @@ fn recovery_refuses_bare_and_small_pools_with_the_flag_to_change() {
     assert!(e.contains("raise --pool-size"), "{e}");
     assert_eq!(std::fs::read_dir(dir).unwrap().count(), 0);
 }
+
+/// `bench seeds` refuses what it cannot honour before it makes anything:
+/// an unknown experiment, and a global --emulate (each experiment runs
+/// under its paper's emulation).
+#[test]
+fn seeds_refuses_unknown_experiments_and_a_global_emulator() {
+    let tmp = TempDir::new().unwrap();
+    let out = format!("{}/results.md", tmp.path().display());
+    let o = amberfs(&["bench", "seeds", "--only", "lawn,zfs", "--out", &out]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown experiment \"zfs\""));
+    let o = amberfs(&[
+        "--emulate",
+        "pcm",
+        "bench",
+        "seeds",
+        "--only",
+        "lawn",
+        "--out",
+        &out,
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("without --emulate"));
+    assert!(!std::path::Path::new(&out).exists(), "nothing written");
+}
