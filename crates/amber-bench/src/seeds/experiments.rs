@@ -56,21 +56,35 @@ fn filebench(name: &str, s: &Scale) -> Result<Params, String> {
     })
 }
 
-/// One `bench compare` run: `targets` interleaved under `preset`, the
-/// first the reference, one thread.
-#[allow(clippy::too_many_arguments)]
-fn compare_run(
-    cfg: &Config,
-    e: Experiment,
+/// One `bench compare` run of an experiment: `targets` interleaved under
+/// `preset`, the first the reference of the ratios, one thread.
+struct CompareRun<'a> {
+    experiment: Experiment,
+    /// `RunResult::name`.
     name: String,
-    workload: &str,
+    workload: &'a str,
     params: Params,
-    targets: &[String],
-    preset: &str,
+    targets: &'a [String],
+    preset: &'a str,
     pool_size: u64,
     goal: Goal,
+}
+
+fn compare_run(
+    cfg: &Config,
+    run: CompareRun,
     progress: &mut dyn FnMut(String),
 ) -> Result<RunResult, String> {
+    let CompareRun {
+        experiment: e,
+        name,
+        workload,
+        params,
+        targets,
+        preset,
+        pool_size,
+        goal,
+    } = run;
     workload::validate(workload, &params)?;
     let plan = Plan {
         workload: workload.to_string(),
@@ -119,28 +133,32 @@ fn hinfs(cfg: &Config, progress: &mut dyn FnMut(String)) -> Result<Vec<RunResult
     for w in ["fileserver", "varmail"] {
         runs.push(compare_run(
             cfg,
-            Experiment::Hinfs,
-            format!("hinfs-{w}-pcm"),
-            w,
-            filebench(w, s)?,
-            &targets,
-            "pcm",
-            s.pool_size,
-            Goal::Metric("throughput"),
+            CompareRun {
+                experiment: Experiment::Hinfs,
+                name: format!("hinfs-{w}-pcm"),
+                workload: w,
+                params: filebench(w, s)?,
+                targets: &targets,
+                preset: "pcm",
+                pool_size: s.pool_size,
+                goal: Goal::Metric("throughput"),
+            },
             progress,
         )?);
     }
     for &ns in &s.latencies_ns {
         runs.push(compare_run(
             cfg,
-            Experiment::Hinfs,
-            format!("hinfs-webproxy-lat{ns}"),
-            "webproxy",
-            filebench("webproxy", s)?,
-            &targets,
-            &format!("lat={ns}ns,per=line,bw=1GB/s"),
-            s.pool_size,
-            Goal::Metric("throughput"),
+            CompareRun {
+                experiment: Experiment::Hinfs,
+                name: format!("hinfs-webproxy-lat{ns}"),
+                workload: "webproxy",
+                params: filebench("webproxy", s)?,
+                targets: &targets,
+                preset: &format!("lat={ns}ns,per=line,bw=1GB/s"),
+                pool_size: s.pool_size,
+                goal: Goal::Metric("throughput"),
+            },
             progress,
         )?);
     }
@@ -170,14 +188,16 @@ fn lawn(cfg: &Config, progress: &mut dyn FnMut(String)) -> Result<Vec<RunResult>
         };
         runs.push(compare_run(
             cfg,
-            Experiment::Lawn,
-            format!("lawn-randwrite-{}", size_label(size)),
-            "randwrite",
-            params,
-            &targets,
-            "pcm",
-            s.lawn_pool,
-            Goal::Metric("throughput"),
+            CompareRun {
+                experiment: Experiment::Lawn,
+                name: format!("lawn-randwrite-{}", size_label(size)),
+                workload: "randwrite",
+                params,
+                targets: &targets,
+                preset: "pcm",
+                pool_size: s.lawn_pool,
+                goal: Goal::Metric("throughput"),
+            },
             progress,
         )?);
     }
@@ -208,14 +228,16 @@ fn hunter(cfg: &Config, progress: &mut dyn FnMut(String)) -> Result<Vec<RunResul
     };
     let mut runs = vec![compare_run(
         cfg,
-        Experiment::Hunter,
-        "hunter-populate-optane".into(),
-        "populate",
-        params,
-        &targets,
-        "optane",
-        populate_pool(s.populate_file),
-        Goal::Metric("bandwidth"),
+        CompareRun {
+            experiment: Experiment::Hunter,
+            name: "hunter-populate-optane".into(),
+            workload: "populate",
+            params,
+            targets: &targets,
+            preset: "optane",
+            pool_size: populate_pool(s.populate_file),
+            goal: Goal::Metric("bandwidth"),
+        },
         progress,
     )?];
     let rcfg = recovery::Config {
