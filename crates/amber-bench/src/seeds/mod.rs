@@ -315,7 +315,8 @@ fn label(s: &Status) -> &str {
 
 /// The expected duration, printed before a run starts: what each
 /// experiment took (seconds) in `--quick` and in the full mode on the
-/// project's 2-vCPU machine (2026-11-22, while another build ran), scaled
+/// project's 2-vCPU machine (2026-11-22, while another build ran: 1.7 and
+/// 9.0 minutes in all), scaled
 /// by the repetitions asked for (each adds a round to the warm-up's).
 pub fn estimate(
     experiments: &[Experiment],
@@ -327,11 +328,11 @@ pub fn estimate(
         .iter()
         .map(|e| {
             let (quick, full_s) = match e {
-                Experiment::Hinfs => (34.0, 300.0),
-                Experiment::Lawn => (24.0, 150.0),
-                Experiment::Hunter => (15.0, 160.0),
-                Experiment::Legacy => (22.0, 300.0),
-                Experiment::Iozone => (8.0, 120.0),
+                Experiment::Hinfs => (34.0, 242.0),
+                Experiment::Lawn => (24.0, 105.0),
+                Experiment::Hunter => (15.0, 97.0),
+                Experiment::Legacy => (22.0, 53.0),
+                Experiment::Iozone => (8.0, 41.0),
             };
             if full {
                 full_s
