@@ -523,6 +523,26 @@ fn short(r: &Record) -> &str {
         .unwrap_or(&r.target)
 }
 
+/// A median for the report's prose: thousands grouped (`425,098`), small
+/// values with up to two decimals.
+pub fn figure(v: f64) -> String {
+    if !(v.is_finite() && v.abs() >= 1000.0) {
+        return crate::plot::number(v);
+    }
+    let digits = format!("{:.0}", v.abs());
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if v < 0.0 {
+        out.insert(0, '-');
+    }
+    out
+}
+
 /// A claim's measured figure and how the report words it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Measured {
@@ -546,9 +566,9 @@ pub fn measure(c: &Claim, runs: &[RunResult], scale: &Scale) -> Result<Measured,
                 text: format!(
                     "**{value:.2}x** ({} {} vs {} {} {}, medians)",
                     short(a),
-                    crate::plot::number(a.value),
+                    figure(a.value),
                     short(b),
-                    crate::plot::number(b.value),
+                    figure(b.value),
                     a.unit
                 ),
             })
@@ -652,5 +672,14 @@ mod tests {
         assert!(!metric_is(&r("rewrite 16MiB/4KiB"), "write"));
         assert!(!metric_is(&r("writes"), "write"));
         assert_eq!(r("x").note("record_bytes").as_deref(), Some("4096"));
+    }
+
+    #[test]
+    fn figures_group_thousands() {
+        assert_eq!(figure(425_098.4), "425,098");
+        assert_eq!(figure(1_000.0), "1,000");
+        assert_eq!(figure(999.0), "999");
+        assert_eq!(figure(-12_345.0), "-12,345");
+        assert_eq!(figure(1.23456), "1.23");
     }
 }

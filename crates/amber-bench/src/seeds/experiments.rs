@@ -484,12 +484,20 @@ fn figures(e: Experiment, runs: &[RunResult]) -> Vec<(String, String, Vec<Record
                 .cloned()
                 .map(|mut r| {
                     r.benchmark = r.metric.clone();
+                    // A lane's name carries the directory's path; the
+                    // legend needs only the data path.
+                    if r.policy == "-" {
+                        if let Some(mode) = r.target.split(':').next() {
+                            r.target = format!("{mode} (tmpfs)");
+                        }
+                    }
                     r
                 })
                 .collect();
             vec![(
                 "seeds-iozone".into(),
-                "NVMFS-IOzone: 4 KiB records, MiB/s relative to mmap + msync".into(),
+                "NVMFS-IOzone: 4 KiB records (Amber under pcm), MiB/s relative to mmap + msync"
+                    .into(),
                 records,
                 // The msync lane comes first: iozone runs the modes in
                 // the order given.

@@ -171,17 +171,20 @@ pub fn render(cfg: &Config, out: &Outcome, commit: Option<&str>) -> String {
             .unwrap_or_default()
     );
     let took = human(out.elapsed);
-    let _ = match cfg.mode.as_str() {
-        "quick" => writeln!(
+    let _ =
+        match cfg.mode.as_str() {
+            "quick" => writeln!(
             md,
-            "Mode `--quick`: the whole run took **{took}** (the issue asks for under 5 minutes)."
+            "Mode `--quick`: the whole run took **{took}** (the issue asks for under 5 minutes); \
+             the full mode (without `--quick`) is estimated at {} for the same experiments.",
+            human(super::estimate(&cfg.experiments, true, cfg.scale.reps, cfg.scale.reps))
         ),
-        mode => writeln!(
-            md,
-            "Mode `{mode}`: the whole run took **{took}** (estimated beforehand: {})",
-            human(cfg.estimate)
-        ),
-    };
+            mode => writeln!(
+                md,
+                "Mode `{mode}`: the whole run took **{took}** (estimated beforehand: {})",
+                human(cfg.estimate)
+            ),
+        };
     let _ = writeln!(
         md,
         "Every figure is a median of {} interleaved repetitions after {} warm-up, measured in \
@@ -249,12 +252,12 @@ pub fn render(cfg: &Config, out: &Outcome, commit: Option<&str>) -> String {
     );
     for r in &rows {
         let amber = match r.amber {
-            Some(v) => format!("{} {}", crate::plot::number(v), r.unit),
+            Some(v) => format!("{} {}", claims::figure(v), r.unit),
             None if out.amber => "missing".into(),
             None => "not in this build".into(),
         };
         let best = r.best.as_ref().map_or("none in this run".into(), |(t, v)| {
-            format!("{t} {} {}", crate::plot::number(*v), r.unit)
+            format!("{t} {} {}", claims::figure(*v), r.unit)
         });
         let mark = |v: Option<f64>, goal: f64| match v {
             Some(v) if v >= goal => format!("{} (met)", x(Some(v))),
