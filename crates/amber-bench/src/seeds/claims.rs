@@ -119,9 +119,9 @@ const WHY_LAWN_FINELOG: &str = "`finelog` is Amber's per-CPU redo journal used a
     paper's implementation; `pcm` emulator; one thread on 2 vCPUs.";
 
 const WHY_LAWN_BYTES: &str = "Each 64-byte slice carries a 16-byte descriptor and a write \
-    an 8-byte commit (1,288 B for 1 KiB of data), and our `cow` writes 4,168 B per write \
-    where NOVA writes about twice a page, so lawn's share of cow's bytes is larger than of \
-    NOVA's.";
+    an 8-byte commit, so 1 KiB of data costs about 1.3 KiB, and our `cow` writes 4,168 B per \
+    write where NOVA writes about twice a page: lawn's share of our cow's bytes is larger \
+    than of NOVA's.";
 
 const WHY_HUNTER_BARE: &str = "The `optane` preset is an emulated Optane over DRAM (a \
     latency per line and a bandwidth cap), `bare` one non-temporal copy and a fence per \
@@ -145,9 +145,10 @@ const WHY_LEGACY: &str = "No DAX or XIP here: the kernel file systems run throug
     PMFS, and the study's tuned variants (nodelalloc, data=journal, many allocation groups) \
     are `bench legacy`'s, not this seed's.";
 
-const WHY_MSYNC: &str = "No DAX here: the file lives in tmpfs, where msync has nothing to \
-    write back and returns almost at once, while clwb does real work and evicts the line \
-    on this CPU. On DAX, msync walks the page cache the mapping bypasses.";
+const WHY_MSYNC: &str = "No DAX here: the file lives in tmpfs, where msync has no device \
+    to write back to, while clwb does real work and evicts the line on this CPU; both paths \
+    are short, so the ratio swings between runs (0.5x to 1.8x in this command's runs on \
+    2026-11-22). On DAX, msync walks the page cache the mapping bypasses.";
 
 const WHY_NT: &str = "Both paths write to tmpfs's DRAM, not NVMM; the non-temporal and \
     load/store paths generate their data in registers (two multiplies per word), and on \
