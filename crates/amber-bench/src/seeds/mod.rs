@@ -131,17 +131,17 @@ impl Scale {
             reps: 3,
             warmup: 1,
             pool_size: 512 << 20,
-            filebench_ops: 4_000,
+            filebench_ops: 8_000,
             file_set_divisor: 4,
             latencies_ns: vec![100, 800],
             lawn_sizes: vec![128, 1 << 10, 4 << 10],
-            lawn_duration: Duration::from_millis(150),
+            lawn_duration: Duration::from_millis(200),
             lawn_file: 32 << 20,
             lawn_pool: 512 << 20,
             populate_file: 64 << 20,
             recovery_data: 256 << 20,
             legacy_device: crate::legacy::MIN_DEVICE,
-            legacy_ops: 4_000,
+            legacy_ops: 8_000,
             iozone_file: 16 << 20,
             iozone_records: vec![4 << 10, 64 << 10],
         }
@@ -314,10 +314,11 @@ fn label(s: &Status) -> &str {
 }
 
 /// The expected duration, printed before a run starts: what each
-/// experiment took (seconds) in `--quick` and in the full mode on the
-/// project's 2-vCPU machine (2026-11-22, while another build ran: 1.7 and
-/// 9.0 minutes in all), scaled
-/// by the repetitions asked for (each adds a round to the warm-up's).
+/// experiment took (seconds) on the project's 2-vCPU machine on
+/// 2026-11-22: `--quick` on an idle machine (57 s in all), the full mode
+/// while another build ran (9.0 minutes in all; a busy machine slowed
+/// `--quick` about 2x), scaled by the repetitions asked for (each adds a
+/// round to the warm-up's).
 pub fn estimate(
     experiments: &[Experiment],
     full: bool,
@@ -328,11 +329,11 @@ pub fn estimate(
         .iter()
         .map(|e| {
             let (quick, full_s) = match e {
-                Experiment::Hinfs => (34.0, 242.0),
-                Experiment::Lawn => (24.0, 105.0),
-                Experiment::Hunter => (15.0, 97.0),
-                Experiment::Legacy => (22.0, 53.0),
-                Experiment::Iozone => (8.0, 41.0),
+                Experiment::Hinfs => (17.0, 242.0),
+                Experiment::Lawn => (20.0, 105.0),
+                Experiment::Hunter => (5.0, 97.0),
+                Experiment::Legacy => (10.0, 53.0),
+                Experiment::Iozone => (5.0, 41.0),
             };
             if full {
                 full_s
