@@ -314,11 +314,11 @@ fn label(s: &Status) -> &str {
 }
 
 /// The expected duration, printed before a run starts: what each
-/// experiment took (seconds) on the project's 2-vCPU machine on
-/// 2026-11-22: `--quick` on an idle machine (57 s in all), the full mode
-/// while another build ran (9.0 minutes in all; a busy machine slowed
-/// `--quick` about 2x), scaled by the repetitions asked for (each adds a
-/// round to the warm-up's).
+/// experiment took (seconds) on the project's idle 2-vCPU machine on
+/// 2026-11-22 (`--quick` 57 s in all, the full mode 4.6 minutes), scaled
+/// by the repetitions asked for (each adds a round to the warm-up's). A
+/// busy machine took about twice as long (the full mode 9.0 minutes while
+/// another build ran).
 pub fn estimate(
     experiments: &[Experiment],
     full: bool,
@@ -329,11 +329,11 @@ pub fn estimate(
         .iter()
         .map(|e| {
             let (quick, full_s) = match e {
-                Experiment::Hinfs => (17.0, 242.0),
-                Experiment::Lawn => (20.0, 105.0),
-                Experiment::Hunter => (5.0, 97.0),
-                Experiment::Legacy => (10.0, 53.0),
-                Experiment::Iozone => (5.0, 41.0),
+                Experiment::Hinfs => (17.0, 81.0),
+                Experiment::Lawn => (20.0, 76.0),
+                Experiment::Hunter => (5.0, 59.0),
+                Experiment::Legacy => (10.0, 32.0),
+                Experiment::Iozone => (5.0, 29.0),
             };
             if full {
                 full_s
