@@ -98,9 +98,12 @@ pub fn run(a: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
         cfg.mode,
         minutes(estimate)
     );
+    // Before the run: its own outputs may be tracked files it rewrites,
+    // which would mark the build dirty.
+    let build = commit();
     let outcome =
         seeds::run(&cfg, &mut |line| eprintln!("bench seeds: {line}")).map_err(CliError::new)?;
-    let md = report::render(&cfg, &outcome, commit().as_deref());
+    let md = report::render(&cfg, &outcome, build.as_deref());
     std::fs::write(&cfg.out, md)
         .map_err(|e| CliError::new(format!("cannot write {}: {e}", cfg.out.display())))?;
     println!("wrote {}", cfg.out.display());
