@@ -138,7 +138,7 @@ impl Scale {
             lawn_duration: Duration::from_millis(200),
             lawn_file: 32 << 20,
             lawn_pool: 512 << 20,
-            populate_file: 64 << 20,
+            populate_file: 256 << 20,
             recovery_data: 256 << 20,
             legacy_device: crate::legacy::MIN_DEVICE,
             legacy_ops: 8_000,
@@ -314,11 +314,11 @@ fn label(s: &Status) -> &str {
 }
 
 /// The expected duration, printed before a run starts: what each
-/// experiment took (seconds) on the project's idle 2-vCPU machine on
-/// 2026-11-22 (`--quick` 57 s in all, the full mode 4.6 minutes), scaled
-/// by the repetitions asked for (each adds a round to the warm-up's). A
-/// busy machine took about twice as long (the full mode 9.0 minutes while
-/// another build ran).
+/// experiment took (seconds) on the project's shared 2-vCPU machine on
+/// 2026-11-22 (`--quick` about 1 minute, the full mode 4.6 minutes),
+/// scaled by the repetitions asked for (each adds a round to the
+/// warm-up's). Other work on the machine stretches it: another run of the
+/// full mode, beside a build, took 9.0 minutes.
 pub fn estimate(
     experiments: &[Experiment],
     full: bool,
