@@ -229,6 +229,7 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         data: &[u8],
         sync: bool,
     ) -> Result<usize> {
+        self.lawn.note_activity();
         if let Some(n) = self.through_zone(fs, st, off, data, sync)? {
             return Ok(n);
         }

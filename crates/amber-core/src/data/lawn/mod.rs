@@ -119,6 +119,12 @@ impl Lawn {
         (slices, run)
     }
 
+    /// Tells the idle-time write-back thread a write is under way: it
+    /// writes slices back only when writes pause (lawn.txt §4.2).
+    pub(super) fn note_activity(&self) {
+        self.shared.note_activity();
+    }
+
     /// The slices of a write of `[off, end)` when all of it can go through
     /// the zone (every block it touches partial and mapped), for the
     /// `amber` policy; None when some of it cannot.
@@ -543,7 +549,7 @@ impl<D: PmDevice> DataPolicy<D> for Lawn {
         data: &[u8],
         sync: bool,
     ) -> Result<usize> {
-        self.shared.note_activity();
+        self.note_activity();
         let end = off + data.len() as u64;
         let old_size = st.disk.size;
         if end <= old_size {
