@@ -23,7 +23,8 @@ struct Cli {
     /// (dram, pcm, optane, cxl) or keys like `lat=200ns,per=line,bw=1GB/s`.
     #[arg(long, global = true, value_name = "PRESET")]
     emulate: Option<String>,
-    /// Mount options, e.g. `sync` or `policy=direct`.
+    /// Mount options, e.g. `sync` or `policy=direct` (the default policy is
+    /// amber, which needs a split-layout pool: mkfs's default).
     #[arg(short = 'o', global = true, value_name = "OPTIONS")]
     options: Option<String>,
     #[command(subcommand)]

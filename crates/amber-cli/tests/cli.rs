@@ -76,10 +76,20 @@ impl Pool {
     }
 }
 
+/// A pool made by mkfs with its defaults (the split layout, for amber).
 fn new_pool(size: &str) -> Pool {
+    made_with(&["--size", size])
+}
+
+/// A pool in the classic layout, for the block-map policies.
+fn classic_pool(size: &str) -> Pool {
+    made_with(&["--size", size, "--layout", "classic"])
+}
+
+fn made_with(flags: &[&str]) -> Pool {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("pool");
-    ok(&["mkfs", path.to_str().unwrap(), "--size", size]);
+    ok(&[&["mkfs", path.to_str().unwrap()], flags].concat());
     Pool { _dir: dir, path }
 }
 
@@ -140,7 +150,7 @@ fn mkfs_then_info_as_text_and_json() {
 /// a mount with another policy removes again.
 #[test]
 fn info_shows_the_small_write_zone_while_it_exists() {
-    let pool = new_pool("32M");
+    let pool = classic_pool("32M");
     let json: serde_json::Value = serde_json::from_str(&ok(&["info", pool.p(), "--json"])).unwrap();
     assert!(json.get("zone").is_none(), "{json}");
     ok(&[
@@ -186,11 +196,15 @@ fn split_layout_pools_take_the_hunter_policies_only() {
     let back = amberfs(&[&["cat", pool.p(), "/f"][..], &o[..]].concat());
     assert!(back.status.success());
     assert_eq!(back.stdout, random_bytes(100_000, 3));
-    let err = refused_unchanged(&pool, &["ls", pool.p()]);
+    let err = refused_unchanged(&pool, &["ls", pool.p(), "-o", "policy=direct"]);
     assert!(err.contains("policy=amber, hunter or hunter-sync"), "{err}");
-    let classic = new_pool("16M");
+    assert!(err.contains("--layout classic"), "{err}");
+    let classic = classic_pool("16M");
     let err = refused_unchanged(&classic, &["ls", classic.p(), "-o", "policy=hunter"]);
-    assert!(err.contains("--layout split"), "{err}");
+    assert!(
+        err.contains("(and hunter, hunter-sync) cannot use"),
+        "{err}"
+    );
     let err = fails(&[
         "mkfs",
         pool.dir().join("tiny").to_str().unwrap(),
@@ -206,6 +220,30 @@ fn split_layout_pools_take_the_hunter_policies_only() {
         "{}",
         String::from_utf8_lossy(&fsck.stdout)
     );
+}
+
+/// amber is the default: mkfs without --layout makes a split pool that
+/// the offline tools mount without -o; a classic pool mounted without
+/// -o is refused, unchanged, with the two ways out (a classic policy, or
+/// a new pool), and mounts with `-o policy=direct`.
+#[test]
+fn amber_is_the_default_and_classic_pools_say_what_to_do() {
+    let pool = new_pool("16M");
+    let json: serde_json::Value = serde_json::from_str(&ok(&["info", pool.p(), "--json"])).unwrap();
+    assert_eq!(json["features"]["incompat"], 2, "split layout: {json}");
+    ok(&["mkdir", pool.p(), "/d"]);
+    assert_eq!(ok(&["ls", pool.p()]), "d\n");
+    let classic = classic_pool("16M");
+    let err = refused_unchanged(&classic, &["ls", classic.p()]);
+    assert!(err.contains("this pool has the classic layout"), "{err}");
+    assert!(err.contains("made before amber was the default"), "{err}");
+    assert!(err.contains("mount it with -o policy=direct"), "{err}");
+    assert!(
+        err.contains("make a new pool with `amberfs mkfs` (split layout"),
+        "{err}"
+    );
+    ok(&["mkdir", classic.p(), "/c", "-o", "policy=direct"]);
+    assert_eq!(ok(&["ls", classic.p(), "-o", "policy=direct"]), "c\n");
 }
 
 #[test]
@@ -355,7 +393,12 @@ fn recovery_is_reported_and_symlinks_listed() {
     {
         let dev = MmapDevice::open(&pool.path, &MapOptions::default()).unwrap();
         let (fs, _) = amber_core::Fs::mount(dev, amber_core::MountOptions::default()).unwrap();
-        fs.write("/target", b"data").unwrap();
+        // fsync'd: under amber, the default, a new file's size is queued
+        // until fsync, and a crash may drop what no fsync covered.
+        let f = fs.create("/target").unwrap();
+        f.write_at(b"data", 0).unwrap();
+        f.sync_all().unwrap();
+        drop(f);
         fs.symlink("/target", "/link").unwrap();
         // Dropped without unmount: the pool stays dirty, as after a crash.
     }
@@ -479,7 +522,7 @@ fn bad_options_are_refused_before_the_pool_is_touched() {
         "--emulate",
         "optane",
         "-o",
-        "sync,policy=direct",
+        "sync,policy=amber",
     ]);
 }
 

@@ -12,7 +12,7 @@ use amber_pmem::{MapOptions, MmapDevice};
 use amber_sim::SplitMix64;
 
 mod common;
-use common::{assert_clean, device_of, stat};
+use common::{assert_clean, classic_params, device_of, stat};
 
 const POOL: u64 = 32 << 20;
 
@@ -182,17 +182,24 @@ fn fsync_makes_the_times_of_zone_writes_durable() {
     assert_eq!(fs.metadata("/f").unwrap().modified(), after);
 }
 
-/// amber keeps the split layout: a classic pool is refused with the
-/// mkfs flag to use, and a classic policy refuses amber's pool naming
-/// amber.
+/// amber keeps the split layout: a classic pool is refused, whether
+/// amber was asked for or came as the default, with what to do instead
+/// (a classic policy, or a new pool from mkfs's defaults); and a classic
+/// policy refuses amber's pool naming amber.
 #[test]
 fn layouts_must_match() {
-    let dev = MmapDevice::anonymous(POOL, &MapOptions::default()).unwrap();
-    Fs::format(&dev, &FormatParams::for_size(POOL)).unwrap();
-    let o = MountOptions::parse("policy=amber").unwrap();
-    match Fs::mount(dev, o) {
-        Err(FsError::InvalidArgument(m)) => assert!(m.contains("--layout split"), "{m}"),
-        other => panic!("mounted: {:?}", other.map(|_| ())),
+    for opts in ["policy=amber", ""] {
+        let dev = MmapDevice::anonymous(POOL, &MapOptions::default()).unwrap();
+        Fs::format(&dev, &classic_params(POOL)).unwrap();
+        match Fs::mount(dev, MountOptions::parse(opts).unwrap()) {
+            Err(FsError::InvalidArgument(m)) => {
+                assert!(m.contains("this pool has the classic layout"), "{m}");
+                assert!(m.contains("made before amber was the default"), "{m}");
+                assert!(m.contains("-o policy=direct"), "{m}");
+                assert!(m.contains("new pool with `amberfs mkfs`"), "{m}");
+            }
+            other => panic!("{opts:?} mounted: {:?}", other.map(|_| ())),
+        }
     }
     let o = MountOptions::parse("policy=lawn").unwrap();
     match Fs::mount(fresh_device(), o) {
@@ -263,4 +270,24 @@ fn the_policy_report_shows_where_a_files_data_is() {
     assert!(!c.listxattr(f.ino()).unwrap().iter().any(|n| n == name));
     let e = c.setxattr(f.ino(), name, b"x", XattrSet::Either).unwrap_err();
     assert!(matches!(e, FsError::InvalidArgument(m) if m.contains("read-only")), "{e}");
+}
+
+/// amber is the library's default: a pool formatted with the default
+/// parameters mounts with the default options, under amber, and a small
+/// overwrite goes through its zone.
+#[test]
+fn defaults_are_amber() {
+    let dev = MmapDevice::anonymous(POOL, &MapOptions::default()).unwrap();
+    Fs::format(&dev, &FormatParams::for_size(POOL)).unwrap();
+    let (fs, _) = Fs::mount(dev, MountOptions::default()).unwrap();
+    let f = rw(&fs, "/f");
+    f.write_at(&pattern(4096, 1), 0).unwrap();
+    f.sync_all().unwrap();
+    f.write_at(&[9u8; 10], 100).unwrap();
+    // Counters only amber keeps: the append went to the data log, the
+    // overwrite to the zone.
+    assert_eq!(stat(&fs, "log_writes"), 1);
+    assert_eq!(stat(&fs, "zone_writes"), 1);
+    drop(f);
+    assert_clean(&device_of(fs, true));
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{assert_clean, device_of, stat};
+use common::{assert_clean, classic_params, device_of, stat};
 
 const POOL: u64 = 32 << 20;
 
@@ -59,14 +59,14 @@ fn writes_match_a_model_across_unmount_and_remount() {
     model_run(PoolLayout::Split, "");
 }
 
-/// The same with the records in the data log (hunter-lfs), whose record
-/// runs break at every summary block.
 /// The same under amber, whose small overwrites go through the zone.
 #[test]
 fn amber_writes_match_a_model_across_unmount_and_remount() {
     model_run(PoolLayout::Split, "policy=amber");
 }
 
+/// The same with the records in the data log (hunter-lfs), whose record
+/// runs break at every summary block.
 #[test]
 fn lfs_writes_match_a_model_across_unmount_and_remount() {
     model_run(PoolLayout::Lfs, "policy=hunter-lfs");
@@ -234,11 +234,23 @@ fn gap_write_reuses_freed_space() {
 #[test]
 fn layouts_and_policies_must_match() {
     let classic = MmapDevice::anonymous(POOL, &MapOptions::default()).unwrap();
-    Fs::format(&classic, &FormatParams::for_size(POOL)).unwrap();
+    Fs::format(&classic, &classic_params(POOL)).unwrap();
     let e = mount_error(classic, MountOptions::parse("policy=hunter").unwrap());
-    assert!(e.to_string().contains("mkfs --layout split"), "{e}");
-    let e = mount_error(fresh_device(POOL), MountOptions::default());
+    assert!(
+        e.to_string()
+            .contains("(and hunter, hunter-sync) cannot use"),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("`amberfs mkfs` (split layout"),
+        "{e}"
+    );
+    let e = mount_error(
+        fresh_device(POOL),
+        MountOptions::parse("policy=direct").unwrap(),
+    );
     assert!(e.to_string().contains("hunter or hunter-sync"), "{e}");
+    assert!(e.to_string().contains("mkfs --layout classic"), "{e}");
     let fs = mount(fresh_device(POOL), "");
     let f = rw(&fs, "/f");
     let e = fs

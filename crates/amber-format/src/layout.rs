@@ -44,11 +44,12 @@ pub struct FormatParams {
 /// The pool layouts mkfs makes (`amberfs mkfs --layout`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum PoolLayout {
-    /// Block maps, for every policy but HUNTER's.
-    #[default]
+    /// Block maps, for every policy but amber and HUNTER's.
     Classic,
     /// HUNTER's data/metadata split: attribute logs and a table of
     /// logical-information records in their own area (`FEATURE_SPLIT`).
+    /// The default: it is the layout of the default policy, amber.
+    #[default]
     Split,
     /// HUNTER's LFS ablation: the same records, but each in a summary
     /// block inside the data log, one every 64 blocks (`FEATURE_SPLIT` and
@@ -58,7 +59,9 @@ pub enum PoolLayout {
 
 impl FormatParams {
     /// Defaults that fit the pool: one inode per 16 KiB (at least 64, at
-    /// most 2^20 unless asked), 8 journals of 64 KiB.
+    /// most 2^20 unless asked), 8 journals of 64 KiB, and the default
+    /// layout (split), so a pool made with defaults mounts with the default
+    /// mount options (policy amber).
     pub fn for_size(pool_size: u64) -> FormatParams {
         let inode_count = (pool_size / (16 * 1024)).clamp(64, 1 << 20);
         FormatParams {
@@ -66,7 +69,7 @@ impl FormatParams {
             inode_count,
             journal_count: 8,
             journal_blocks: 16,
-            layout: PoolLayout::Classic,
+            layout: PoolLayout::default(),
         }
     }
 }

@@ -60,9 +60,11 @@ pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
         human_bytes(POOL_SIZE)
     );
     println!("{}", dev.info());
+    // The defaults a user gets: the split layout and policy amber.
     Fs::format(&dev, &FormatParams::for_size(POOL_SIZE)).map_err(err("mkfs"))?;
-    let (fs, _) =
-        Fs::mount(Emulated::new(dev, spec), MountOptions::default()).map_err(err("mount"))?;
+    let opts = MountOptions::default();
+    println!("  policy {} (the default)", opts.policy);
+    let (fs, _) = Fs::mount(Emulated::new(dev, spec), opts).map_err(err("mount"))?;
     let stats = |fs: &Fs<Emulated<MmapDevice>>| fs.core().device().stats();
 
     // A tree of small files.

@@ -36,11 +36,12 @@ pub struct Args {
     /// Blocks of 4 KiB per journal (default 16).
     #[arg(long)]
     journal_blocks: Option<u32>,
-    /// On-media layout: `classic` (block maps; every policy but hunter's),
-    /// `split` (HUNTER's attribute logs and logical information; policies
-    /// hunter and hunter-sync) or `lfs` (the same records in summary
-    /// blocks inside the data log; policy hunter-lfs).
-    #[arg(long, value_enum, default_value = "classic")]
+    /// On-media layout: `split` (attribute logs and logical information;
+    /// policies amber, the default, hunter and hunter-sync), `classic`
+    /// (block maps; policies direct, hinfs*, cow, finelog and lawn) or
+    /// `lfs` (the split layout's records in summary blocks inside the data
+    /// log; policy hunter-lfs).
+    #[arg(long, value_enum, default_value = "split")]
     layout: LayoutArg,
     /// Reformat an existing pool, destroying everything in it.
     #[arg(long)]

@@ -281,4 +281,11 @@ mod tests {
             assert_eq!(p.name(), name);
         }
     }
+
+    /// The defaults go together: a pool made with the default format
+    /// mounts with the default options.
+    #[test]
+    fn default_policy_wants_the_default_layout() {
+        assert_eq!(layout_for(&MountOptions::default()), PoolLayout::default());
+    }
 }

@@ -315,20 +315,36 @@ pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, R
     // Validate the journals and the zone's header and table before writing
     // anything.
     let split = SplitMedia::of(&sb);
+    // Each message names the policies this pool takes and how to make a
+    // pool for the one asked for. A classic pool mounted with the default
+    // options is the common case: pools made before amber became the
+    // default are classic.
     if policy.pool_layout() != sb.pool_layout() {
-        return Err(FsError::InvalidArgument(match sb.pool_layout() {
-            PoolLayout::Classic => {
-                "the amber and hunter policies need a pool made with `amberfs mkfs --layout \
-                 split` (amber, hunter, hunter-sync) or `--layout lfs` (hunter-lfs)"
-            }
-            PoolLayout::Split => {
-                "this pool has HUNTER's split layout: mount it with policy=amber, hunter or \
-                 hunter-sync"
-            }
-            PoolLayout::Lfs => {
-                "this pool keeps HUNTER's records in its data log: mount it with policy=hunter-lfs"
-            }
-        }));
+        return Err(FsError::InvalidArgument(
+            match (sb.pool_layout(), policy.pool_layout()) {
+                (PoolLayout::Classic, PoolLayout::Lfs) => {
+                    "this pool has the classic layout, which hunter-lfs cannot use: mount it \
+                     with -o policy=direct (or hinfs, cow, finelog, lawn), or make a new pool \
+                     with `amberfs mkfs --layout lfs` for hunter-lfs"
+                }
+                (PoolLayout::Classic, _) => {
+                    "this pool has the classic layout (made before amber was the default, or \
+                     with `amberfs mkfs --layout classic`), which the default policy amber (and \
+                     hunter, hunter-sync) cannot use: mount it with -o policy=direct (or hinfs, \
+                     cow, finelog, lawn), or make a new pool with `amberfs mkfs` (split layout, \
+                     the default) for amber"
+                }
+                (PoolLayout::Split, _) => {
+                    "this pool has the split layout (mkfs's default): mount it with \
+                     policy=amber, hunter or hunter-sync, or make a pool with `amberfs mkfs \
+                     --layout classic` for the other policies"
+                }
+                (PoolLayout::Lfs, _) => {
+                    "this pool keeps HUNTER's records in its data log: mount it with \
+                     policy=hunter-lfs"
+                }
+            },
+        ));
     }
     let found = journal::replay(&*dev, &l, false)?;
     let zone_media = ZoneMedia::read(&*dev, &l, &sb)?;

@@ -16,7 +16,10 @@ pub const MAX_WRITEBACK_THREADS: usize = 16;
 /// device before the core sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MountOptions {
-    /// Data policy name (see `data::POLICIES`).
+    /// Data policy name (see `data::POLICIES`). Defaults to amber, the
+    /// policy Amber is named for: every write atomic, small overwrites
+    /// durable on return; it needs a split-layout pool, which is what
+    /// `FormatParams::for_size` and `amberfs mkfs` make by default.
     pub policy: String,
     /// Every write durable on return, as if opened O_SYNC.
     pub sync: bool,
@@ -132,7 +135,7 @@ impl Default for ZoneOptions {
 impl Default for MountOptions {
     fn default() -> Self {
         MountOptions {
-            policy: "direct".into(),
+            policy: "amber".into(),
             sync: false,
             buffer: 256 << 20,
             writeback_low: 5,
