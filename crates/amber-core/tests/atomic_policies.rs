@@ -9,10 +9,13 @@
 use amber_core::check::{check, CheckOptions};
 use amber_core::fs::{format, mount};
 use amber_core::{Core, FsError, MountOptions, Owner, SetAttr};
-use amber_format::{FileKind, FormatParams, BLOCK_SIZE, ROOT_INO};
+use amber_format::{FileKind, BLOCK_SIZE, ROOT_INO};
 use amber_pmem::{MapOptions, MmapDevice};
 use std::collections::HashMap;
 use std::sync::Arc;
+
+mod common;
+use common::classic_params;
 
 const ME: Owner = Owner { uid: 0, gid: 0 };
 const POLICIES: [&str; 2] = ["cow", "finelog"];
@@ -24,7 +27,7 @@ fn opts(policy: &str) -> MountOptions {
 
 fn fresh(policy: &str, pool: u64) -> (Arc<MmapDevice>, Core<MmapDevice>) {
     let dev = Arc::new(MmapDevice::anonymous(pool, &MapOptions::default()).unwrap());
-    format(&*dev, &FormatParams::for_size(pool)).unwrap();
+    format(&*dev, &classic_params(pool)).unwrap();
     let (fs, _) = mount(dev.clone(), opts(policy)).unwrap();
     (dev, fs)
 }

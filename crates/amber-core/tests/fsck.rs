@@ -5,7 +5,7 @@
 use amber_core::check::{check, CheckOptions, CheckReport, Severity};
 use amber_core::data::FallocMode;
 use amber_core::fs::{format, mount, read_superblock, XattrSet};
-use amber_core::{MountOptions, Owner, RenameMode};
+use amber_core::{Owner, RenameMode};
 use amber_format::dirent;
 use amber_format::journal::{encode_header, encode_payload, Entry};
 use amber_format::{
@@ -15,6 +15,9 @@ use amber_pmem::{MapOptions, MmapDevice, PmDevice};
 use amber_sim::OverlayDevice;
 use proptest::prelude::*;
 use std::sync::Arc;
+
+mod common;
+use common::direct;
 
 const ME: Owner = Owner {
     uid: 1000,
@@ -50,7 +53,7 @@ struct Tree {
 fn populated(size: u64) -> (Arc<MmapDevice>, Tree) {
     let dev = Arc::new(MmapDevice::anonymous(size, &MapOptions::default()).unwrap());
     format(&*dev, &params(size)).unwrap();
-    let (fs, _) = mount(dev.clone(), MountOptions::default()).unwrap();
+    let (fs, _) = mount(dev.clone(), direct()).unwrap();
     let a = fs.mkdir(ROOT_INO, b"a", 0o755, ME).unwrap().ino;
     let b = fs.mkdir(a, b"b", 0o755, ME).unwrap().ino;
     let big = fs
@@ -171,7 +174,7 @@ fn damage_is_repaired(dev: &Arc<MmapDevice>, words: &str) -> CheckReport {
     let again = check(&**dev, &CHECK).unwrap();
     assert!(again.is_clean(), "not clean after repair:\n{again}");
     assert_eq!(again.exit_code(), 0);
-    let (fs, _) = mount(dev.clone(), MountOptions::default()).unwrap();
+    let (fs, _) = mount(dev.clone(), direct()).unwrap();
     fs.unmount().unwrap();
     drop(fs);
     assert!(check(&**dev, &CHECK).unwrap().is_clean());
@@ -283,7 +286,7 @@ fn bad_map_pointer() {
     let r = damage_is_repaired(&dev, "points at block 5, outside the data area");
     // Fixing the pointer also fixes what depends on it.
     assert!(r.problems.iter().any(|p| p.what.contains("block(s)")));
-    let (fs, _) = mount(dev.clone(), MountOptions::default()).unwrap();
+    let (fs, _) = mount(dev.clone(), direct()).unwrap();
     let mut buf = vec![1u8; 4096];
     fs.read(t.big, 4 * 4096, &mut buf).unwrap();
     assert_eq!(buf, vec![0u8; 4096], "the cleared block reads as a hole");
@@ -322,7 +325,7 @@ fn unreachable_directory_is_freed_with_its_subtree() {
     // Reachable through /hardlink, so kept, with one link.
     assert_eq!(inode(&*dev, t.linked).nlink, 1);
     assert!(check(&*dev, &CHECK).unwrap().is_clean());
-    mount(dev, MountOptions::default()).unwrap();
+    mount(dev, direct()).unwrap();
 }
 
 #[test]
@@ -348,7 +351,7 @@ fn directory_cycle_cut_off_from_the_root() {
     assert_eq!(check(&*dev, &REPAIR).unwrap().exit_code(), 1);
     assert!(!inode(&*dev, t.a).in_use() && !inode(&*dev, t.b).in_use());
     assert!(check(&*dev, &CHECK).unwrap().is_clean());
-    mount(dev, MountOptions::default()).unwrap();
+    mount(dev, direct()).unwrap();
 }
 
 #[test]
@@ -388,7 +391,7 @@ fn crashed_pool_is_judged_after_replay() {
     let (dev, t) = populated(1 << 20);
     // Crash while mounted, with a committed transaction that sets a link
     // count which is not yet in place.
-    let (fs, _) = mount(dev.clone(), MountOptions::default()).unwrap();
+    let (fs, _) = mount(dev.clone(), direct()).unwrap();
     drop(fs);
     let mut i = inode(&*dev, t.small);
     let l = layout(&*dev);
@@ -413,7 +416,7 @@ fn crashed_pool_is_judged_after_replay() {
         check(&*dev, &CHECK).unwrap().journal_transactions_pending,
         0
     );
-    mount(dev, MountOptions::default()).unwrap();
+    mount(dev, direct()).unwrap();
 }
 
 #[test]
@@ -427,14 +430,14 @@ fn committed_transaction_in_a_clean_pool() {
             data: inode(&*dev, t.small).encode().to_vec(),
         }],
     );
-    assert!(mount(dev.clone(), MountOptions::default()).is_err());
+    assert!(mount(dev.clone(), direct()).is_err());
     damage_is_repaired(&dev, "marked cleanly unmounted");
 }
 
 #[test]
 fn orphans_and_crash_block_counts_are_notes() {
     let (dev, t) = populated(1 << 20);
-    let (fs, _) = mount(dev.clone(), MountOptions::default()).unwrap();
+    let (fs, _) = mount(dev.clone(), direct()).unwrap();
     fs.open(t.other).unwrap();
     fs.unlink(ROOT_INO, b"other").unwrap();
     drop(fs);
@@ -447,7 +450,7 @@ fn orphans_and_crash_block_counts_are_notes() {
     assert!(r.problems[1]
         .what
         .contains(&format!("orphan inode {} (unlinked while open)", t.other)));
-    let (_, rep) = mount(dev, MountOptions::default()).unwrap();
+    let (_, rep) = mount(dev, direct()).unwrap();
     assert_eq!(rep.orphans_freed, 1);
 }
 
@@ -517,7 +520,7 @@ proptest! {
             if r.exit_code() < 4 {
                 let again = check(&dev, &CHECK).expect("readable after repair");
                 prop_assert!(again.is_clean(), "repair left:\n{}\nafter:\n{}", again, r);
-                let mounted = mount(Arc::new(dev), MountOptions::default());
+                let mounted = mount(Arc::new(dev), direct());
                 prop_assert!(mounted.is_ok(), "{:?} after:\n{}", mounted.err(), r);
             }
         }

@@ -4,18 +4,17 @@
 //! write-back threads.
 
 use amber_core::{Fs, MountOptions, OpenOptions};
-use amber_format::FormatParams;
 use amber_pmem::{MapOptions, MmapDevice};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{device_of, stat};
+use common::{classic_params, device_of, stat};
 
 const POOL: u64 = 32 << 20;
 
 fn mount_fresh(opts: &str) -> Fs<MmapDevice> {
     let dev = MmapDevice::anonymous(POOL, &MapOptions::default()).unwrap();
-    Fs::format(&dev, &FormatParams::for_size(POOL)).unwrap();
+    Fs::format(&dev, &classic_params(POOL)).unwrap();
     Fs::mount(dev, options(opts)).unwrap().0
 }
 
@@ -231,7 +230,7 @@ fn aged_blocks_are_written_back_without_fsync() {
 fn buffering_turns_itself_off_where_it_cannot_pay() {
     // On DRAM a PM line costs about two DRAM lines: hinfs writes directly.
     let dev = MmapDevice::anonymous(POOL, &MapOptions::default()).unwrap();
-    Fs::format(&dev, &FormatParams::for_size(POOL)).unwrap();
+    Fs::format(&dev, &classic_params(POOL)).unwrap();
     let (fs, _) = Fs::mount(dev, MountOptions::parse("policy=hinfs").unwrap()).unwrap();
     if stat(&fs, "l_pm_ps") >= 4 * stat(&fs, "l_dram_ps") {
         // A slow machine can make DRAM look like slow PM; nothing to check.

@@ -8,20 +8,19 @@ use amber_core::check::{check, CheckOptions};
 use amber_core::data::FallocMode;
 use amber_core::{Fs, FsError, MountOptions, OpenOptions};
 use amber_format::zone::FEATURE_ZONE;
-use amber_format::FormatParams;
 use amber_pmem::{MapOptions, MmapDevice, PmDevice};
 use amber_sim::SplitMix64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{assert_clean, device_of, stat};
+use common::{assert_clean, classic_params, device_of, stat};
 
 const POOL: u64 = 32 << 20;
 
 fn fresh_device() -> MmapDevice {
     let dev = MmapDevice::anonymous(POOL, &MapOptions::default()).unwrap();
-    Fs::format(&dev, &FormatParams::for_size(POOL)).unwrap();
+    Fs::format(&dev, &classic_params(POOL)).unwrap();
     dev
 }
 
@@ -322,7 +321,7 @@ fn unlink_and_concurrent_writers() {
 fn a_pool_without_room_for_the_zone_says_so() {
     let size = 1 << 20;
     let dev = MmapDevice::anonymous(size, &MapOptions::default()).unwrap();
-    Fs::format(&dev, &FormatParams::for_size(size)).unwrap();
+    Fs::format(&dev, &classic_params(size)).unwrap();
     let o = MountOptions::parse("policy=lawn,lawn_subzones=16").unwrap();
     let e = Fs::mount(dev, o).err().expect("no room");
     assert!(e.to_string().contains("lawn_subzones"), "{e}");

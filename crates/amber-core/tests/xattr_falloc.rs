@@ -3,18 +3,21 @@
 
 use amber_core::data::FallocMode;
 use amber_core::fs::{format, mount, XattrSet};
-use amber_core::{Core, FsError, MountOptions, Owner};
-use amber_format::{FileKind, FormatParams, ROOT_INO};
+use amber_core::{Core, FsError, Owner};
+use amber_format::{FileKind, ROOT_INO};
 use amber_pmem::{MapOptions, MmapDevice};
 use std::sync::Arc;
+
+mod common;
+use common::{classic_params, direct};
 
 const ME: Owner = Owner { uid: 0, gid: 0 };
 
 fn fresh() -> (Arc<MmapDevice>, Core<MmapDevice>) {
     let size = 32 << 20;
     let dev = Arc::new(MmapDevice::anonymous(size, &MapOptions::default()).unwrap());
-    format(&*dev, &FormatParams::for_size(size)).unwrap();
-    let (fs, _) = mount(dev.clone(), MountOptions::default()).unwrap();
+    format(&*dev, &classic_params(size)).unwrap();
+    let (fs, _) = mount(dev.clone(), direct()).unwrap();
     (dev, fs)
 }
 
@@ -52,7 +55,7 @@ fn xattrs_set_get_list_remove_and_survive_remount_and_crash() {
     );
     fs.unmount().unwrap();
     drop(fs);
-    let (fs, _) = mount(dev.clone(), MountOptions::default()).unwrap();
+    let (fs, _) = mount(dev.clone(), direct()).unwrap();
     assert_eq!(fs.getxattr(f.ino, b"user.a").unwrap(), b"two");
     let mut names = fs.listxattr(f.ino).unwrap();
     names.sort();
@@ -65,7 +68,7 @@ fn xattrs_set_get_list_remove_and_survive_remount_and_crash() {
         .unwrap();
     assert_eq!(fs.statfs().blocks_free, free_before - 1);
     drop(fs); // crash
-    let (fs, rep) = mount(dev, MountOptions::default()).unwrap();
+    let (fs, rep) = mount(dev, direct()).unwrap();
     assert!(!rep.was_clean);
     assert_eq!(fs.getxattr(f.ino, b"user.c").unwrap(), b"3");
     // Removing the file frees its attribute block too.
@@ -120,7 +123,7 @@ fn fallocate_keep_size_punch_and_seek() {
     );
     fs.unmount().unwrap();
     drop(fs);
-    let (fs, _) = mount(dev, MountOptions::default()).unwrap();
+    let (fs, _) = mount(dev, direct()).unwrap();
     let mut again = vec![0u8; 3 * 4096];
     fs.read(f.ino, 0, &mut again).unwrap();
     assert_eq!(again, buf);

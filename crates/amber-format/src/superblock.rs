@@ -335,8 +335,14 @@ fn expect(what: &'static str, found: u64, want: u64) -> Result<(), FormatError> 
 mod tests {
     use super::*;
 
+    /// A classic pool's superblock: no feature bits, so each test below
+    /// adds the ones it is about.
     fn sample() -> Superblock {
-        Superblock::new(&FormatParams::for_size(8 << 20), [7; 16]).unwrap()
+        let p = FormatParams {
+            layout: PoolLayout::Classic,
+            ..FormatParams::for_size(8 << 20)
+        };
+        Superblock::new(&p, [7; 16]).unwrap()
     }
 
     #[test]

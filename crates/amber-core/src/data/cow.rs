@@ -300,7 +300,7 @@ mod tests {
     use crate::journal::Tx;
     use crate::types::{Owner, SetAttr};
     use crate::MountOptions;
-    use amber_format::{FileKind, FormatParams, BLOCK_SIZE, ROOT_INO};
+    use amber_format::{FileKind, FormatParams, PoolLayout, BLOCK_SIZE, ROOT_INO};
     use amber_pmem::{MapOptions, MmapDevice, PmDevice};
     use std::sync::Arc;
 
@@ -311,7 +311,11 @@ mod tests {
     fn setup() -> (Core<MmapDevice>, u64) {
         let size = 32 << 20;
         let dev = Arc::new(MmapDevice::anonymous(size, &MapOptions::default()).unwrap());
-        format(&*dev, &FormatParams::for_size(size)).unwrap();
+        let params = FormatParams {
+            layout: PoolLayout::Classic,
+            ..FormatParams::for_size(size)
+        };
+        format(&*dev, &params).unwrap();
         let (fs, _) = mount(dev, MountOptions::parse("policy=cow").unwrap()).unwrap();
         let me = Owner { uid: 0, gid: 0 };
         let f = fs

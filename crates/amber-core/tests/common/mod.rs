@@ -1,14 +1,31 @@
-//! Helpers the policy test files share: taking a device back from a
-//! mount (cleanly, or by dropping it: a crash), a policy counter by name,
-//! and fsck's verdict.
+//! Helpers the policy test files share: the format and mount options of a
+//! classic pool, taking a device back from a mount (cleanly, or by
+//! dropping it: a crash), a policy counter by name, and fsck's verdict.
 // Each test file is its own crate and uses only some of these.
 #![allow(dead_code)]
 
 use amber_core::check::{check, CheckOptions};
-use amber_core::Fs;
+use amber_core::{Fs, MountOptions};
+use amber_format::{FormatParams, PoolLayout};
 use amber_pmem::MmapDevice;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The library's default format for `size` bytes, but in the classic
+/// layout: the one the block-map policies (direct, hinfs*, cow, finelog,
+/// lawn) mount, which the defaults (split, for amber) no longer make.
+pub fn classic_params(size: u64) -> FormatParams {
+    FormatParams {
+        layout: PoolLayout::Classic,
+        ..FormatParams::for_size(size)
+    }
+}
+
+/// Mount options for a classic pool: `direct`, the block-map policy that
+/// writes in place (the default, amber, needs the split layout).
+pub fn direct() -> MountOptions {
+    MountOptions::parse("policy=direct").unwrap()
+}
 
 /// Takes the device back from `fs`, unmounted cleanly or dropped without
 /// unmount (a crash: DRAM is gone). A policy's background thread may hold
