@@ -70,9 +70,27 @@ fn record(cfg: &Config, bench: &str, target: &str, metric: &str, unit: &str, xs:
     }
 }
 
+/// The policy these measurements are of (their records say
+/// `amberfs:direct`): the foundation's in-place writes, not the default.
+fn direct() -> MountOptions {
+    MountOptions {
+        policy: "direct".into(),
+        ..MountOptions::default()
+    }
+}
+
+/// The default format for `size` bytes in the classic layout `direct`
+/// mounts.
+fn classic(size: u64) -> FormatParams {
+    FormatParams {
+        layout: PoolLayout::Classic,
+        ..FormatParams::for_size(size)
+    }
+}
+
 fn fresh_fs(dev: &Arc<BenchDevice>, params: &FormatParams) -> Result<Core<BenchDevice>, String> {
     format(&**dev, params).map_err(|e| e.to_string())?;
-    let (fs, _) = mount(dev.clone(), MountOptions::default()).map_err(|e| e.to_string())?;
+    let (fs, _) = mount(dev.clone(), direct()).map_err(|e| e.to_string())?;
     Ok(fs)
 }
 
@@ -93,7 +111,7 @@ fn per_op(s: &WriteStats, ops: u64) -> String {
 pub fn seq_write(cfg: &Config) -> Result<Vec<Record>, String> {
     let size = cfg.seq_file_bytes + (256 << 20);
     let dev = Arc::new(open_pool(&cfg.pool, size, &cfg.preset)?);
-    let params = FormatParams::for_size(size);
+    let params = classic(size);
     let data_off = amber_format::Layout::compute(&params)
         .map_err(|e| e.to_string())?
         .data_start
@@ -178,7 +196,7 @@ pub fn seq_write(cfg: &Config) -> Result<Vec<Record>, String> {
 pub fn rand_write(cfg: &Config) -> Result<Vec<Record>, String> {
     let size = cfg.rand_file_bytes * 2 + (64 << 20);
     let dev = Arc::new(open_pool(&cfg.pool, size, &cfg.preset)?);
-    let params = FormatParams::for_size(size);
+    let params = classic(size);
     let fs = fresh_fs(&dev, &params)?;
     let owner = Owner { uid: 0, gid: 0 };
     let f = fs
@@ -261,7 +279,7 @@ pub fn mount_time(cfg: &Config) -> Result<Vec<Record>, String> {
     let (mut clean, mut first_lookup, mut crashed) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..cfg.reps.min(3) {
         let t = Instant::now();
-        let (fs, rep) = mount(dev.clone(), MountOptions::default()).map_err(|e| e.to_string())?;
+        let (fs, rep) = mount(dev.clone(), direct()).map_err(|e| e.to_string())?;
         clean.push(t.elapsed().as_secs_f64() * 1e3);
         assert!(rep.was_clean);
         let t = Instant::now();
@@ -269,7 +287,7 @@ pub fn mount_time(cfg: &Config) -> Result<Vec<Record>, String> {
         first_lookup.push(t.elapsed().as_secs_f64() * 1e3);
         drop(fs); // a crash: no unmount
         let t = Instant::now();
-        let (fs, rep) = mount(dev.clone(), MountOptions::default()).map_err(|e| e.to_string())?;
+        let (fs, rep) = mount(dev.clone(), direct()).map_err(|e| e.to_string())?;
         crashed.push(t.elapsed().as_secs_f64() * 1e3);
         assert!(!rep.was_clean);
         fs.unmount().map_err(|e| e.to_string())?;
@@ -388,7 +406,7 @@ pub fn scaling(cfg: &Config) -> Result<Vec<Record>, String> {
     let bytes = cfg.seq_file_bytes / 2;
     let size = bytes + (256 << 20);
     let dev = Arc::new(open_pool(&cfg.pool, size, &cfg.preset)?);
-    let params = FormatParams::for_size(size);
+    let params = classic(size);
     let base = amber_format::Layout::compute(&params)
         .map_err(|e| e.to_string())?
         .data_start

@@ -430,7 +430,8 @@ impl Runner<'_> {
         // mount replays, laid out as its options say; so does one whose
         // pool layout only its own family mounts (the split layout). A
         // buffering policy keeps nothing of its own across a crash (its
-        // buffer is gone), so its images recover under the defaults,
+        // buffer is gone), so its images recover under `direct`, the
+        // block-map policy its classic pool takes with nothing to set up,
         // sparing hinfs a DRAM-vs-PM calibration per mount (it would make
         // its runs four times longer).
         let recovery_opts = match &self.cfg.recover_policy {
@@ -440,6 +441,7 @@ impl Runner<'_> {
             },
             None if durable || split => opts,
             None => MountOptions {
+                policy: "direct".into(),
                 clock: opts.clock,
                 ..MountOptions::default()
             },
