@@ -3,9 +3,10 @@
 #
 #   bash tests/fuse/run.sh [AMBERFS_BINARY]
 #
-# AMBER_LAYOUT (mkfs --layout, default classic) and AMBER_OPTIONS (mount
-# -o, default none) run it under another policy, e.g.
-#   AMBER_LAYOUT=split AMBER_OPTIONS=policy=hunter bash tests/fuse/run.sh
+# By default it runs mkfs's and mount's defaults: the split layout and
+# policy amber. AMBER_LAYOUT (mkfs --layout) and AMBER_OPTIONS (mount -o)
+# run it under another policy, e.g.
+#   AMBER_LAYOUT=classic AMBER_OPTIONS=policy=direct bash tests/fuse/run.sh
 #
 # Needs root and /dev/fuse; without them it says so and exits 0 (skipped).
 # Installs what it needs: pjdfstest (crates.io), sqlite3, attr (Debian).
@@ -64,7 +65,9 @@ cycle() {
 }
 
 step "mkfs and mount"
-"$amberfs" mkfs "$pool" --size 2G --inodes 262144 --layout "${AMBER_LAYOUT:-classic}"
+layout=()
+[ -n "${AMBER_LAYOUT:-}" ] && layout=(--layout "$AMBER_LAYOUT")
+"$amberfs" mkfs "$pool" --size 2G --inodes 262144 "${layout[@]}"
 mount_pool
 
 step "pjdfstest $("$pjd" --version 2>/dev/null || true)"
