@@ -12,8 +12,9 @@
 //! older but consistent file, and every metadata transaction writes only
 //! durable state (ordered mode).
 
-mod bbm;
+pub(super) mod bbm;
 mod buffer;
+pub(super) mod calibrate;
 mod index;
 mod writeback;
 
@@ -44,25 +45,12 @@ pub enum Variant {
     NoClfw,
 }
 
-/// Bytes the mount-time calibration writes to each of DRAM and PM.
-const CALIBRATION_BYTES: u64 = 64 << 10;
-/// Repetitions of the calibration; the fastest counts (the others include
-/// page faults and interrupts).
-const CALIBRATION_ROUNDS: u32 = 4;
 /// Costs assumed when the pool has no free blocks to calibrate on: a
 /// ratio typical of PCM-class media, so the model still discriminates.
 const FALLBACK_COSTS: Costs = Costs {
     l_dram_ns: 5.0,
     l_pm_ns: 50.0,
 };
-
-/// Buffering pays only when a PM line costs at least this many DRAM
-/// lines: the model's inequality counts line writes but not the fixed
-/// cost of buffering a write (index, pool lock, LRW list, write-back
-/// bookkeeping), which at DRAM-like PM exceeds the whole saving (at
-/// `dram` this machine measures a ratio of ~2 and fileserver ran at
-/// 0.71x direct when buffered; at 50 ns per line the ratio is ~70).
-const MIN_PM_DRAM_RATIO: f64 = 4.0;
 
 /// Counters, for the workbench (`Core::policy_stats`).
 #[derive(Default)]
@@ -503,58 +491,15 @@ impl Shared {
         Direct.fsync(fs, st)
     }
 
-    /// Measures L_dram and L_pm (per cache line) by writing the same
-    /// bytes into a DRAM buffer and, with non-temporal stores and a fence,
-    /// into free data blocks borrowed from the allocator (scratch: a free
-    /// block's contents are never shown; it is freed again right after).
+    /// Calibrates the model at mount (`calibrate::measure`) and, unless
+    /// told to buffer always, turns buffering off where it cannot pay.
     fn calibrate<D: PmDevice>(&self, fs: &Core<D>) -> Result<()> {
-        let want = CALIBRATION_BYTES / BLOCK_SIZE;
-        let mut blocks = Vec::new();
-        while (blocks.len() as u64) < want {
-            match fs.blocks.alloc(None) {
-                Some(b) => blocks.push(b),
-                None => break,
-            }
-        }
-        if blocks.is_empty() {
+        let Some(c) = calibrate::measure(fs)? else {
             return Ok(());
-        }
-        let bytes = blocks.len() as u64 * BLOCK_SIZE;
-        let lines = (bytes / LINE) as f64;
-        let src: Vec<u8> = (0..bytes).map(|i| (i * 31 % 251) as u8).collect();
-        let mut dram = vec![0u8; bytes as usize];
-        let (mut t_dram, mut t_pm) = (Duration::MAX, Duration::MAX);
-        let mut res = Ok(());
-        for _ in 0..CALIBRATION_ROUNDS {
-            let t = Instant::now();
-            for (chunk, dst) in src
-                .chunks(LINE as usize)
-                .zip(dram.chunks_mut(LINE as usize))
-            {
-                dst.copy_from_slice(chunk);
-            }
-            t_dram = t_dram.min(t.elapsed());
-            std::hint::black_box(&dram);
-            let t = Instant::now();
-            for (&b, chunk) in blocks.iter().zip(src.chunks(BLOCK_SIZE as usize)) {
-                fs.device().write_nt(fs.layout().block_offset(b), chunk);
-            }
-            res = fs.drain();
-            t_pm = t_pm.min(t.elapsed());
-            if res.is_err() {
-                break;
-            }
-        }
-        fs.blocks.free_all(&blocks);
-        res?;
-        let per_line = |d: Duration| (d.as_nanos() as f64 / lines).max(0.01);
-        let c = Costs {
-            l_dram_ns: per_line(t_dram),
-            l_pm_ns: per_line(t_pm),
         };
         if !self.always_buffer {
             self.buffering_pays
-                .store(c.l_pm_ns >= MIN_PM_DRAM_RATIO * c.l_dram_ns, Relaxed);
+                .store(calibrate::buffering_pays(c), Relaxed);
         }
         *self.costs.lock() = c;
         Ok(())
