@@ -13,7 +13,7 @@ mod xattr;
 
 pub(crate) use mount::write_superblock;
 pub use mount::{format, mount, read_superblock, RecoveryReport};
-pub use options::{HunterOptions, MountOptions, ZoneOptions};
+pub use options::{AmberBuffer, HunterOptions, MountOptions, ZoneOptions};
 pub use xattr::XattrSet;
 
 use crate::alloc::{BlockAllocator, InodeAllocator};

@@ -43,12 +43,28 @@ pub struct MountOptions {
     /// whenever its model says so (`true`, `buffering=always`; tests use
     /// it to exercise the buffer on any device).
     pub always_buffer: bool,
+    /// Whether `amber` buffers lazy writes in DRAM (`amber_buffer=`).
+    pub amber_buffer: AmberBuffer,
     /// LAWN's small-write zone (policy lawn).
     pub zone: ZoneOptions,
     /// Where file timestamps come from (`clock=wall|simulated`).
     pub clock: ClockSource,
     /// HUNTER's metadata queues and workers (policies hunter*).
     pub hunter: HunterOptions,
+}
+
+/// When `amber` buffers a write in DRAM (docs/design.md §13.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AmberBuffer {
+    /// Where the mount-time calibration finds PM slow enough for buffering
+    /// to pay and the Buffer Benefit Model predicts the block lazy.
+    Auto,
+    /// Every write that may persist lazily: the tests and the crash
+    /// harness, whose simulated clock measures nothing, use it to
+    /// exercise the buffer on any device.
+    Always,
+    /// Never: every write takes the zone or the data log.
+    Never,
 }
 
 /// HUNTER's knobs (hunter.txt §III-B, §III-D, §III-E).
@@ -145,6 +161,7 @@ impl Default for MountOptions {
             lazy_after: Duration::from_secs(5),
             writeback_threads: 1,
             always_buffer: false,
+            amber_buffer: AmberBuffer::Auto,
             zone: ZoneOptions::default(),
             clock: ClockSource::Wall,
             hunter: HunterOptions::default(),
@@ -238,6 +255,14 @@ impl MountOptions {
                 ("buffering", _) => {
                     return Err(FsError::InvalidArgument("buffering= takes auto or always"))
                 }
+                ("amber_buffer", Some("auto")) => o.amber_buffer = AmberBuffer::Auto,
+                ("amber_buffer", Some("always")) => o.amber_buffer = AmberBuffer::Always,
+                ("amber_buffer", Some("never")) => o.amber_buffer = AmberBuffer::Never,
+                ("amber_buffer", _) => {
+                    return Err(FsError::InvalidArgument(
+                        "amber_buffer= takes auto, always or never",
+                    ))
+                }
                 ("writeback_threads", Some(v)) => {
                     o.writeback_threads = v
                         .parse()
@@ -314,7 +339,7 @@ impl MountOptions {
                         "unknown mount option (known: policy=NAME, sync, async, buffer=SIZE, \
                          writeback_low=PCT, writeback_high=PCT, writeback_interval=DUR, \
                          writeback_age=DUR, lazy_after=DUR, writeback_threads=N, \
-                         buffering=auto|always, lawn_slot=BYTES, lawn_zone=PCT, lawn_grow=PCT, \
+                         buffering=auto|always, amber_buffer=auto|always|never, lawn_slot=BYTES, lawn_zone=PCT, lawn_grow=PCT, \
                          lawn_subzones=N, lawn_idle=DUR, lawn_idle_free=PCT, \
                          hunter_workers=N, hunter_interval=DUR|never, hunter_batch=N, \
                          hunter_queues=N, hunter_queue=N, hunter_index=SIZE, hunter_window=N, \
@@ -405,6 +430,16 @@ mod tests {
         assert_eq!(o.writeback_threads, 2);
         assert!(o.always_buffer);
         assert!(MountOptions::parse("buffering=sometimes").is_err());
+        assert_eq!(o.amber_buffer, AmberBuffer::Auto);
+        for (v, want) in [
+            ("auto", AmberBuffer::Auto),
+            ("always", AmberBuffer::Always),
+            ("never", AmberBuffer::Never),
+        ] {
+            let o = MountOptions::parse(&format!("amber_buffer={v}")).unwrap();
+            assert_eq!(o.amber_buffer, want);
+        }
+        assert!(MountOptions::parse("amber_buffer=sometimes").is_err());
         assert!(MountOptions::parse("buffer=512K").is_err());
         assert!(MountOptions::parse("buffer=100000G").is_err());
         assert!(MountOptions::parse("buffer=lots").is_err());
