@@ -259,6 +259,19 @@ fn amber_data_workloads() {
     }
 }
 
+/// `amber` with every lazy write held in its DRAM buffer: crashes fall
+/// inside whole-file write-backs (fsync, truncate, syncfs, the write-back
+/// step, a zone or log write after buffered data), and the oracle must
+/// still find every write() whole or absent, no zeros inside a size, and
+/// everything synced intact.
+#[test]
+fn amber_buffered_data_workloads() {
+    for w in DATA_WORKLOADS.into_iter().filter(|&w| w != "fallocate") {
+        let rep = check(&atomic_config(w, "amber", "amber_buffer=always"));
+        assert_eq!(rep.oracle, AMBER_ORACLE);
+    }
+}
+
 /// `amber`'s images recovered by `hunter`, which keeps no zone: recovery
 /// settles the split layout, then writes every valid slice into the block
 /// its file's records name and removes the zone.

@@ -8,7 +8,12 @@
 //!   metadata queued (`hunter`): appends, whole blocks, holes. The slices
 //!   the zone holds in its blocks go back to the file first, since its new
 //!   blocks are built from the file.
-//! - Reads take each byte from the zone's slots over the file's blocks.
+//! - Where buffering pays on this device (HiNFS's calibration and Buffer
+//!   Benefit Model, `amber_buffer=`), writes that may persist lazily are
+//!   held in DRAM instead and go out of place later, a whole file's
+//!   buffered blocks as one change (`buffer`).
+//! - Reads take each byte from the buffer, else the zone's slots over the
+//!   file's blocks.
 //!
 //! Crash argument (docs/design.md §13): a zone slice backs up a file block
 //! only once that block's logical information and its file's attribute
@@ -21,6 +26,8 @@
 //! data log's because its records become valid only with an attribute
 //! entry of their write's seq or later, which is persisted after them.
 
+mod buffer;
+
 use super::lawn::slices;
 use super::{DataPolicy, FallocMode, Hunter, Lawn};
 use crate::error::Result;
@@ -29,8 +36,9 @@ use crate::inode::InodeState;
 use crate::time::ClockSource;
 use amber_format::{PoolLayout, BLOCK_SIZE};
 use amber_pmem::PmDevice;
+use buffer::Buffer;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 /// A cache line.
@@ -47,7 +55,9 @@ const DESCS_PER_LINE: u64 = 4;
 
 /// The `amber` policy.
 pub struct Amber {
-    hunter: Hunter,
+    /// Shared with the buffer's write-back thread.
+    hunter: Arc<Hunter>,
+    buffer: Arc<Buffer>,
     lawn: Lawn,
     /// Most slices a small overwrite may have and still go through the
     /// zone: where the zone's flushed descriptor lines start to cost more
@@ -70,7 +80,8 @@ pub struct Amber {
 impl Amber {
     pub fn new(opts: &MountOptions) -> Amber {
         Amber {
-            hunter: Hunter::new(opts, false, false),
+            hunter: Arc::new(Hunter::new(opts, false, false)),
+            buffer: Arc::new(Buffer::new(opts)),
             lawn: Lawn::new(opts),
             zone_max: AtomicU64::new(u64::MAX),
             line_ps: AtomicU64::new(0),
@@ -208,17 +219,16 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
     }
 
     fn load(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
-        DataPolicy::<D>::load(&self.hunter, fs, st)
+        DataPolicy::<D>::load(&*self.hunter, fs, st)
     }
 
     fn mounted(&self, fs: &Core<D>) -> Result<()> {
-        self.calibrate(fs)
+        self.calibrate(fs)?;
+        self.buffer.calibrate(fs)
     }
 
     fn read(&self, fs: &Core<D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
-        super::lawn::read_over(fs, st, off, buf, &|pos, b| {
-            DataPolicy::<D>::read(&self.hunter, fs, st, pos, b)
-        })
+        self.buffer.read(fs, &self.hunter, st, off, buf)
     }
 
     fn write(
@@ -230,11 +240,19 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         sync: bool,
     ) -> Result<usize> {
         self.lawn.note_activity();
+        let sync = sync || fs.options().sync;
+        let end = off + data.len() as u64;
+        if self.buffer.wants(st, off, end, sync)
+            && self.buffer.write(fs, &self.hunter, st, off, data)?
+        {
+            return Ok(data.len());
+        }
+        // Nothing of a file goes to PM before its buffered blocks.
+        self.buffer.flush(fs, &self.hunter, st)?;
         if let Some(n) = self.through_zone(fs, st, off, data, sync)? {
             return Ok(n);
         }
         let zone = Lawn::zone(fs);
-        let end = off + data.len() as u64;
         if end > st.disk.size {
             // The slice holding the old end would hide bytes written past
             // it.
@@ -246,8 +264,9 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
     }
 
     fn truncate(&self, fs: &Core<D>, st: &mut InodeState, size: u64) -> Result<()> {
+        self.buffer.truncate(fs, &self.hunter, st, size)?;
         slices::flush_for_size(fs, Lawn::zone(fs), st, size)?;
-        DataPolicy::<D>::truncate(&self.hunter, fs, st, size)
+        DataPolicy::<D>::truncate(&*self.hunter, fs, st, size)
     }
 
     fn fallocate(
@@ -258,12 +277,17 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         len: u64,
         mode: FallocMode,
     ) -> Result<()> {
+        self.buffer.flush(fs, &self.hunter, st)?;
         self.hunter.fallocate(fs, st, off, len, mode)
     }
 
-    /// Times zone writes changed in DRAM go into an attribute entry with
-    /// the file's queued updates.
+    /// The file's buffered blocks are written back (one change), and
+    /// times zone writes changed in DRAM go into an attribute entry with
+    /// the file's queued updates. Not called for a durability=lazy file
+    /// (`Core::fsync`): its buffer waits for write-back, syncfs or
+    /// unmount.
     fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
+        self.buffer.fsync(fs, &self.hunter, st)?;
         if st.times_dirty {
             self.hunter.queue_attrs(fs, st)?;
         }
@@ -277,30 +301,43 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         new: &amber_format::Inode,
         tx: &mut crate::journal::Tx,
     ) -> Result<()> {
+        // The attribute entry it may write carries the DRAM size, which
+        // covers buffered appends: their blocks go first.
+        self.buffer.flush(fs, &self.hunter, st)?;
         self.hunter.setattr_tx(fs, st, new, tx)
     }
 
     fn sync_all(&self, fs: &Core<D>) -> Result<()> {
-        DataPolicy::<D>::sync_all(&self.hunter, fs)
+        DataPolicy::<D>::sync_all(&*self.hunter, fs)
     }
 
     fn spawn(&self, core: Weak<Core<D>>) {
+        self.buffer.spawn(Arc::clone(&self.hunter), core.clone());
         self.hunter.spawn(core.clone());
         self.lawn.spawn(core);
     }
 
+    /// Every file's buffer goes back before hunter stops (and gives its
+    /// data logs' unused blocks back): the core's `sync_all` then persists
+    /// the queues. A failed write-back has poisoned the core, and the
+    /// unmount fails on it.
     fn unmount(&self, fs: &Core<D>) {
+        self.buffer.stop();
+        let _ = self
+            .buffer
+            .write_back_oldest(fs, &self.hunter, u64::MAX, None, None);
         self.lawn.unmount(fs);
         self.hunter.unmount(fs);
     }
 
     fn forget(&self, fs: &Core<D>, st: &mut InodeState) {
+        self.buffer.forget(st.ino);
         self.lawn.forget(fs, st);
         self.hunter.forget(fs, st);
     }
 
     fn block_of(&self, st: &InodeState, fb: u64) -> Option<u64> {
-        DataPolicy::<D>::block_of(&self.hunter, st, fb)
+        DataPolicy::<D>::block_of(&*self.hunter, st, fb)
     }
 
     /// The file's blocks in the data log and its metadata (hunter's),
@@ -308,6 +345,10 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
     /// the rule that sent them there.
     fn describe(&self, fs: &Core<D>, st: &InodeState) -> Vec<(String, String)> {
         let mut v = self.hunter.describe(fs, st);
+        v.push((
+            "buffered_blocks".into(),
+            self.buffer.count(st.ino).to_string(),
+        ));
         if let Some(zone) = fs.zone() {
             let slices = zone.lock(zone.sub_of(st.ino)).all_of(st.ino);
             let per_block = zone.geo.slices_per_block();
@@ -343,23 +384,42 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         v
     }
 
+    /// Buffered blocks hold data too.
     fn next_data_block(&self, st: &InodeState, fb: u64, limit: u64) -> Option<u64> {
-        DataPolicy::<D>::next_data_block(&self.hunter, st, fb, limit)
+        let mapped = DataPolicy::<D>::next_data_block(&*self.hunter, st, fb, limit);
+        let limit = mapped.unwrap_or(limit);
+        self.buffer.next_buffered(st.ino, fb, limit).or(mapped)
     }
 
     fn next_hole_block(&self, st: &InodeState, fb: u64, limit: u64) -> Option<u64> {
-        DataPolicy::<D>::next_hole_block(&self.hunter, st, fb, limit)
+        let mut at = fb;
+        // Each step passes one run of buffered blocks: bounded by their
+        // number.
+        for _ in 0..=self.buffer.count(st.ino) {
+            let h = DataPolicy::<D>::next_hole_block(&*self.hunter, st, at, limit)?;
+            let past = self.buffer.buffered_run_end(st.ino, h);
+            if past == h {
+                return Some(h);
+            }
+            at = past;
+        }
+        None
     }
 
-    /// Persists queued metadata first (the data logs' write-back), then
+    /// Writes back the buffered files with the oldest data (whole files),
+    /// then persists queued metadata (the data logs' write-back), then
     /// moves the oldest zone slices back into their files.
     fn write_back(&self, fs: &Core<D>, max_blocks: u64) -> Result<u64> {
-        let done = self.hunter.write_back(fs, max_blocks)?;
+        let done = self
+            .buffer
+            .write_back_oldest(fs, &self.hunter, max_blocks, None, None)?;
+        let done =
+            done + DataPolicy::<D>::write_back(&*self.hunter, fs, max_blocks.saturating_sub(done))?;
         Ok(done + self.lawn.write_back(fs, max_blocks.saturating_sub(done))?)
     }
 
     fn reserved_blocks(&self) -> u64 {
-        DataPolicy::<D>::reserved_blocks(&self.hunter)
+        DataPolicy::<D>::reserved_blocks(&*self.hunter)
     }
 
     fn stats(&self) -> Vec<(String, u64)> {
@@ -371,8 +431,9 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
             ("line_ps".to_string(), self.line_ps.load(Relaxed)),
             ("flush_ps".to_string(), self.flush_ps.load(Relaxed)),
         ];
+        v.extend(self.buffer.stats());
         v.extend(DataPolicy::<D>::stats(&self.lawn));
-        v.extend(DataPolicy::<D>::stats(&self.hunter));
+        v.extend(DataPolicy::<D>::stats(&*self.hunter));
         v
     }
 }

@@ -13,7 +13,7 @@
 //! durable state (ordered mode).
 
 pub(super) mod bbm;
-mod buffer;
+pub(super) mod buffer;
 pub(super) mod calibrate;
 mod index;
 mod writeback;

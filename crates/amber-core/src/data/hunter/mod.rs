@@ -30,7 +30,7 @@ use log::DataLogs;
 use queue::{runs, Op, Queues, Snapshot};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
-use worker::Control;
+pub(super) use worker::Control;
 
 /// Counters for the workbench.
 #[derive(Default)]
@@ -342,6 +342,90 @@ impl Hunter {
     pub(super) fn settle<D: PmDevice>(&self, fs: &Core<D>, st: &InodeState) -> Result<bool> {
         let sh = &self.shared;
         sh.queues.settle(fs, &sh.stats, st.ino)
+    }
+
+    /// Writes whole-block images of file blocks `images` (ascending, no
+    /// file block twice) out of place as ONE change: every block copied
+    /// and fenced, then one seq for all their records, the relinks of the
+    /// blocks above them and one snapshot with the file's current (DRAM)
+    /// size and times. A record becomes valid only with an entry of its
+    /// seq or later (design.md §12.4), so after a crash either every
+    /// image is the file's or none is: amber's DRAM buffer writes a
+    /// file back with it. The caller zeroed the old last block's bytes
+    /// past the size before the size grew (`zero_past_size`).
+    pub(super) fn write_blocks<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        st: &mut InodeState,
+        images: &[(u64, &[u8])],
+        sync: bool,
+    ) -> Result<()> {
+        if images.is_empty() {
+            return Ok(());
+        }
+        assert!(
+            images.windows(2).all(|w| w[0].0 < w[1].0),
+            "write-back images ascending, each file block once"
+        );
+        self.with_file(fs, st, |hf, st| {
+            let mut blocks = std::mem::take(&mut hf.blocks);
+            let mut ops = std::mem::take(&mut hf.ops);
+            self.take_blocks(fs, images.len(), &mut blocks)?;
+            let dev = &**fs.device();
+            for (&(_, image), &b) in images.iter().zip(&blocks) {
+                assert_eq!(image.len() as u64, BLOCK_SIZE, "a whole-block image");
+                dev.write_nt(fs.layout().block_offset(b), image);
+            }
+            // The data is durable before any record can name it.
+            fs.drain()?;
+            let seq = hf.take_seq();
+            let mut freed = Vec::new();
+            // Ascending: each block's link is the one just set below it.
+            for (&(fb, _), &b) in images.iter().zip(&blocks) {
+                let link = hf.index.below(fb);
+                freed.extend(hf.index.set(fb, b));
+                ops.push(Op::Data {
+                    block: b,
+                    file_block: fb,
+                    link,
+                    seq,
+                });
+            }
+            // A block above one of ours that is not ours links to the
+            // nearest of ours below it (ours link by construction).
+            for (&(fb, _), &b) in images.iter().zip(&blocks) {
+                if let Some(above) = hf.index.above(fb).filter(|a| !blocks.contains(a)) {
+                    ops.push(Op::Relink {
+                        block: above,
+                        link: b,
+                    });
+                }
+            }
+            ops.extend(free_ops(freed));
+            st.disk.blocks = hf.index.count();
+            let snap = snapshot(hf, st, seq);
+            let queued = self.queue(fs, st, &ops, snap, sync || self.sync);
+            hf.keep_scratch(blocks, ops);
+            queued
+        })
+    }
+
+    /// Before the file's size grows from `st.disk.size` to `to` without a
+    /// hunter write (amber's buffered appends): zeroes the old last
+    /// block's bytes past the size, as a growing write does.
+    pub(super) fn zero_past_size<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        st: &mut InodeState,
+        to: u64,
+    ) -> Result<()> {
+        self.with_file(fs, st, |hf, st| zero_past_end(fs, hf, st.disk.size, to))
+    }
+
+    /// A write's DRAM inode changes (times, set-id bits dropped and stored
+    /// at once) for a write amber holds in DRAM.
+    pub(super) fn note_write<D: PmDevice>(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
+        note_write(fs, st)
     }
 
     /// Queues the file's current attributes (times a zone write changed

@@ -14,9 +14,10 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-/// Stops the workers and waits out a turn in progress.
+/// Stops the workers and waits out a turn in progress (amber's buffer
+/// write-back thread uses it too).
 #[derive(Default)]
-pub(super) struct Control {
+pub(in crate::data) struct Control {
     stop: AtomicBool,
     /// A wake-up asked for while the workers were busy: the next sleep
     /// returns at once.
@@ -25,6 +26,13 @@ pub(super) struct Control {
     wake: Condvar,
     /// Held by a worker for a whole turn.
     turn: Mutex<()>,
+}
+
+impl Control {
+    /// Held for a whole turn, so `stop` returns only once none runs.
+    pub fn turn(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.turn.lock()
+    }
 }
 
 impl Control {
@@ -46,7 +54,7 @@ impl Control {
 
     /// Sleeps for `interval` (forever with None) or until woken; false
     /// once stopped.
-    fn sleep(&self, interval: Option<Duration>) -> bool {
+    pub fn sleep(&self, interval: Option<Duration>) -> bool {
         let mut g = self.lock.lock();
         if !self.stop.load(Relaxed) && !self.early.swap(false, Relaxed) {
             match interval {
@@ -74,7 +82,7 @@ pub(super) fn spawn<D: PmDevice>(sh: &Arc<Shared>, core: Weak<Core<D>>) {
 
 fn run<D: PmDevice>(sh: &Shared, core: &Weak<Core<D>>, w: usize, n: usize) {
     while sh.control.sleep(sh.opts.interval) {
-        let _turn = sh.control.turn.lock();
+        let _turn = sh.control.turn();
         let Some(fs) = core.upgrade() else { return };
         if fs.check_writable().is_err() {
             return;

@@ -1,0 +1,595 @@
+//! amber's DRAM write buffer (docs/design.md §13.4): writes POSIX lets
+//! persist lazily are held in DRAM as whole-block images where buffering
+//! pays on this device (HiNFS's calibration and Buffer Benefit Model), and
+//! a file's buffered blocks go to PM together, as one hunter change
+//! (`Hunter::write_blocks`), so every write() stays atomic across a crash.
+//!
+//! Invariant: while a file has buffered blocks, nothing else of it goes to
+//! PM first. Every other write, truncate, fallocate, setattr, fsync and
+//! unmount writes the file's buffer back before it acts, and a write-back
+//! takes all of the file's blocks, so every hunter snapshot of the file —
+//! whose size is the DRAM size, covering buffered appends — is queued
+//! after the records of every block it covers, with the same or a later
+//! seq. Hence no durable size ever covers a block still in DRAM.
+//!
+//! Locks: the file map's mutex is held only briefly and never while an
+//! inode lock is taken; a file's entry changes only under its inode's
+//! write lock (readers hold the read lock), so a writer takes its entry
+//! out of the map, works on it, and puts it back.
+
+use super::super::hinfs::bbm::{Costs, FileModel};
+use super::super::hinfs::buffer::lines_of;
+use super::super::hinfs::calibrate;
+use super::super::hunter::Control;
+use super::super::lawn::{read_over, slices};
+use super::super::{DataPolicy, Hunter, Lawn};
+use crate::error::Result;
+use crate::fs::{AmberBuffer, Core, MountOptions};
+use crate::inode::InodeState;
+use crate::time::ClockSource;
+use amber_format::{FileKind, BLOCK_SIZE};
+use amber_pmem::PmDevice;
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// One buffered block: the file block's newest bytes, and the lines
+/// written since it was buffered (the model's Ncf at an fsync).
+struct Block {
+    image: Box<[u8]>,
+    dirty: u64,
+}
+
+/// One file's buffered blocks and its Buffer Benefit Model.
+#[derive(Default)]
+struct FileBuf {
+    blocks: BTreeMap<u64, Block>,
+    /// When its oldest buffered data was written (None: nothing held).
+    since: Option<Instant>,
+    model: FileModel,
+}
+
+/// The buffer: shared with its write-back thread.
+pub(super) struct Buffer {
+    mode: AmberBuffer,
+    /// `auto`: whether the calibration found PM slow enough for buffering
+    /// to pay at all (`calibrate::buffering_pays`); false until measured.
+    pays: AtomicBool,
+    costs: Mutex<Costs>,
+    /// Most blocks held (`buffer=`), and how many are.
+    capacity: u64,
+    held: AtomicU64,
+    files: Mutex<HashMap<u64, FileBuf>>,
+    /// Data older than this is written back by the thread (`writeback_age`),
+    /// which looks every `writeback_interval`.
+    age: Duration,
+    interval: Duration,
+    lazy_after: Duration,
+    control: Control,
+    buffered_writes: AtomicU64,
+    write_backs: AtomicU64,
+    blocks_written_back: AtomicU64,
+    unbuffered_full: AtomicU64,
+}
+
+/// Reads from PM only: the zone's slices over hunter's blocks.
+pub(super) fn read_unbuffered<D: PmDevice>(
+    fs: &Core<D>,
+    hunter: &Hunter,
+    st: &InodeState,
+    off: u64,
+    buf: &mut [u8],
+) -> Result<usize> {
+    read_over(fs, st, off, buf, &|pos, b| {
+        DataPolicy::<D>::read(hunter, fs, st, pos, b)
+    })
+}
+
+impl Buffer {
+    pub fn new(opts: &MountOptions) -> Buffer {
+        Buffer {
+            mode: opts.amber_buffer,
+            pays: AtomicBool::new(false),
+            costs: Mutex::new(Costs {
+                l_dram_ns: 0.0,
+                l_pm_ns: 0.0,
+            }),
+            capacity: opts.buffer / BLOCK_SIZE,
+            held: AtomicU64::new(0),
+            files: Mutex::new(HashMap::new()),
+            age: opts.writeback_age,
+            interval: opts.writeback_interval,
+            lazy_after: opts.lazy_after,
+            control: Control::default(),
+            buffered_writes: AtomicU64::new(0),
+            write_backs: AtomicU64::new(0),
+            blocks_written_back: AtomicU64::new(0),
+            unbuffered_full: AtomicU64::new(0),
+        }
+    }
+
+    /// Under `auto`, measures L_dram and L_pm as hinfs does; nothing under
+    /// the simulated clock (crash runs stay a function of their seed, and
+    /// `auto` then never buffers).
+    pub fn calibrate<D: PmDevice>(&self, fs: &Core<D>) -> Result<()> {
+        if self.mode != AmberBuffer::Auto || fs.options().clock == ClockSource::Simulated {
+            return Ok(());
+        }
+        if let Some(c) = calibrate::measure(fs)? {
+            self.pays.store(calibrate::buffering_pays(c), Relaxed);
+            *self.costs.lock() = c;
+        }
+        Ok(())
+    }
+
+    /// Whether a write of `[off, end)` goes into the buffer: regular
+    /// files, never a sync write, and under `auto` only where buffering
+    /// pays and the model predicts every block of it lazy.
+    pub fn wants(&self, st: &InodeState, off: u64, end: u64, sync: bool) -> bool {
+        if sync || st.kind() != FileKind::Regular {
+            return false;
+        }
+        match self.mode {
+            AmberBuffer::Never => false,
+            AmberBuffer::Always => true,
+            AmberBuffer::Auto => {
+                if !self.pays.load(Relaxed) {
+                    return false;
+                }
+                let now = Instant::now();
+                let files = self.files.lock();
+                files.get(&st.ino).is_none_or(|f| {
+                    (off / BLOCK_SIZE..=(end - 1) / BLOCK_SIZE)
+                        .all(|fb| !f.model.eager(fb, now, self.lazy_after))
+                })
+            }
+        }
+    }
+
+    /// Whether the file holds buffered blocks.
+    pub fn holds(&self, ino: u64) -> bool {
+        self.held.load(Relaxed) > 0
+            && self
+                .files
+                .lock()
+                .get(&ino)
+                .is_some_and(|f| !f.blocks.is_empty())
+    }
+
+    /// Runs `f` on the file's entry taken out of the map (its inode is
+    /// write-locked), putting it back afterwards if it still holds
+    /// anything worth keeping.
+    fn with_file<R>(&self, ino: u64, f: impl FnOnce(&mut FileBuf) -> R) -> R {
+        let mut file = self.files.lock().remove(&ino).unwrap_or_default();
+        let r = f(&mut file);
+        if !file.blocks.is_empty() || file.model.has_synced() {
+            self.files.lock().insert(ino, file);
+        }
+        r
+    }
+
+    /// Takes `n` blocks of the capacity; false if they are not free.
+    fn reserve(&self, n: u64) -> bool {
+        self.held
+            .fetch_update(Relaxed, Relaxed, |h| {
+                h.checked_add(n).filter(|&t| t <= self.capacity)
+            })
+            .is_ok()
+    }
+
+    fn unreserve(&self, n: u64) {
+        self.held.fetch_sub(n, Relaxed);
+    }
+
+    /// Blocks of `[first, last]` the file does not hold yet.
+    fn new_blocks(&self, ino: u64, first: u64, last: u64) -> u64 {
+        let files = self.files.lock();
+        let have = files
+            .get(&ino)
+            .map_or(0, |f| f.blocks.range(first..=last).count() as u64);
+        last - first + 1 - have
+    }
+
+    /// Buffers a write. Returns false (nothing done) when the buffer has
+    /// no room for its new blocks even after writing back the files with
+    /// the oldest data (others only if their lock is free): the caller
+    /// then writes it through.
+    pub fn write<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        hunter: &Hunter,
+        st: &mut InodeState,
+        off: u64,
+        data: &[u8],
+    ) -> Result<bool> {
+        let end = off + data.len() as u64;
+        let (first, last) = (off / BLOCK_SIZE, (end - 1) / BLOCK_SIZE);
+        let mut new = self.new_blocks(st.ino, first, last);
+        if new > self.capacity {
+            self.unbuffered_full.fetch_add(1, Relaxed);
+            return Ok(false);
+        }
+        if !self.reserve(new) {
+            self.write_back_oldest(fs, hunter, new, None, Some(st))?;
+            new = self.new_blocks(st.ino, first, last);
+            if !self.reserve(new) {
+                self.unbuffered_full.fetch_add(1, Relaxed);
+                return Ok(false);
+            }
+        }
+        let r = self.with_file(st.ino, |file| self.fill(fs, hunter, st, file, off, data));
+        if r.is_err() {
+            self.unreserve(new);
+        }
+        r.map(|()| true)
+    }
+
+    /// Puts the write's bytes into the file's images, fetching each new
+    /// block's newest bytes whole first (all fallible steps before any
+    /// block is added, so an error leaves the entry as it was).
+    fn fill<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        hunter: &Hunter,
+        st: &mut InodeState,
+        file: &mut FileBuf,
+        off: u64,
+        data: &[u8],
+    ) -> Result<()> {
+        let end = off + data.len() as u64;
+        let (first, last) = (off / BLOCK_SIZE, (end - 1) / BLOCK_SIZE);
+        let size = st.disk.size;
+        if end > size {
+            // As a growing log write does: the slice holding the old end
+            // would hide bytes past it, and the old last block's bytes
+            // past the size must read as zeros once the size covers them.
+            slices::flush_from(fs, Lawn::zone(fs), st, size)?;
+            hunter.zero_past_size(fs, st, end)?;
+        }
+        let mut fresh = Vec::new();
+        for fb in (first..=last).filter(|fb| !file.blocks.contains_key(fb)) {
+            let mut image = vec![0u8; BLOCK_SIZE as usize].into_boxed_slice();
+            let bstart = fb * BLOCK_SIZE;
+            if bstart < size {
+                let n = (size - bstart).min(BLOCK_SIZE) as usize;
+                read_unbuffered(fs, hunter, st, bstart, &mut image[..n])?;
+            }
+            fresh.push((fb, image));
+        }
+        hunter.note_write(fs, st)?;
+        for (fb, image) in fresh {
+            file.blocks.insert(fb, Block { image, dirty: 0 });
+        }
+        let model = self.mode == AmberBuffer::Auto;
+        for fb in first..=last {
+            let bstart = fb * BLOCK_SIZE;
+            let (s, e) = (off.max(bstart), end.min(bstart + BLOCK_SIZE));
+            let lines = lines_of(s - bstart, e - bstart);
+            let b = file
+                .blocks
+                .get_mut(&fb)
+                .expect("every block of a buffered write is held");
+            b.image[(s - bstart) as usize..(e - bstart) as usize]
+                .copy_from_slice(&data[(s - off) as usize..(e - off) as usize]);
+            b.dirty |= lines;
+            if model {
+                file.model.record_write(fb, lines, false);
+            }
+        }
+        st.disk.size = size.max(end);
+        file.since.get_or_insert_with(Instant::now);
+        self.buffered_writes.fetch_add(1, Relaxed);
+        Ok(())
+    }
+
+    /// Writes every buffered block of the file out of place as one
+    /// change, after the zone's slices of those blocks went back (a slot
+    /// must not lie over the new block with older bytes); returns how
+    /// many blocks. All or nothing, never part of a file: a durable size
+    /// covering a block still in DRAM would show zeros after a crash.
+    fn write_back_file<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        hunter: &Hunter,
+        st: &mut InodeState,
+        file: &mut FileBuf,
+    ) -> Result<u64> {
+        if file.blocks.is_empty() {
+            return Ok(0);
+        }
+        let zone = Lawn::zone(fs);
+        let mut run: Option<(u64, u64)> = None;
+        for &fb in file.blocks.keys() {
+            run = match run {
+                Some((a, b)) if b + 1 == fb => Some((a, fb)),
+                Some((a, b)) => {
+                    slices::flush_blocks(fs, zone, st, a, b)?;
+                    Some((fb, fb))
+                }
+                None => Some((fb, fb)),
+            };
+        }
+        if let Some((a, b)) = run {
+            slices::flush_blocks(fs, zone, st, a, b)?;
+        }
+        let images: Vec<(u64, &[u8])> = file
+            .blocks
+            .iter()
+            .map(|(&fb, b)| (fb, &b.image[..]))
+            .collect();
+        hunter.write_blocks(fs, st, &images, false)?;
+        let n = file.blocks.len() as u64;
+        file.blocks.clear();
+        file.since = None;
+        self.unreserve(n);
+        self.write_backs.fetch_add(1, Relaxed);
+        self.blocks_written_back.fetch_add(n, Relaxed);
+        Ok(n)
+    }
+
+    /// Writes the file's buffer back, if it holds any: before anything
+    /// else of the file goes to PM (the invariant above).
+    pub fn flush<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        hunter: &Hunter,
+        st: &mut InodeState,
+    ) -> Result<()> {
+        if !self.holds(st.ino) {
+            return Ok(());
+        }
+        self.with_file(st.ino, |file| self.write_back_file(fs, hunter, st, file))
+            .map(drop)
+    }
+
+    /// At an fsync: the model's verdicts (under `auto`), then the file's
+    /// buffer written back.
+    pub fn fsync<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        hunter: &Hunter,
+        st: &mut InodeState,
+    ) -> Result<()> {
+        if self.mode != AmberBuffer::Auto || !self.pays.load(Relaxed) {
+            return self.flush(fs, hunter, st);
+        }
+        let costs = *self.costs.lock();
+        self.with_file(st.ino, |file| {
+            let blocks = &file.blocks;
+            file.model.sync(Instant::now(), costs, |fb| {
+                blocks.get(&fb).map_or(0, |b| b.dirty)
+            });
+            self.write_back_file(fs, hunter, st, file)
+        })
+        .map(drop)
+    }
+
+    /// Before a truncate to `size`: the buffer written back, and the
+    /// model's history past the new end forgotten.
+    pub fn truncate<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        hunter: &Hunter,
+        st: &mut InodeState,
+        size: u64,
+    ) -> Result<()> {
+        self.flush(fs, hunter, st)?;
+        if self.mode == AmberBuffer::Auto {
+            self.with_file(st.ino, |file| {
+                file.model.truncate(size.div_ceil(BLOCK_SIZE))
+            });
+        }
+        Ok(())
+    }
+
+    /// The file is freed: its buffered blocks are dropped unwritten.
+    pub fn forget(&self, ino: u64) {
+        if let Some(f) = self.files.lock().remove(&ino) {
+            self.unreserve(f.blocks.len() as u64);
+        }
+    }
+
+    /// Reads from where the newest copy is: PM (zone over blocks), then
+    /// the file's buffered images laid over it.
+    pub fn read<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        hunter: &Hunter,
+        st: &InodeState,
+        off: u64,
+        buf: &mut [u8],
+    ) -> Result<usize> {
+        let n = read_unbuffered(fs, hunter, st, off, buf)?;
+        if n == 0 || self.held.load(Relaxed) == 0 {
+            return Ok(n);
+        }
+        let files = self.files.lock();
+        let Some(file) = files.get(&st.ino) else {
+            return Ok(n);
+        };
+        let end = off + n as u64;
+        for (&fb, b) in file.blocks.range(off / BLOCK_SIZE..=(end - 1) / BLOCK_SIZE) {
+            let bstart = fb * BLOCK_SIZE;
+            let (s, e) = (off.max(bstart), end.min(bstart + BLOCK_SIZE));
+            buf[(s - off) as usize..(e - off) as usize]
+                .copy_from_slice(&b.image[(s - bstart) as usize..(e - bstart) as usize]);
+        }
+        Ok(n)
+    }
+
+    /// The file's first buffered block in `[fb, limit)`.
+    pub fn next_buffered(&self, ino: u64, fb: u64, limit: u64) -> Option<u64> {
+        if fb >= limit || self.held.load(Relaxed) == 0 {
+            return None;
+        }
+        let files = self.files.lock();
+        files
+            .get(&ino)?
+            .blocks
+            .range(fb..limit)
+            .next()
+            .map(|(&b, _)| b)
+    }
+
+    /// The file's buffered blocks from `fb` on that follow one another:
+    /// the end of the run starting at `fb` (`fb` itself if not buffered).
+    pub fn buffered_run_end(&self, ino: u64, fb: u64) -> u64 {
+        if self.held.load(Relaxed) == 0 {
+            return fb;
+        }
+        let files = self.files.lock();
+        let Some(file) = files.get(&ino) else {
+            return fb;
+        };
+        let mut at = fb;
+        for &b in file.blocks.range(fb..).map(|(b, _)| b) {
+            if b != at {
+                break;
+            }
+            at += 1;
+        }
+        at
+    }
+
+    /// How many blocks the file holds.
+    pub fn count(&self, ino: u64) -> usize {
+        self.files.lock().get(&ino).map_or(0, |f| f.blocks.len())
+    }
+
+    /// Writes back whole files, oldest data first, until at least
+    /// `max_blocks` blocks went back or no file (with data older than
+    /// `older_than`, if given) is left; returns how many. `held` is the
+    /// file a writer holds locked: others are then only try-locked, so a
+    /// writer cannot deadlock with another; without it each is locked.
+    /// The map's lock is never held while an inode lock is taken.
+    pub fn write_back_oldest<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        hunter: &Hunter,
+        max_blocks: u64,
+        older_than: Option<Instant>,
+        mut held: Option<&mut InodeState>,
+    ) -> Result<u64> {
+        if self.held.load(Relaxed) == 0 {
+            return Ok(0);
+        }
+        let mut victims: Vec<(Instant, u64)> = {
+            let files = self.files.lock();
+            files
+                .iter()
+                .filter_map(|(&ino, f)| Some((f.since?, ino)))
+                .filter(|&(t, _)| older_than.is_none_or(|o| t <= o))
+                .collect()
+        };
+        victims.sort_unstable();
+        let mut done = 0;
+        for (_, ino) in victims {
+            if done >= max_blocks {
+                break;
+            }
+            done += match held.as_deref_mut() {
+                Some(st) if st.ino == ino => self.write_back_locked(fs, hunter, st)?,
+                Some(_) => {
+                    let r = fs.inode(ino)?;
+                    let locked = r.try_write();
+                    match locked {
+                        Some(mut st) => self.write_back_locked(fs, hunter, &mut st)?,
+                        None => 0,
+                    }
+                }
+                None => {
+                    let r = fs.inode(ino)?;
+                    let mut st = r.write();
+                    self.write_back_locked(fs, hunter, &mut st)?
+                }
+            };
+        }
+        Ok(done)
+    }
+
+    /// One file's write-back under its inode lock, if it still holds
+    /// blocks (it may have been written back or freed meanwhile).
+    fn write_back_locked<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        hunter: &Hunter,
+        st: &mut InodeState,
+    ) -> Result<u64> {
+        if !st.disk.in_use() || !self.holds(st.ino) {
+            return Ok(0);
+        }
+        self.with_file(st.ino, |file| self.write_back_file(fs, hunter, st, file))
+    }
+
+    /// Starts the thread that writes back files whose oldest buffered
+    /// data is older than `writeback_age`, every `writeback_interval`.
+    /// Not under the simulated clock, where crash runs must stay a
+    /// function of their seed (fsync, sync and unmount still write back).
+    pub fn spawn<D: PmDevice>(self: &Arc<Self>, hunter: Arc<Hunter>, core: Weak<Core<D>>) {
+        if self.mode == AmberBuffer::Never
+            || core
+                .upgrade()
+                .is_none_or(|fs| fs.options().clock == ClockSource::Simulated)
+        {
+            return;
+        }
+        let me = Arc::clone(self);
+        // Without the thread the buffer stays correct: fsync, syncfs,
+        // unmount and a full buffer write back.
+        let _ = std::thread::Builder::new()
+            .name("amber-buffer-wb".into())
+            .spawn(move || me.run(&hunter, &core));
+    }
+
+    fn run<D: PmDevice>(&self, hunter: &Hunter, core: &Weak<Core<D>>) {
+        while self.control.sleep(Some(self.interval)) {
+            let _turn = self.control.turn();
+            let Some(fs) = core.upgrade() else { return };
+            if fs.check_writable().is_err() {
+                return;
+            }
+            let Some(cutoff) = Instant::now().checked_sub(self.age) else {
+                continue;
+            };
+            if self
+                .write_back_oldest(&fs, hunter, u64::MAX, Some(cutoff), None)
+                .is_err()
+            {
+                // The core is poisoned; writes are refused from now on.
+                return;
+            }
+        }
+    }
+
+    /// Stops the thread (waiting out a pass in progress).
+    pub fn stop(&self) {
+        self.control.stop();
+    }
+
+    pub fn stats(&self) -> Vec<(String, u64)> {
+        let c = *self.costs.lock();
+        let on = match self.mode {
+            AmberBuffer::Always => true,
+            AmberBuffer::Never => false,
+            AmberBuffer::Auto => self.pays.load(Relaxed),
+        };
+        [
+            ("buffer_on", u64::from(on)),
+            ("buffered_writes", self.buffered_writes.load(Relaxed)),
+            ("buffer_write_backs", self.write_backs.load(Relaxed)),
+            (
+                "buffer_blocks_written_back",
+                self.blocks_written_back.load(Relaxed),
+            ),
+            ("buffer_bytes_held", self.held.load(Relaxed) * BLOCK_SIZE),
+            ("buffer_full_unbuffered", self.unbuffered_full.load(Relaxed)),
+            ("l_dram_ps", (c.l_dram_ns * 1000.0) as u64),
+            ("l_pm_ps", (c.l_pm_ns * 1000.0) as u64),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+}
