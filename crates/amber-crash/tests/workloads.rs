@@ -10,15 +10,20 @@ fn check(workload: &str, seed: u64) {
 }
 
 fn check_under(workload: &str, seed: u64, policy: &str) {
+    check_with(workload, seed, policy, "");
+}
+
+fn check_with(workload: &str, seed: u64, policy: &str, mount_options: &str) {
     let mut cfg = CrashConfig::new(workload, seed);
     cfg.policy = policy.to_string();
+    cfg.mount_options = mount_options.to_string();
     let rep = run(&cfg).unwrap_or_else(|e| panic!("{e}"));
-    println!("{policy}: {rep}");
+    println!("{policy} {mount_options}: {rep}");
     assert!(rep.images_checked > 0, "{workload}: no image checked");
     assert!(!rep.capped);
     assert!(
         rep.is_clean(),
-        "{workload} (seed {seed}, {policy}) has crash-consistency violations:\n{rep}"
+        "{workload} (seed {seed}, {policy} {mount_options}) has crash-consistency violations:\n{rep}"
     );
 }
 
@@ -114,6 +119,19 @@ fn amber_named_workloads() {
 fn amber_random() {
     for seed in [1, 2, 3] {
         check_under("random", seed, "amber");
+    }
+}
+
+/// `amber` holding every lazy write in its DRAM buffer, under the mixed
+/// workloads (namespace operations between buffered writes, renames and
+/// unlinks of files with buffered data) and the random one.
+#[test]
+fn amber_buffered_named_and_random() {
+    for w in ["files", "rename", "links", "attrs", "durability"] {
+        check_with(w, 1, "amber", "amber_buffer=always");
+    }
+    for seed in [1, 2] {
+        check_with("random", seed, "amber", "amber_buffer=always");
     }
 }
 
