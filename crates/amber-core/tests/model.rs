@@ -34,6 +34,10 @@ const LONG_RUN: usize = 2000;
 /// Steps per thread of the multi-threaded run.
 const THREAD_OPS: usize = 1500;
 
+/// amber with its DRAM buffer taking every write that may persist lazily,
+/// whatever the device measures (`auto` buffers only on slow PM).
+const AMBER_BUFFERED: &str = "amber,amber_buffer=always";
+
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
@@ -99,6 +103,18 @@ proptest! {
     fn random_ops_match_model_amber(seeds in proptest::collection::vec(any::<u64>(), 50..200)) {
         let ops: Vec<Op> = seeds.iter().map(|s| Op::generate(&mut Rng::new(*s), false)).collect();
         let mut h = Harness::new(POOL, "amber");
+        if let Err(e) = h.run(&ops) {
+            prop_assert!(false, "{}", e);
+        }
+    }
+
+    /// The same under amber holding every lazy write in DRAM: buffered
+    /// writes and appends, reads over the buffer, and whole-file
+    /// write-backs before truncates, fsyncs and remounts.
+    #[test]
+    fn random_ops_match_model_amber_buffered(seeds in proptest::collection::vec(any::<u64>(), 50..200)) {
+        let ops: Vec<Op> = seeds.iter().map(|s| Op::generate(&mut Rng::new(*s), false)).collect();
+        let mut h = Harness::new(POOL, AMBER_BUFFERED);
         if let Err(e) = h.run(&ops) {
             prop_assert!(false, "{}", e);
         }
@@ -170,6 +186,11 @@ fn seeded_long_sequence_amber() {
 }
 
 #[test]
+fn seeded_long_sequence_amber_buffered() {
+    long_sequence(AMBER_BUFFERED);
+}
+
+#[test]
 fn seeded_long_sequence_hunter_lfs() {
     long_sequence("hunter-lfs");
 }
@@ -215,6 +236,11 @@ fn threads_share_one_fs_hunter() {
 #[test]
 fn threads_share_one_fs_amber() {
     threads("amber");
+}
+
+#[test]
+fn threads_share_one_fs_amber_buffered() {
+    threads(AMBER_BUFFERED);
 }
 
 #[test]

@@ -11,9 +11,10 @@ use amber_format::FormatParams;
 use amber_pmem::{MapOptions, MmapDevice};
 use std::sync::Arc;
 
-/// Mount options naming `policy`; a buffering policy (hinfs and its
-/// variants) buffers whatever the device's calibration says, so the model
-/// exercises the buffer.
+/// Mount options naming `policy`, which may carry options of its own
+/// after a comma (`amber,amber_buffer=always`); a buffering policy (hinfs
+/// and its variants) buffers whatever the device's calibration says, so
+/// the model exercises the buffer.
 pub fn options(policy: &str) -> MountOptions {
     let extra = if policy.starts_with("hinfs") {
         ",buffering=always"
