@@ -259,17 +259,271 @@ fn the_policy_report_shows_where_a_files_data_is() {
     let text = |ino| String::from_utf8(c.getxattr(ino, name).unwrap()).unwrap();
     let t = text(f.ino());
     assert!(t.starts_with("policy=amber\n"), "{t}");
-    assert!(t.contains("log_blocks=4\n") && t.contains("metadata=queued\n"), "{t}");
+    assert!(
+        t.contains("log_blocks=4\n") && t.contains("metadata=queued\n"),
+        "{t}"
+    );
     assert!(t.contains("zone_slices=0\n"), "{t}");
     f.write_at(&[1u8; 10], 4096 + 5).unwrap();
     f.write_at(&[1u8; 10], 3 * 4096 + 70).unwrap();
     let t = text(f.ino());
-    assert!(t.contains("metadata=durable\n"), "settled by the zone write: {t}");
+    assert!(
+        t.contains("metadata=durable\n"),
+        "settled by the zone write: {t}"
+    );
     assert!(t.contains("zone_slices=2\nzone_blocks=1,3\n"), "{t}");
     assert!(t.contains("pool.zone_writes=2\n"), "{t}");
     assert!(!c.listxattr(f.ino()).unwrap().iter().any(|n| n == name));
-    let e = c.setxattr(f.ino(), name, b"x", XattrSet::Either).unwrap_err();
-    assert!(matches!(e, FsError::InvalidArgument(m) if m.contains("read-only")), "{e}");
+    let e = c
+        .setxattr(f.ino(), name, b"x", XattrSet::Either)
+        .unwrap_err();
+    assert!(
+        matches!(e, FsError::InvalidArgument(m) if m.contains("read-only")),
+        "{e}"
+    );
+}
+
+/// Mounts amber with every write that may persist lazily buffered.
+fn mount_buffered(dev: MmapDevice, opts: &str) -> Fs<MmapDevice> {
+    mount(dev, &format!("amber_buffer=always,{opts}"))
+}
+
+/// The file's buffered block count, from its policy report.
+fn buffered_blocks(fs: &Fs<MmapDevice>, ino: u64) -> u64 {
+    let c = fs.core();
+    let t = String::from_utf8(c.getxattr(ino, b"user.amberfs.policy").unwrap()).unwrap();
+    t.lines()
+        .find_map(|l| l.strip_prefix("buffered_blocks="))
+        .unwrap_or_else(|| panic!("no buffered_blocks in {t}"))
+        .parse()
+        .unwrap()
+}
+
+/// Buffered writes and appends are read back at once (over the blocks
+/// on PM, and as zeros in a hole below the size), SEEK_DATA/SEEK_HOLE
+/// see them, and nothing of them reaches the data logs until fsync.
+#[test]
+fn buffered_writes_are_read_back_and_written_back_by_fsync() {
+    let fs = mount_buffered(fresh_device(), "");
+    let f = rw(&fs, "/f");
+    let mut model = Vec::new();
+    put(&f, &mut model, 0, &pattern(8192, 1));
+    put(&f, &mut model, 100, &[9u8; 100]);
+    put(&f, &mut model, 5 * 4096 + 7, &pattern(3000, 2));
+    assert_eq!(stat(&fs, "buffered_writes"), 3);
+    assert_eq!(stat(&fs, "log_writes") + stat(&fs, "zone_writes"), 0);
+    assert_eq!(buffered_blocks(&fs, f.ino()), 3);
+    assert_eq!(stat(&fs, "buffer_bytes_held"), 3 * 4096);
+    assert_eq!(fs.read("/f").unwrap(), model);
+    let c = fs.core();
+    assert_eq!(c.seek_data(f.ino(), 8192, true).unwrap(), 5 * 4096);
+    assert_eq!(c.seek_data(f.ino(), 0, false).unwrap(), 8192);
+    f.sync_all().unwrap();
+    assert_eq!(buffered_blocks(&fs, f.ino()), 0);
+    assert_eq!(stat(&fs, "buffer_write_backs"), 1);
+    assert_eq!(stat(&fs, "buffer_blocks_written_back"), 3);
+    assert_eq!(stat(&fs, "buffer_bytes_held"), 0);
+    assert_eq!(fs.read("/f").unwrap(), model);
+    drop(f);
+    let dev = device_of(fs, false);
+    let fs = mount_buffered(dev, "");
+    assert_eq!(fs.read("/f").unwrap(), model, "fsync'd, then a crash");
+    let dev = device_of(fs, true);
+    assert_clean(&dev);
+}
+
+/// A crash loses only what was buffered since the last fsync, all of
+/// it (one change per write-back): the file comes back as it was synced,
+/// with its synced size, never with zeros where data was synced.
+#[test]
+fn a_crash_loses_only_unsynced_buffered_writes() {
+    let fs = mount_buffered(fresh_device(), "");
+    let f = rw(&fs, "/f");
+    let mut model = Vec::new();
+    put(&f, &mut model, 0, &pattern(10000, 3));
+    f.sync_all().unwrap();
+    let synced = model.clone();
+    put(&f, &mut model, 50, &[1u8; 5000]);
+    put(&f, &mut model, 10000, &pattern(20000, 4));
+    assert_eq!(fs.read("/f").unwrap(), model);
+    assert!(buffered_blocks(&fs, f.ino()) > 0);
+    drop(f);
+    let dev = device_of(fs, false);
+    let rep = check(&dev, &CheckOptions::default()).unwrap();
+    assert!(rep.is_clean(), "fsck before recovery: {rep}");
+    let fs = mount_buffered(dev, "");
+    assert_eq!(fs.read("/f").unwrap(), synced, "the synced state, whole");
+    let dev = device_of(fs, true);
+    assert_clean(&dev);
+}
+
+/// A file set to durability=lazy keeps its buffer across fsync (write-back
+/// waits for the background, syncfs or unmount); one set to sync, and an
+/// O_SYNC handle, bypass the buffer.
+#[test]
+fn lazy_files_keep_the_buffer_and_sync_writes_bypass_it() {
+    use amber_core::fs::XattrSet;
+    let fs = mount_buffered(fresh_device(), "");
+    let c = fs.core();
+    let dur = b"user.amberfs.durability";
+    let lazy = rw(&fs, "/lazy");
+    c.setxattr(lazy.ino(), dur, b"lazy", XattrSet::Either)
+        .unwrap();
+    lazy.write_at(&pattern(4096, 5), 0).unwrap();
+    lazy.sync_all().unwrap();
+    assert_eq!(buffered_blocks(&fs, lazy.ino()), 1, "fsync left it");
+    let sync = rw(&fs, "/sync");
+    c.setxattr(sync.ino(), dur, b"sync", XattrSet::Either)
+        .unwrap();
+    sync.write_at(&pattern(4096, 6), 0).unwrap();
+    assert_eq!(buffered_blocks(&fs, sync.ino()), 0);
+    let osync = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .sync(true)
+        .open(&fs, "/osync")
+        .unwrap();
+    osync.write_at(&pattern(100, 7), 0).unwrap();
+    assert_eq!(buffered_blocks(&fs, osync.ino()), 0);
+    assert_eq!(stat(&fs, "buffered_writes"), 1);
+    fs.core().sync_all().unwrap();
+    assert_eq!(buffered_blocks(&fs, lazy.ino()), 0, "syncfs wrote it back");
+    drop((lazy, sync, osync));
+    let dev = device_of(fs, false);
+    let fs = mount_buffered(dev, "");
+    assert_eq!(fs.read("/lazy").unwrap(), pattern(4096, 5));
+    assert_eq!(fs.read("/sync").unwrap(), pattern(4096, 6));
+    assert_eq!(fs.read("/osync").unwrap(), pattern(100, 7));
+    let dev = device_of(fs, true);
+    assert_clean(&dev);
+}
+
+/// A truncate, a zone write and a log write after buffered data each
+/// write the file's buffer back first, so the newest bytes win and a
+/// crash right after keeps what each of them made durable.
+#[test]
+fn truncate_and_unbuffered_writes_come_after_the_buffer() {
+    let fs = mount_buffered(fresh_device(), "");
+    let f = rw(&fs, "/f");
+    let mut model = Vec::new();
+    put(&f, &mut model, 0, &pattern(4 * 4096, 8));
+    f.set_len(3 * 4096 + 10).unwrap();
+    model.truncate(3 * 4096 + 10);
+    assert_eq!(buffered_blocks(&fs, f.ino()), 0, "truncate wrote it back");
+    assert_eq!(fs.read("/f").unwrap(), model);
+    // Buffered, then an O_SYNC small overwrite (the zone) of another
+    // block, then an O_SYNC whole block (the data log).
+    put(&f, &mut model, 200, &[1u8; 300]);
+    let s = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .sync(true)
+        .open(&fs, "/f")
+        .unwrap();
+    put(&s, &mut model, 4096 + 3, &[2u8; 50]);
+    assert_eq!(buffered_blocks(&fs, f.ino()), 0);
+    assert_eq!(stat(&fs, "zone_writes"), 1);
+    put(&f, &mut model, 300, &[3u8; 10]);
+    put(&s, &mut model, 2 * 4096, &pattern(4096, 9));
+    assert_eq!(buffered_blocks(&fs, f.ino()), 0);
+    assert_eq!(stat(&fs, "log_writes"), 1);
+    assert_eq!(fs.read("/f").unwrap(), model);
+    drop((f, s));
+    let dev = device_of(fs, false);
+    let fs = mount_buffered(dev, "");
+    assert_eq!(
+        fs.read("/f").unwrap(),
+        model,
+        "each write-back was persisted"
+    );
+    let dev = device_of(fs, true);
+    assert_clean(&dev);
+}
+
+/// The buffer never holds more than `buffer=` (1 MiB: 256 blocks): a
+/// writer past it writes back the files with the oldest data, its own
+/// included, and a write larger than the whole buffer goes unbuffered.
+#[test]
+fn the_buffer_stays_within_its_capacity() {
+    let fs = mount_buffered(fresh_device(), "buffer=1M");
+    let cap = 1 << 20;
+    let mut model = Vec::new();
+    let a = rw(&fs, "/a");
+    let b = rw(&fs, "/b");
+    let mut mb = Vec::new();
+    for i in 0..48 {
+        put(&a, &mut model, i * 65536, &pattern(65536, i as u8));
+        put(&b, &mut mb, i * 4096, &pattern(4096, i as u8 ^ 0x55));
+        assert!(stat(&fs, "buffer_bytes_held") <= cap);
+    }
+    assert!(stat(&fs, "buffer_write_backs") > 0);
+    put(&a, &mut model, 0, &pattern(2 << 20, 0x33));
+    assert_eq!(stat(&fs, "buffer_full_unbuffered"), 1);
+    assert!(stat(&fs, "buffer_bytes_held") <= cap);
+    assert_eq!(fs.read("/a").unwrap(), model);
+    assert_eq!(fs.read("/b").unwrap(), mb);
+    drop((a, b));
+    let dev = device_of(fs, true);
+    assert_clean(&dev);
+    let fs = mount_buffered(dev, "");
+    assert_eq!(
+        fs.read("/a").unwrap(),
+        model,
+        "unmount wrote every file back"
+    );
+    assert_eq!(fs.read("/b").unwrap(), mb);
+    let dev = device_of(fs, true);
+    assert_clean(&dev);
+}
+
+/// Seeded buffered writes, appends, truncates, fsyncs and unlinks against
+/// a model, with the write-back step run in between; a clean remount and
+/// fsck agree.
+#[test]
+fn buffered_mixed_operations_match_a_model() {
+    let seed: u64 = std::env::var("AMBER_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(11);
+    eprintln!("amber buffer model seed {seed} (replay with AMBER_SEED={seed})");
+    let fs = mount_buffered(fresh_device(), "buffer=1M");
+    let mut rng = SplitMix64::new(seed);
+    let mut model: Vec<u8> = Vec::new();
+    let f = rw(&fs, "/f");
+    for step in 0..800 {
+        match rng.below(20) {
+            0 => {
+                let size = rng.below(100_000) as usize;
+                f.set_len(size as u64).unwrap();
+                model.resize(size, 0);
+            }
+            1 => f.sync_all().unwrap(),
+            2 => {
+                fs.core().write_back(rng.below(64)).unwrap();
+            }
+            3 => {
+                let g = rw(&fs, "/g");
+                g.write_at(&pattern(5000, step as u8), 0).unwrap();
+                drop(g);
+                fs.remove_file("/g").unwrap();
+            }
+            _ => {
+                let off = rng.below(90_000) as usize;
+                let len = 1 + rng.below(9000) as usize;
+                put(&f, &mut model, off, &pattern(len, step as u8));
+            }
+        }
+        if step % 50 == 0 {
+            assert_eq!(fs.read("/f").unwrap(), model, "step {step}, seed {seed}");
+        }
+    }
+    assert_eq!(fs.read("/f").unwrap(), model, "seed {seed}");
+    drop(f);
+    let dev = device_of(fs, true);
+    assert_clean(&dev);
+    let fs = mount_buffered(dev, "");
+    assert_eq!(fs.read("/f").unwrap(), model, "seed {seed}");
 }
 
 /// amber is the library's default: a pool formatted with the default
