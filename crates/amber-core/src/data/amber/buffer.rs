@@ -148,6 +148,26 @@ impl Buffer {
         }
     }
 
+    /// Under `auto`, records an unbuffered write of a regular file in its
+    /// model (the ghost lines HiNFS keeps for direct writes), so a block
+    /// predicted eager is decided again at the next fsync.
+    pub fn record_unbuffered(&self, st: &InodeState, off: u64, end: u64) {
+        if self.mode != AmberBuffer::Auto
+            || !self.pays.load(Relaxed)
+            || st.kind() != FileKind::Regular
+        {
+            return;
+        }
+        self.with_file(st.ino, |file| {
+            for fb in off / BLOCK_SIZE..=(end - 1) / BLOCK_SIZE {
+                let bstart = fb * BLOCK_SIZE;
+                let (s, e) = (off.max(bstart), end.min(bstart + BLOCK_SIZE));
+                file.model
+                    .record_write(fb, lines_of(s - bstart, e - bstart), true);
+            }
+        });
+    }
+
     /// Whether the file holds buffered blocks.
     pub fn holds(&self, ino: u64) -> bool {
         self.held.load(Relaxed) > 0

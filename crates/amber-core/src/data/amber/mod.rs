@@ -249,6 +249,7 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         }
         // Nothing of a file goes to PM before its buffered blocks.
         self.buffer.flush(fs, &self.hunter, st)?;
+        self.buffer.record_unbuffered(st, off, end);
         if let Some(n) = self.through_zone(fs, st, off, data, sync)? {
             return Ok(n);
         }
