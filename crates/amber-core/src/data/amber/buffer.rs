@@ -509,10 +509,17 @@ impl Buffer {
             if done >= max_blocks {
                 break;
             }
-            done += match held.as_deref_mut() {
-                Some(st) if st.ino == ino => self.write_back_locked(fs, hunter, st)?,
+            if let Some(st) = held.as_deref_mut().filter(|st| st.ino == ino) {
+                done += self.write_back_locked(fs, hunter, st)?;
+                continue;
+            }
+            // A file freed since the list was taken had its buffer
+            // dropped: nothing to write back.
+            let Ok(r) = fs.inode(ino) else {
+                continue;
+            };
+            done += match held {
                 Some(_) => {
-                    let r = fs.inode(ino)?;
                     let locked = r.try_write();
                     match locked {
                         Some(mut st) => self.write_back_locked(fs, hunter, &mut st)?,
@@ -520,7 +527,6 @@ impl Buffer {
                     }
                 }
                 None => {
-                    let r = fs.inode(ino)?;
                     let mut st = r.write();
                     self.write_back_locked(fs, hunter, &mut st)?
                 }
