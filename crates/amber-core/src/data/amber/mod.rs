@@ -210,6 +210,14 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         false
     }
 
+    /// A sync write is complete (data, size and times durable), but a
+    /// front end that sent every write sync to skip fsync would turn off
+    /// the buffer and the queued metadata, amber's two ways of deferring
+    /// work: fsync stays the front end's to call.
+    fn sync_writes_are_complete(&self) -> bool {
+        false
+    }
+
     fn atomic_writes(&self) -> bool {
         true
     }
@@ -290,6 +298,8 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
     fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
         self.buffer.fsync(fs, &self.hunter, st)?;
         if st.times_dirty {
+            // mtime and ctime go in an entry; hunter's fsync then stores
+            // the inode's first line for atime.
             self.hunter.queue_attrs(fs, st)?;
         }
         self.hunter.fsync(fs, st)

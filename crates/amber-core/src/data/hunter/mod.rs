@@ -460,6 +460,13 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
         self.sync
     }
 
+    /// As for `durable_on_return`: a front end sending every write sync
+    /// (to skip fsync) would make hunter and hunter-lfs persist every
+    /// write's metadata at once, which is hunter-sync.
+    fn sync_writes_are_complete(&self) -> bool {
+        self.sync
+    }
+
     fn load(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
         if st.kind() == FileKind::Regular {
             let hf = self.open_file(fs, st)?;
