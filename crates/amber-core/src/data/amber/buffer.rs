@@ -411,8 +411,8 @@ impl Buffer {
         }
     }
 
-    /// Reads from where the newest copy is: PM (zone over blocks), then
-    /// the file's buffered images laid over it.
+    /// Reads each byte once, from where its newest copy is: a buffered
+    /// block's image, else PM (zone over blocks).
     pub fn read<D: PmDevice>(
         &self,
         fs: &Core<D>,
@@ -421,20 +421,36 @@ impl Buffer {
         off: u64,
         buf: &mut [u8],
     ) -> Result<usize> {
-        let n = read_unbuffered(fs, hunter, st, off, buf)?;
-        if n == 0 || self.held.load(Relaxed) == 0 {
-            return Ok(n);
+        let size = st.disk.size;
+        if off >= size || buf.is_empty() || self.held.load(Relaxed) == 0 {
+            return read_unbuffered(fs, hunter, st, off, buf);
         }
         let files = self.files.lock();
-        let Some(file) = files.get(&st.ino) else {
-            return Ok(n);
+        let Some(file) = files.get(&st.ino).filter(|f| !f.blocks.is_empty()) else {
+            drop(files);
+            return read_unbuffered(fs, hunter, st, off, buf);
         };
+        let n = (buf.len() as u64).min(size - off) as usize;
         let end = off + n as u64;
+        let mut pos = off;
         for (&fb, b) in file.blocks.range(off / BLOCK_SIZE..=(end - 1) / BLOCK_SIZE) {
             let bstart = fb * BLOCK_SIZE;
             let (s, e) = (off.max(bstart), end.min(bstart + BLOCK_SIZE));
+            if pos < s {
+                read_unbuffered(
+                    fs,
+                    hunter,
+                    st,
+                    pos,
+                    &mut buf[(pos - off) as usize..(s - off) as usize],
+                )?;
+            }
             buf[(s - off) as usize..(e - off) as usize]
                 .copy_from_slice(&b.image[(s - bstart) as usize..(e - bstart) as usize]);
+            pos = e;
+        }
+        if pos < end {
+            read_unbuffered(fs, hunter, st, pos, &mut buf[(pos - off) as usize..n])?;
         }
         Ok(n)
     }
