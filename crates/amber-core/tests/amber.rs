@@ -12,7 +12,7 @@ use amber_pmem::{MapOptions, MmapDevice};
 use amber_sim::SplitMix64;
 
 mod common;
-use common::{assert_clean, classic_params, device_of, stat};
+use common::{assert_clean, classic_params, device_of, rw, seed, stat};
 
 const POOL: u64 = 32 << 20;
 
@@ -34,15 +34,6 @@ fn mount(dev: MmapDevice, opts: &str) -> Fs<MmapDevice> {
     ))
     .unwrap();
     Fs::mount(dev, o).unwrap().0
-}
-
-fn rw(fs: &Fs<MmapDevice>, p: &str) -> amber_core::File<MmapDevice> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .open(fs, p)
-        .unwrap()
 }
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
@@ -113,11 +104,7 @@ fn a_small_overwrite_settles_queued_blocks_first() {
 /// remount by hunter (which folds the zone back) all agree.
 #[test]
 fn mixed_writes_match_a_model() {
-    let seed: u64 = std::env::var("AMBER_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5);
-    eprintln!("amber model seed {seed} (replay with AMBER_SEED={seed})");
+    let seed = seed("AMBER_SEED", 5, "amber model");
     let fs = mount(fresh_device(), "");
     let mut rng = SplitMix64::new(seed);
     let mut model: Vec<u8> = Vec::new();
@@ -482,11 +469,7 @@ fn the_buffer_stays_within_its_capacity() {
 /// fsck agree.
 #[test]
 fn buffered_mixed_operations_match_a_model() {
-    let seed: u64 = std::env::var("AMBER_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(11);
-    eprintln!("amber buffer model seed {seed} (replay with AMBER_SEED={seed})");
+    let seed = seed("AMBER_SEED", 11, "amber buffer model");
     let fs = mount_buffered(fresh_device(), "buffer=1M");
     let mut rng = SplitMix64::new(seed);
     let mut model: Vec<u8> = Vec::new();

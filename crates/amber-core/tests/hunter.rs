@@ -7,7 +7,7 @@
 
 use amber_core::check::{check, CheckOptions};
 use amber_core::data::FallocMode;
-use amber_core::{Fs, FsError, MountOptions, OpenOptions};
+use amber_core::{Fs, FsError, MountOptions};
 use amber_format::split::{LogicalInfo, SplitRegions};
 use amber_format::{FormatParams, PoolLayout, Superblock, BLOCK_SIZE};
 use amber_pmem::{MapOptions, MmapDevice, PmDevice};
@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{assert_clean, classic_params, device_of, stat};
+use common::{assert_clean, classic_params, device_of, rw, seed, stat};
 
 const POOL: u64 = 32 << 20;
 
@@ -42,15 +42,6 @@ fn mount(dev: MmapDevice, opts: &str) -> Fs<MmapDevice> {
     Fs::mount(dev, o).unwrap().0
 }
 
-fn rw(fs: &Fs<MmapDevice>, p: &str) -> amber_core::File<MmapDevice> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .open(fs, p)
-        .unwrap()
-}
-
 /// Seeded writes of every size and alignment, holes, appends and
 /// truncates against a model; then a clean unmount, a remount that
 /// follows the chains, and fsck.
@@ -73,11 +64,11 @@ fn lfs_writes_match_a_model_across_unmount_and_remount() {
 }
 
 fn model_run(layout: PoolLayout, opts: &str) {
-    let seed: u64 = std::env::var("AMBER_HUNTER_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(11);
-    eprintln!("hunter model seed {seed} ({layout:?}; replay with AMBER_HUNTER_SEED={seed})");
+    let seed = seed(
+        "AMBER_HUNTER_SEED",
+        11,
+        &format!("hunter model ({layout:?})"),
+    );
     let fs = mount(fresh_device_as(POOL, layout), opts);
     let mut rng = SplitMix64::new(seed);
     let mut model: Vec<u8> = Vec::new();

@@ -47,11 +47,7 @@ fn read_all(fs: &Fs<MmapDevice>, p: &str) -> Vec<u8> {
 /// same bytes and leave fsck clean.
 #[test]
 fn random_overwrites_match_a_model_for_every_slot_size() {
-    let seed: u64 = std::env::var("AMBER_LAWN_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(7);
-    eprintln!("lawn model seed {seed} (replay with AMBER_LAWN_SEED={seed})");
+    let seed = common::seed("AMBER_LAWN_SEED", 7, "lawn model");
     for slot in [64, 128, 256, 512] {
         let opts = format!("policy=lawn,lawn_slot={slot}");
         let fs = mount(fresh_device(), &opts);

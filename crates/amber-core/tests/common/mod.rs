@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use amber_core::check::{check, CheckOptions};
-use amber_core::{Fs, MountOptions};
+use amber_core::{File, Fs, MountOptions, OpenOptions};
 use amber_format::{FormatParams, PoolLayout};
 use amber_pmem::MmapDevice;
 use std::sync::Arc;
@@ -63,4 +63,25 @@ pub fn stat(fs: &Fs<MmapDevice>, name: &str) -> u64 {
 pub fn assert_clean(dev: &MmapDevice) {
     let rep = check(dev, &CheckOptions::default()).unwrap();
     assert!(rep.is_clean(), "fsck: {rep}");
+}
+
+/// Opens `p` for reading and writing, creating it.
+pub fn rw(fs: &Fs<MmapDevice>, p: &str) -> File<MmapDevice> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(fs, p)
+        .unwrap()
+}
+
+/// A seeded test's seed: `var` from the environment, else `default`,
+/// printed with how to replay it.
+pub fn seed(var: &str, default: u64, what: &str) -> u64 {
+    let seed = std::env::var(var)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default);
+    eprintln!("{what} seed {seed} (replay with {var}={seed})");
+    seed
 }
