@@ -158,14 +158,19 @@ impl Buffer {
         {
             return;
         }
-        self.with_file(st.ino, |file| {
-            for fb in off / BLOCK_SIZE..=(end - 1) / BLOCK_SIZE {
-                let bstart = fb * BLOCK_SIZE;
-                let (s, e) = (off.max(bstart), end.min(bstart + BLOCK_SIZE));
-                file.model
-                    .record_write(fb, lines_of(s - bstart, e - bstart), true);
-            }
-        });
+        // A file without an entry has never been synced: its model would
+        // be dropped again at once (`with_file`), so there is nothing to
+        // record. One lock, no taking out and putting back.
+        let mut files = self.files.lock();
+        let Some(file) = files.get_mut(&st.ino) else {
+            return;
+        };
+        for fb in off / BLOCK_SIZE..=(end - 1) / BLOCK_SIZE {
+            let bstart = fb * BLOCK_SIZE;
+            let (s, e) = (off.max(bstart), end.min(bstart + BLOCK_SIZE));
+            file.model
+                .record_write(fb, lines_of(s - bstart, e - bstart), true);
+        }
     }
 
     /// Whether the file holds buffered blocks.
