@@ -200,7 +200,9 @@ fn layouts_must_match() {
 /// that many goes there, one with more goes into the data log.
 #[test]
 fn the_calibrated_bound_routes_small_overwrites() {
-    let o = MountOptions::parse("policy=amber,hunter_interval=never").unwrap();
+    // The buffer off: whether it pays is the other half of the
+    // calibration, and would take these writes under a loaded machine.
+    let o = MountOptions::parse("policy=amber,hunter_interval=never,amber_buffer=never").unwrap();
     let fs = Fs::mount(fresh_device(), o).unwrap().0;
     assert!(stat(&fs, "line_ps") > 0 && stat(&fs, "flush_ps") > 0);
     let max = stat(&fs, "zone_max_slices");
@@ -510,8 +512,9 @@ fn buffered_mixed_operations_match_a_model() {
 }
 
 /// amber is the library's default: a pool formatted with the default
-/// parameters mounts with the default options, under amber, and a small
-/// overwrite goes through its zone.
+/// parameters mounts with the default options, under amber. (Where its
+/// writes go then depends on the calibration at mount, which a test does
+/// not assert on.)
 #[test]
 fn defaults_are_amber() {
     let dev = MmapDevice::anonymous(POOL, &MapOptions::default()).unwrap();
@@ -521,10 +524,11 @@ fn defaults_are_amber() {
     f.write_at(&pattern(4096, 1), 0).unwrap();
     f.sync_all().unwrap();
     f.write_at(&[9u8; 10], 100).unwrap();
-    // Counters only amber keeps: the append went to the data log, the
-    // overwrite to the zone.
-    assert_eq!(stat(&fs, "log_writes"), 1);
-    assert_eq!(stat(&fs, "zone_writes"), 1);
+    let report = fs.core().getxattr(f.ino(), b"user.amberfs.policy").unwrap();
+    assert!(report.starts_with(b"policy=amber\n"));
+    let mut want = pattern(4096, 1);
+    want[100..110].fill(9);
+    assert_eq!(fs.read("/f").unwrap(), want);
     drop(f);
     assert_clean(&device_of(fs, true));
 }

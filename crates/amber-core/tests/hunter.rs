@@ -53,7 +53,7 @@ fn writes_match_a_model_across_unmount_and_remount() {
 /// The same under amber, whose small overwrites go through the zone.
 #[test]
 fn amber_writes_match_a_model_across_unmount_and_remount() {
-    model_run(PoolLayout::Split, "policy=amber");
+    model_run(PoolLayout::Split, "policy=amber,amber_buffer=never");
 }
 
 /// The same with the records in the data log (hunter-lfs), whose record
