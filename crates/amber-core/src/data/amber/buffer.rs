@@ -110,18 +110,15 @@ impl Buffer {
         }
     }
 
-    /// Under `auto`, measures L_dram and L_pm as hinfs does; nothing under
-    /// the simulated clock (crash runs stay a function of their seed, and
-    /// `auto` then never buffers).
-    pub fn calibrate<D: PmDevice>(&self, fs: &Core<D>) -> Result<()> {
-        if self.mode != AmberBuffer::Auto || fs.options().clock == ClockSource::Simulated {
-            return Ok(());
-        }
-        if let Some(c) = calibrate::measure(fs)? {
+    /// Takes the costs measured at mount (`calibrate::measure`, as hinfs
+    /// does); under `auto` they decide whether buffering can pay. Never
+    /// called under the simulated clock, so `auto` then never buffers
+    /// (crash runs stay a function of their seed).
+    pub fn calibrated(&self, c: Costs) {
+        if self.mode == AmberBuffer::Auto {
             self.pays.store(calibrate::buffering_pays(c), Relaxed);
-            *self.costs.lock() = c;
         }
-        Ok(())
+        *self.costs.lock() = c;
     }
 
     /// Whether a write of `[off, end)` goes into the buffer: regular

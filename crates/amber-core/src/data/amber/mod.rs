@@ -28,6 +28,8 @@
 
 mod buffer;
 
+use super::hinfs::buffer::LINE;
+use super::hinfs::calibrate;
 use super::lawn::slices;
 use super::{DataPolicy, FallocMode, Hunter, Lawn};
 use crate::error::Result;
@@ -39,15 +41,7 @@ use amber_pmem::PmDevice;
 use buffer::Buffer;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
 
-/// A cache line.
-const LINE: u64 = 64;
-
-/// Blocks the calibration at mount writes (free ones, given back).
-const CALIBRATION_BLOCKS: usize = 16;
-/// Rounds of each measurement; the fastest counts (least disturbed).
-const CALIBRATION_ROUNDS: usize = 4;
 /// Blocks `describe` lists by number; the rest are counted.
 const MAX_DESCRIBED: usize = 32;
 /// 16-byte descriptors per cache line.
@@ -129,31 +123,26 @@ impl Amber {
         Ok(Some(n))
     }
 
-    /// Measures this device at mount, as HiNFS calibrates its model: the
-    /// cost `l` of one line of a fenced non-temporal block copy and `f` of
-    /// one flushed line with its fence. A zone write of `k` slices of `s`
-    /// lines costs about `k*s*l + (ceil(k/4) + 1)*f` (slots streamed, then
-    /// descriptor lines and the commit flushed); the same write as one
-    /// out-of-place block `64*l + 2*f` (the block, its record and entry).
-    /// On DRAM-speed PM flushes dominate and only a few slices pay; on
-    /// slow PM bandwidth dominates and most partial writes do.
+    /// Measures this device at mount (`calibrate::measure`, HiNFS's
+    /// calibration): the cost `l` of one line of a fenced non-temporal
+    /// block copy and `f` of one flushed line with its fence set how many
+    /// slices a zone write may have; L_dram against `l` whether buffering
+    /// pays. A zone write of `k` slices of `s` lines costs about
+    /// `k*s*l + (ceil(k/4) + 1)*f` (slots streamed, then descriptor lines
+    /// and the commit flushed); the same write as one out-of-place block
+    /// `64*l + 2*f` (the block, its record and entry). On DRAM-speed PM
+    /// flushes dominate and only a few slices pay; on slow PM bandwidth
+    /// dominates and most partial writes do. Nothing is measured under the
+    /// simulated clock.
     fn calibrate<D: PmDevice>(&self, fs: &Core<D>) -> Result<()> {
         if fs.options().clock == ClockSource::Simulated {
             return Ok(());
         }
-        let mut blocks = Vec::with_capacity(CALIBRATION_BLOCKS);
-        while blocks.len() < CALIBRATION_BLOCKS {
-            match fs.blocks.alloc(None) {
-                Some(b) => blocks.push(b),
-                None => break,
-            }
-        }
-        if blocks.is_empty() {
+        let Some(m) = calibrate::measure(fs)? else {
             return Ok(());
-        }
-        let measured = Self::measure(fs, &blocks);
-        fs.blocks.free_all(&blocks);
-        let (l, f) = measured?;
+        };
+        self.buffer.calibrated(m.costs);
+        let (l, f) = (m.costs.l_pm_ns, m.flush_ns);
         let lines_per_slice = (Lawn::zone(fs).geo.slot_size as u64 / LINE).max(1);
         let per_block = BLOCK_SIZE / (lines_per_slice * LINE);
         let zone =
@@ -167,33 +156,6 @@ impl Amber {
         self.line_ps.store((l * 1000.0) as u64, Relaxed);
         self.flush_ps.store((f * 1000.0) as u64, Relaxed);
         Ok(())
-    }
-
-    /// (l, f) in nanoseconds, each the fastest of its rounds.
-    fn measure<D: PmDevice>(fs: &Core<D>, blocks: &[u64]) -> Result<(f64, f64)> {
-        let dev = &**fs.device();
-        let l = fs.layout();
-        let src = [0x5au8; BLOCK_SIZE as usize];
-        let (mut copy, mut flush) = (Duration::MAX, Duration::MAX);
-        for _ in 0..CALIBRATION_ROUNDS {
-            let t = Instant::now();
-            for &b in blocks {
-                dev.write_nt(l.block_offset(b), &src);
-                fs.drain()?;
-            }
-            copy = copy.min(t.elapsed());
-            let t = Instant::now();
-            for &b in blocks {
-                let at = l.block_offset(b);
-                dev.write(at, &src[..LINE as usize]);
-                dev.flush(at, LINE);
-                fs.drain()?;
-            }
-            flush = flush.min(t.elapsed());
-        }
-        let n = blocks.len() as f64;
-        let lines = n * (BLOCK_SIZE / LINE) as f64;
-        Ok((copy.as_nanos() as f64 / lines, flush.as_nanos() as f64 / n))
     }
 }
 
@@ -231,8 +193,7 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
     }
 
     fn mounted(&self, fs: &Core<D>) -> Result<()> {
-        self.calibrate(fs)?;
-        self.buffer.calibrate(fs)
+        self.calibrate(fs)
     }
 
     fn read(&self, fs: &Core<D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {

@@ -2,7 +2,9 @@
 //! of writing one cache line to DRAM and, non-temporally and fenced, to
 //! PM, measured on this device because the core sees only a `PmDevice`
 //! and cannot know the medium. `hinfs` and `amber` both decide with it
-//! whether buffering in DRAM can pay at all.
+//! whether buffering in DRAM can pay at all; `amber` also sizes its zone
+//! writes by the cost of one flushed line with its fence, measured on the
+//! same blocks in the same pass.
 
 use super::bbm::Costs;
 use super::buffer::LINE;
@@ -31,12 +33,22 @@ pub fn buffering_pays(c: Costs) -> bool {
     c.l_pm_ns >= MIN_PM_DRAM_RATIO * c.l_dram_ns
 }
 
+/// What the calibration measured, in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measured {
+    /// Per line written to DRAM, and non-temporally to PM.
+    pub costs: Costs,
+    /// One line stored, flushed and fenced on its own.
+    pub flush_ns: f64,
+}
+
 /// Measures L_dram and L_pm (per cache line) by writing the same bytes
 /// into a DRAM buffer and, with non-temporal stores and a fence, into
 /// free data blocks borrowed from the allocator (scratch: a free block's
-/// contents are never shown; it is freed again right after). None when
+/// contents are never shown; it is freed again right after), and the cost
+/// of one line flushed and fenced on its own, one per block. None when
 /// the pool has no free block to measure on.
-pub fn measure<D: PmDevice>(fs: &Core<D>) -> Result<Option<Costs>> {
+pub fn measure<D: PmDevice>(fs: &Core<D>) -> Result<Option<Measured>> {
     let want = CALIBRATION_BYTES / BLOCK_SIZE;
     let mut blocks = Vec::new();
     while (blocks.len() as u64) < want {
@@ -52,7 +64,7 @@ pub fn measure<D: PmDevice>(fs: &Core<D>) -> Result<Option<Costs>> {
     let lines = (bytes / LINE) as f64;
     let src: Vec<u8> = (0..bytes).map(|i| (i * 31 % 251) as u8).collect();
     let mut dram = vec![0u8; bytes as usize];
-    let (mut t_dram, mut t_pm) = (Duration::MAX, Duration::MAX);
+    let (mut t_dram, mut t_pm, mut t_flush) = (Duration::MAX, Duration::MAX, Duration::MAX);
     let mut res = Ok(());
     for _ in 0..CALIBRATION_ROUNDS {
         let t = Instant::now();
@@ -73,12 +85,29 @@ pub fn measure<D: PmDevice>(fs: &Core<D>) -> Result<Option<Costs>> {
         if res.is_err() {
             break;
         }
+        let t = Instant::now();
+        for (&b, chunk) in blocks.iter().zip(src.chunks(LINE as usize)) {
+            let at = fs.layout().block_offset(b);
+            fs.device().write(at, chunk);
+            fs.device().flush(at, LINE);
+            res = fs.drain();
+            if res.is_err() {
+                break;
+            }
+        }
+        t_flush = t_flush.min(t.elapsed());
+        if res.is_err() {
+            break;
+        }
     }
     fs.blocks.free_all(&blocks);
     res?;
     let per_line = |d: Duration| (d.as_nanos() as f64 / lines).max(0.01);
-    Ok(Some(Costs {
-        l_dram_ns: per_line(t_dram),
-        l_pm_ns: per_line(t_pm),
+    Ok(Some(Measured {
+        costs: Costs {
+            l_dram_ns: per_line(t_dram),
+            l_pm_ns: per_line(t_pm),
+        },
+        flush_ns: (t_flush.as_nanos() as f64 / blocks.len() as f64).max(0.01),
     }))
 }

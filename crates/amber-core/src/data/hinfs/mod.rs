@@ -494,9 +494,10 @@ impl Shared {
     /// Calibrates the model at mount (`calibrate::measure`) and, unless
     /// told to buffer always, turns buffering off where it cannot pay.
     fn calibrate<D: PmDevice>(&self, fs: &Core<D>) -> Result<()> {
-        let Some(c) = calibrate::measure(fs)? else {
+        let Some(m) = calibrate::measure(fs)? else {
             return Ok(());
         };
+        let c = m.costs;
         if !self.always_buffer {
             self.buffering_pays
                 .store(calibrate::buffering_pays(c), Relaxed);
