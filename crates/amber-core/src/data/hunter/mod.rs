@@ -392,9 +392,14 @@ impl Hunter {
                 });
             }
             // A block above one of ours that is not ours links to the
-            // nearest of ours below it (ours link by construction).
+            // nearest of ours below it (ours link by construction). A
+            // sorted copy answers "ours?" in log time: a whole file's
+            // write-back holds up to the buffer's capacity of blocks.
+            let mut ours = blocks.clone();
+            ours.sort_unstable();
             for (&(fb, _), &b) in images.iter().zip(&blocks) {
-                if let Some(above) = hf.index.above(fb).filter(|a| !blocks.contains(a)) {
+                let above = hf.index.above(fb);
+                if let Some(above) = above.filter(|a| ours.binary_search(a).is_err()) {
                     ops.push(Op::Relink {
                         block: above,
                         link: b,
