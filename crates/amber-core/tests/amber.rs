@@ -466,6 +466,43 @@ fn the_buffer_stays_within_its_capacity() {
     assert_clean(&dev);
 }
 
+/// Block images are reused once their blocks leave the buffer (written
+/// back, or the file freed): a reused image never shows the bytes it held
+/// before, past the size, in a gap, or beside a partial write.
+#[test]
+fn reused_images_show_none_of_their_old_bytes() {
+    let fs = mount_buffered(fresh_device(), "");
+    let a = rw(&fs, "/a");
+    a.write_at(&[0xAA; 4 * 4096], 0).unwrap();
+    a.sync_all().unwrap();
+    let d = rw(&fs, "/d");
+    d.write_at(&[0xDD; 2 * 4096], 0).unwrap();
+    drop(d);
+    fs.remove_file("/d").unwrap();
+    assert_eq!(stat(&fs, "buffer_bytes_held"), 0);
+    let b = rw(&fs, "/b");
+    let mut model = Vec::new();
+    put(&b, &mut model, 10, &[1u8; 100]);
+    put(&b, &mut model, 5000, &[2u8; 10]);
+    put(&b, &mut model, 3 * 4096 + 4000, &[3u8; 200]);
+    assert_eq!(buffered_blocks(&fs, b.ino()), 4);
+    assert_eq!(fs.read("/b").unwrap(), model);
+    // A partial overwrite of a block on PM keeps the block's bytes.
+    let mut ma = vec![0xAA; 4 * 4096];
+    put(&a, &mut ma, 4096 + 7, &[4u8; 9]);
+    assert_eq!(fs.read("/a").unwrap(), ma);
+    b.set_len(4096 + 3).unwrap();
+    model.truncate(4096 + 3);
+    put(&b, &mut model, 3 * 4096, &[5u8; 1]);
+    assert_eq!(fs.read("/b").unwrap(), model, "after a shrink and a regrow");
+    drop((a, b));
+    let dev = device_of(fs, true);
+    assert_clean(&dev);
+    let fs = mount_buffered(dev, "");
+    assert_eq!(fs.read("/a").unwrap(), ma);
+    assert_eq!(fs.read("/b").unwrap(), model);
+}
+
 /// Seeded buffered writes, appends, truncates, fsyncs and unlinks against
 /// a model, with the write-back step run in between; a clean remount and
 /// fsck agree.

@@ -30,7 +30,8 @@ use crate::time::ClockSource;
 use amber_format::{FileKind, BLOCK_SIZE};
 use amber_pmem::PmDevice;
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -61,7 +62,10 @@ pub(super) struct Buffer {
     /// Most blocks held (`buffer=`), and how many are.
     capacity: u64,
     held: AtomicU64,
-    files: Mutex<HashMap<u64, FileBuf>>,
+    files: Mutex<FxHashMap<u64, FileBuf>>,
+    /// Images of blocks that left the buffer, for the next ones
+    /// (`recycle`).
+    spare: Mutex<Vec<Box<[u8]>>>,
     /// Data older than this is written back by the thread (`writeback_age`),
     /// which looks every `writeback_interval`.
     age: Duration,
@@ -87,6 +91,17 @@ pub(super) fn read_unbuffered<D: PmDevice>(
     })
 }
 
+/// Records in the model a write that goes through to PM: the ghost lines
+/// HiNFS keeps for direct writes, so a block predicted eager is decided
+/// again at the next fsync.
+fn record_through(model: &mut FileModel, off: u64, end: u64) {
+    for fb in off / BLOCK_SIZE..=(end - 1) / BLOCK_SIZE {
+        let bstart = fb * BLOCK_SIZE;
+        let (s, e) = (off.max(bstart), end.min(bstart + BLOCK_SIZE));
+        model.record_write(fb, lines_of(s - bstart, e - bstart), true);
+    }
+}
+
 impl Buffer {
     pub fn new(opts: &MountOptions) -> Buffer {
         Buffer {
@@ -98,7 +113,8 @@ impl Buffer {
             }),
             capacity: opts.buffer / BLOCK_SIZE,
             held: AtomicU64::new(0),
-            files: Mutex::new(HashMap::new()),
+            files: Mutex::new(FxHashMap::default()),
+            spare: Mutex::new(Vec::new()),
             age: opts.writeback_age,
             interval: opts.writeback_interval,
             lazy_after: opts.lazy_after,
@@ -119,55 +135,6 @@ impl Buffer {
             self.pays.store(calibrate::buffering_pays(c), Relaxed);
         }
         *self.costs.lock() = c;
-    }
-
-    /// Whether a write of `[off, end)` goes into the buffer: regular
-    /// files, never a sync write, and under `auto` only where buffering
-    /// pays and the model predicts every block of it lazy.
-    pub fn wants(&self, st: &InodeState, off: u64, end: u64, sync: bool) -> bool {
-        if sync || st.kind() != FileKind::Regular {
-            return false;
-        }
-        match self.mode {
-            AmberBuffer::Never => false,
-            AmberBuffer::Always => true,
-            AmberBuffer::Auto => {
-                if !self.pays.load(Relaxed) {
-                    return false;
-                }
-                let now = Instant::now();
-                let files = self.files.lock();
-                files.get(&st.ino).is_none_or(|f| {
-                    (off / BLOCK_SIZE..=(end - 1) / BLOCK_SIZE)
-                        .all(|fb| !f.model.eager(fb, now, self.lazy_after))
-                })
-            }
-        }
-    }
-
-    /// Under `auto`, records an unbuffered write of a regular file in its
-    /// model (the ghost lines HiNFS keeps for direct writes), so a block
-    /// predicted eager is decided again at the next fsync.
-    pub fn record_unbuffered(&self, st: &InodeState, off: u64, end: u64) {
-        if self.mode != AmberBuffer::Auto
-            || !self.pays.load(Relaxed)
-            || st.kind() != FileKind::Regular
-        {
-            return;
-        }
-        // A file without an entry has never been synced: its model would
-        // be dropped again at once (`with_file`), so there is nothing to
-        // record. One lock, no taking out and putting back.
-        let mut files = self.files.lock();
-        let Some(file) = files.get_mut(&st.ino) else {
-            return;
-        };
-        for fb in off / BLOCK_SIZE..=(end - 1) / BLOCK_SIZE {
-            let bstart = fb * BLOCK_SIZE;
-            let (s, e) = (off.max(bstart), end.min(bstart + BLOCK_SIZE));
-            file.model
-                .record_write(fb, lines_of(s - bstart, e - bstart), true);
-        }
     }
 
     /// Whether the file holds buffered blocks.
@@ -205,19 +172,14 @@ impl Buffer {
         self.held.fetch_sub(n, Relaxed);
     }
 
-    /// Blocks of `[first, last]` the file does not hold yet.
-    fn new_blocks(&self, ino: u64, first: u64, last: u64) -> u64 {
-        let files = self.files.lock();
-        let have = files
-            .get(&ino)
-            .map_or(0, |f| f.blocks.range(first..=last).count() as u64);
-        last - first + 1 - have
-    }
-
-    /// Buffers a write. Returns false (nothing done) when the buffer has
-    /// no room for its new blocks even after writing back the files with
-    /// the oldest data (others only if their lock is free): the caller
-    /// then writes it through.
+    /// Buffers a write if it goes into the buffer: regular files, never a
+    /// sync write, and under `auto` only where buffering pays and the
+    /// model predicts every block of it lazy. Returns false when it does
+    /// not (nothing buffered): the file's buffer has then been written
+    /// back and, under `auto`, the model has recorded the write (the ghost
+    /// lines HiNFS keeps for direct writes), so the caller writes it
+    /// through. The decision and the model's record take the map's lock
+    /// once; the block images come from the spare list.
     pub fn write<D: PmDevice>(
         &self,
         fs: &Core<D>,
@@ -225,66 +187,147 @@ impl Buffer {
         st: &mut InodeState,
         off: u64,
         data: &[u8],
+        sync: bool,
     ) -> Result<bool> {
-        let end = off + data.len() as u64;
-        let (first, last) = (off / BLOCK_SIZE, (end - 1) / BLOCK_SIZE);
-        let mut new = self.new_blocks(st.ino, first, last);
-        if new > self.capacity {
-            self.unbuffered_full.fetch_add(1, Relaxed);
+        let regular = st.kind() == FileKind::Regular;
+        let pays = match self.mode {
+            AmberBuffer::Never => false,
+            AmberBuffer::Always => true,
+            AmberBuffer::Auto => self.pays.load(Relaxed),
+        };
+        let modelled = regular && pays && self.mode == AmberBuffer::Auto;
+        let may_buffer = regular && pays && !sync;
+        if !may_buffer && !modelled {
+            self.flush(fs, hunter, st)?;
             return Ok(false);
         }
-        if !self.reserve(new) {
-            self.write_back_oldest(fs, hunter, new, None, Some(st))?;
-            new = self.new_blocks(st.ino, first, last);
-            if !self.reserve(new) {
+        let end = off + data.len() as u64;
+        let (first, last) = (off / BLOCK_SIZE, (end - 1) / BLOCK_SIZE);
+        let lazy = |f: &FileBuf| {
+            let now = Instant::now();
+            (first..=last).all(|fb| !f.model.eager(fb, now, self.lazy_after))
+        };
+        let missing = |f: Option<&FileBuf>| -> Vec<u64> {
+            (first..=last)
+                .filter(|fb| f.is_none_or(|f| !f.blocks.contains_key(fb)))
+                .collect()
+        };
+        let decided = {
+            let mut files = self.files.lock();
+            let file = files.get_mut(&st.ino);
+            if may_buffer && (!modelled || file.as_deref().is_none_or(lazy)) {
+                Some(missing(file.as_deref()))
+            } else {
+                if let Some(f) = file {
+                    record_through(&mut f.model, off, end);
+                }
+                None
+            }
+        };
+        let Some(mut fresh) = decided else {
+            self.flush(fs, hunter, st)?;
+            return Ok(false);
+        };
+        let mut new = fresh.len() as u64;
+        if new > self.capacity || !self.reserve(new) {
+            if new <= self.capacity {
+                self.write_back_oldest(fs, hunter, new, None, Some(st))?;
+                fresh = missing(self.files.lock().get(&st.ino));
+                new = fresh.len() as u64;
+            }
+            if new > self.capacity || !self.reserve(new) {
                 self.unbuffered_full.fetch_add(1, Relaxed);
+                if modelled {
+                    if let Some(f) = self.files.lock().get_mut(&st.ino) {
+                        record_through(&mut f.model, off, end);
+                    }
+                }
+                self.flush(fs, hunter, st)?;
                 return Ok(false);
             }
         }
-        let r = self.with_file(st.ino, |file| self.fill(fs, hunter, st, file, off, data));
+        let r = self.fill(fs, hunter, st, off, data, &fresh);
         if r.is_err() {
             self.unreserve(new);
         }
         r.map(|()| true)
     }
 
-    /// Puts the write's bytes into the file's images, fetching each new
-    /// block's newest bytes whole first (all fallible steps before any
-    /// block is added, so an error leaves the entry as it was).
+    /// `n` block images from the spare list, else new.
+    fn images(&self, n: usize) -> Vec<Box<[u8]>> {
+        let mut out = {
+            let mut spare = self.spare.lock();
+            let keep = spare.len().saturating_sub(n);
+            spare.split_off(keep)
+        };
+        while out.len() < n {
+            out.push(vec![0u8; BLOCK_SIZE as usize].into_boxed_slice());
+        }
+        out
+    }
+
+    /// Gives images of blocks that left the buffer to the spare list, so
+    /// the next buffered blocks neither allocate nor fault in memory: the
+    /// list holds at most the capacity's blocks, as hinfs's pool does.
+    fn recycle(&self, images: impl Iterator<Item = Box<[u8]>>) {
+        let mut spare = self.spare.lock();
+        spare.extend(images);
+        assert!(
+            spare.len() as u64 <= self.capacity,
+            "spare images beyond the buffer's capacity"
+        );
+    }
+
+    /// Puts the write's bytes into the file's images: first, outside the
+    /// map's lock, each of the `fresh` blocks it does not hold yet gets
+    /// the block's newest bytes (those the write leaves) and zeros past
+    /// the size; all fallible steps come before any block is added, so an
+    /// error leaves the entry as it was.
     fn fill<D: PmDevice>(
         &self,
         fs: &Core<D>,
         hunter: &Hunter,
         st: &mut InodeState,
-        file: &mut FileBuf,
         off: u64,
         data: &[u8],
+        fresh: &[u64],
     ) -> Result<()> {
         let end = off + data.len() as u64;
         let (first, last) = (off / BLOCK_SIZE, (end - 1) / BLOCK_SIZE);
         let size = st.disk.size;
-        if end > size {
-            // As a growing log write does: the slice holding the old end
-            // would hide bytes past it, and the old last block's bytes
-            // past the size must read as zeros once the size covers them.
-            slices::flush_from(fs, Lawn::zone(fs), st, size)?;
-            hunter.zero_past_size(fs, st, end)?;
-        }
-        let mut fresh = Vec::new();
-        for fb in (first..=last).filter(|fb| !file.blocks.contains_key(fb)) {
-            let mut image = vec![0u8; BLOCK_SIZE as usize].into_boxed_slice();
-            let bstart = fb * BLOCK_SIZE;
-            if bstart < size {
-                let n = (size - bstart).min(BLOCK_SIZE) as usize;
-                read_unbuffered(fs, hunter, st, bstart, &mut image[..n])?;
+        let mut images = self.images(fresh.len());
+        let prepared = (|| {
+            if end > size {
+                // As a growing log write does: the slice holding the old
+                // end would hide bytes past it, and the old last block's
+                // bytes past the size must read as zeros once the size
+                // covers them.
+                slices::flush_from(fs, Lawn::zone(fs), st, size)?;
+                hunter.zero_past_size(fs, st, end)?;
             }
-            fresh.push((fb, image));
-        }
-        hunter.note_write(fs, st)?;
-        for (fb, image) in fresh {
-            file.blocks.insert(fb, Block { image, dirty: 0 });
+            for (&fb, image) in fresh.iter().zip(&mut images) {
+                let bstart = fb * BLOCK_SIZE;
+                if off <= bstart && end >= bstart + BLOCK_SIZE {
+                    continue;
+                }
+                let n = size.saturating_sub(bstart).min(BLOCK_SIZE) as usize;
+                if n > 0 {
+                    read_unbuffered(fs, hunter, st, bstart, &mut image[..n])?;
+                }
+                image[n..].fill(0);
+            }
+            hunter.note_write(fs, st)
+        })();
+        if let Err(e) = prepared {
+            self.recycle(images.into_iter());
+            return Err(e);
         }
         let model = self.mode == AmberBuffer::Auto;
+        let mut files = self.files.lock();
+        let file = files.entry(st.ino).or_default();
+        for (&fb, image) in fresh.iter().zip(images) {
+            file.blocks.insert(fb, Block { image, dirty: 0 });
+        }
         for fb in first..=last {
             let bstart = fb * BLOCK_SIZE;
             let (s, e) = (off.max(bstart), end.min(bstart + BLOCK_SIZE));
@@ -300,8 +343,9 @@ impl Buffer {
                 file.model.record_write(fb, lines, false);
             }
         }
-        st.disk.size = size.max(end);
         file.since.get_or_insert_with(Instant::now);
+        drop(files);
+        st.disk.size = size.max(end);
         self.buffered_writes.fetch_add(1, Relaxed);
         Ok(())
     }
@@ -343,9 +387,14 @@ impl Buffer {
             .collect();
         hunter.write_blocks(fs, st, &images, false)?;
         let n = file.blocks.len() as u64;
-        file.blocks.clear();
         file.since = None;
         self.unreserve(n);
+        self.recycle(
+            std::mem::take(&mut file.blocks)
+                .into_values()
+                .rev()
+                .map(|b| b.image),
+        );
         self.write_backs.fetch_add(1, Relaxed);
         self.blocks_written_back.fetch_add(n, Relaxed);
         Ok(n)
@@ -378,14 +427,19 @@ impl Buffer {
             return self.flush(fs, hunter, st);
         }
         let costs = *self.costs.lock();
-        self.with_file(st.ino, |file| {
+        let holds = {
+            let mut files = self.files.lock();
+            let file = files.entry(st.ino).or_default();
             let blocks = &file.blocks;
             file.model.sync(Instant::now(), costs, |fb| {
                 blocks.get(&fb).map_or(0, |b| b.dirty)
             });
-            self.write_back_file(fs, hunter, st, file)
-        })
-        .map(drop)
+            !file.blocks.is_empty()
+        };
+        if holds {
+            self.flush(fs, hunter, st)?;
+        }
+        Ok(())
     }
 
     /// Before a truncate to `size`: the buffer written back, and the
@@ -408,9 +462,11 @@ impl Buffer {
 
     /// The file is freed: its buffered blocks are dropped unwritten.
     pub fn forget(&self, ino: u64) {
-        if let Some(f) = self.files.lock().remove(&ino) {
-            self.unreserve(f.blocks.len() as u64);
-        }
+        let Some(f) = self.files.lock().remove(&ino) else {
+            return;
+        };
+        self.unreserve(f.blocks.len() as u64);
+        self.recycle(f.blocks.into_values().rev().map(|b| b.image));
     }
 
     /// Reads each byte once, from where its newest copy is: a buffered

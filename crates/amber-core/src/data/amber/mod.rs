@@ -210,15 +210,12 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
     ) -> Result<usize> {
         self.lawn.note_activity();
         let sync = sync || fs.options().sync;
-        let end = off + data.len() as u64;
-        if self.buffer.wants(st, off, end, sync)
-            && self.buffer.write(fs, &self.hunter, st, off, data)?
-        {
+        if self.buffer.write(fs, &self.hunter, st, off, data, sync)? {
             return Ok(data.len());
         }
-        // Nothing of a file goes to PM before its buffered blocks.
-        self.buffer.flush(fs, &self.hunter, st)?;
-        self.buffer.record_unbuffered(st, off, end);
+        // Not buffered: nothing of the file is left in the buffer to go
+        // to PM after this write.
+        let end = off + data.len() as u64;
         if let Some(n) = self.through_zone(fs, st, off, data, sync)? {
             return Ok(n);
         }
