@@ -10,7 +10,7 @@
 //! A file not fsync'd for `lazy_after` is treated as Lazy everywhere
 //! (nothing forces its data out soon, so buffering can only help).
 
-use std::collections::{BTreeMap, BTreeSet};
+use rustc_hash::FxHashMap;
 use std::time::{Duration, Instant};
 
 /// Blocks whose history one file keeps; past it new blocks are simply
@@ -56,10 +56,14 @@ pub struct Verdicts {
 /// The model of one file.
 #[derive(Debug, Default)]
 pub struct FileModel {
-    blocks: BTreeMap<u64, BlockModel>,
-    /// Blocks written since the last sync: what the next sync decides,
-    /// without visiting every block the file ever had.
-    written: BTreeSet<u64>,
+    /// Hashed, not ordered: a write looks its block up and records into
+    /// it, the hot path of every write under a buffering policy.
+    blocks: FxHashMap<u64, BlockModel>,
+    /// Blocks written since the last sync, each once (added when its Ncw
+    /// leaves 0, which only a sync resets): what the next sync decides,
+    /// without visiting every block the file ever had. At most
+    /// `MAX_TRACKED_BLOCKS` long.
+    written: Vec<u64>,
     last_sync: Option<Instant>,
     /// What a block without history is predicted: the majority of the
     /// last sync's decisions. A file appended and fsync'd (a mail spool,
@@ -89,7 +93,9 @@ impl FileModel {
             return;
         }
         let b = self.blocks.entry(fb).or_default();
-        self.written.insert(fb);
+        if b.ncw == 0 {
+            self.written.push(fb);
+        }
         b.ncw = b.ncw.saturating_add(lines.count_ones() as u64);
         if direct {
             b.ghost |= lines;
@@ -102,7 +108,13 @@ impl FileModel {
     pub fn sync(&mut self, now: Instant, costs: Costs, dirty: impl Fn(u64) -> u64) -> Verdicts {
         let mut v = Verdicts::default();
         let mut eager = 0;
-        for fb in std::mem::take(&mut self.written) {
+        let mut written = std::mem::take(&mut self.written);
+        assert!(
+            written.len() <= MAX_TRACKED_BLOCKS,
+            "{} blocks written since the last sync",
+            written.len()
+        );
+        for fb in written.drain(..) {
             let Some(b) = self.blocks.get_mut(&fb).filter(|b| b.ncw > 0) else {
                 continue;
             };
@@ -119,6 +131,7 @@ impl FileModel {
             b.ncw = 0;
             b.ghost = 0;
         }
+        self.written = written;
         if v.decisions > 0 {
             self.prior_eager = eager * 2 > v.decisions;
         }
@@ -129,8 +142,8 @@ impl FileModel {
 
     /// Forgets blocks at or past `fb` (truncated away).
     pub fn truncate(&mut self, fb: u64) {
-        self.blocks.split_off(&fb);
-        self.written.split_off(&fb);
+        self.blocks.retain(|&b, _| b < fb);
+        self.written.retain(|&b| b < fb);
     }
 }
 
