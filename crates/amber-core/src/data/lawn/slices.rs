@@ -78,6 +78,9 @@ pub(in crate::data) fn flush_blocks<D: PmDevice>(
     first: u64,
     last: u64,
 ) -> Result<usize> {
+    if zone.is_empty(zone.sub_of(st.ino)) {
+        return Ok(0);
+    }
     let per = zone.geo.slices_per_block();
     let lo = (first * per).min(u32::MAX as u64) as u32;
     let hi = ((last + 1) * per - 1).min(u32::MAX as u64) as u32;
@@ -92,6 +95,9 @@ pub(in crate::data) fn flush_from<D: PmDevice>(
     st: &InodeState,
     from: u64,
 ) -> Result<usize> {
+    if zone.is_empty(zone.sub_of(st.ino)) {
+        return Ok(0);
+    }
     let first = (from / zone.geo.slot_size as u64).min(u32::MAX as u64) as u32;
     let slices = zone
         .lock(zone.sub_of(st.ino))
