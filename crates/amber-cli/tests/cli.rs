@@ -627,8 +627,11 @@ fn crashtest_runs_a_capped_workload() {
         "--seed",
         "3",
     ]);
+    // The default policy's oracle: amber's.
     assert!(
-        out.contains("images/s") && out.contains("no violations"),
+        out.contains("images/s")
+            && out.contains("oracle buffering, atomic writes")
+            && out.contains("no violations"),
         "{out}"
     );
     let json: serde_json::Value = serde_json::from_str(&ok(&[

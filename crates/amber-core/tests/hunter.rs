@@ -242,13 +242,59 @@ fn layouts_and_policies_must_match() {
     );
     assert!(e.to_string().contains("hunter or hunter-sync"), "{e}");
     assert!(e.to_string().contains("mkfs --layout classic"), "{e}");
-    let fs = mount(fresh_device(POOL), "");
-    let f = rw(&fs, "/f");
-    let e = fs
-        .core()
-        .fallocate(f.ino(), 0, 4096, FallocMode::Allocate { keep_size: false })
-        .unwrap_err();
-    assert!(matches!(e, FsError::Unsupported(_)), "{e}");
+}
+
+/// fallocate under hunter and amber: allocation fills holes below the
+/// size with zeroed blocks (none past it with KEEP_SIZE), a punch zeroes
+/// its edges and frees its whole blocks, SEEK_HOLE sees the hole, and
+/// both are durable on return: a crash right after keeps them, with fsck
+/// clean before and after recovery.
+#[test]
+fn fallocate_fills_holes_and_punches_durably() {
+    for opts in [
+        "",
+        "policy=amber,amber_buffer=never",
+        "policy=amber,amber_buffer=always",
+    ] {
+        let fs = mount(fresh_device(POOL), opts);
+        let c = fs.core();
+        let f = rw(&fs, "/f");
+        let mut model = vec![7u8; 100];
+        f.write_at(&model, 0).unwrap();
+        let keep = FallocMode::Allocate { keep_size: true };
+        let grow = FallocMode::Allocate { keep_size: false };
+        c.fallocate(f.ino(), 0, 3 * 4096, grow).unwrap();
+        model.resize(3 * 4096, 0);
+        assert_eq!(c.getattr(f.ino()).unwrap().blocks, 3 * 8, "{opts}");
+        c.fallocate(f.ino(), 1 << 20, 4096, keep).unwrap();
+        assert_eq!(c.getattr(f.ino()).unwrap().size, 3 * 4096, "{opts}");
+        assert_eq!(c.getattr(f.ino()).unwrap().blocks, 3 * 8, "{opts}");
+        // A grown size over a hole: the hole below the new end is filled.
+        c.fallocate(f.ino(), 5 * 4096, 100, grow).unwrap();
+        model.resize(5 * 4096 + 100, 0);
+        assert_eq!(c.getattr(f.ino()).unwrap().blocks, 4 * 8, "{opts}");
+        let data: Vec<u8> = (0..5 * 4096 + 100).map(|i| (i % 251) as u8 + 1).collect();
+        f.write_at(&data, 0).unwrap();
+        model.copy_from_slice(&data);
+        // A small overwrite (amber's zone) inside the range to punch.
+        f.write_at(&[3u8; 64], 4096 + 128).unwrap();
+        model[4096 + 128..4096 + 192].fill(3);
+        c.fallocate(f.ino(), 100, 3 * 4096, FallocMode::PunchHole)
+            .unwrap();
+        model[100..100 + 3 * 4096].fill(0);
+        assert_eq!(fs.read("/f").unwrap(), model, "{opts}");
+        assert_eq!(c.getattr(f.ino()).unwrap().blocks, 4 * 8, "{opts}");
+        assert_eq!(c.seek_data(f.ino(), 0, false).unwrap(), 4096, "{opts}");
+        assert_eq!(c.seek_data(f.ino(), 4096, true).unwrap(), 3 * 4096);
+        drop(f);
+        let dev = device_of(fs, false);
+        let rep = check(&dev, &CheckOptions::default()).unwrap();
+        assert!(rep.is_clean(), "{opts}: fsck before recovery: {rep}");
+        let fs = mount(dev, opts);
+        assert_eq!(fs.read("/f").unwrap(), model, "{opts}: after a crash");
+        let dev = device_of(fs, true);
+        assert_clean(&dev);
+    }
 }
 
 /// The error a mount fails with.

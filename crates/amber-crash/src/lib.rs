@@ -514,8 +514,11 @@ impl Runner<'_> {
                     Op::SyncAll => History::files(&after),
                     _ => Vec::new(),
                 };
+                // A punch, like truncate and fallocate, is durable on
+                // return under every policy (design.md §14.2): its
+                // zeroed range stays zero.
                 let sync_range = match op {
-                    Op::WriteSync { .. } => range.as_ref(),
+                    Op::WriteSync { .. } | Op::Punch { .. } => range.as_ref(),
                     Op::Write { .. } | Op::WriteHandle { .. } => {
                         range.as_ref().filter(|r| asks(r.ino) == Durability::Sync)
                     }

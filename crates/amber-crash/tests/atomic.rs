@@ -241,15 +241,14 @@ fn lawn_small_zone() {
 /// and every write() is atomic (the zone's commit, the data log's seqs).
 const AMBER_ORACLE: &str = "buffering, atomic writes";
 
-/// The data workloads under `amber` (fallocate aside: its out-of-place
-/// blocks offer none, as hunter's do), small zones included, so crashes
+/// The data workloads under `amber`, small zones included, so crashes
 /// fall inside zone writes, the settling of queued metadata before them,
 /// write-backs of slices before out-of-place writes, and growth.
 #[test]
 fn amber_data_workloads() {
     let no_growth = format!("{LAWN_SMALL_ZONE},lawn_grow=0");
     for opts in ["", LAWN_SMALL_ZONE, no_growth.as_str()] {
-        for w in DATA_WORKLOADS.into_iter().filter(|&w| w != "fallocate") {
+        for w in DATA_WORKLOADS {
             if !opts.is_empty() && !["zone-pressure", "atomic", "writes"].contains(&w) {
                 continue;
             }
@@ -266,7 +265,7 @@ fn amber_data_workloads() {
 /// everything synced intact.
 #[test]
 fn amber_buffered_data_workloads() {
-    for w in DATA_WORKLOADS.into_iter().filter(|&w| w != "fallocate") {
+    for w in DATA_WORKLOADS {
         let rep = check(&atomic_config(w, "amber", "amber_buffer=always"));
         assert_eq!(rep.oracle, AMBER_ORACLE);
     }

@@ -71,19 +71,12 @@ fn hinfs_ablations_buffered_workloads() {
 /// Every named workload under hunter and hunter-lfs (metadata queued in
 /// DRAM and persisted by fsync, syncfs, WriteBack ops, truncate and full
 /// queues), judged as buffering policies, and under hunter-sync, judged
-/// as durable on return. The hunter policies offer no fallocate.
+/// as durable on return.
 #[test]
 fn hunter_named_workloads() {
     for policy in ["hunter", "hunter-sync", "hunter-lfs"] {
         for w in amber_crash::workload_names() {
-            let skip = [
-                "all",
-                "random",
-                "atomic",
-                "atomic-random",
-                "zone-pressure",
-                "fallocate",
-            ];
+            let skip = ["all", "random", "atomic", "atomic-random", "zone-pressure"];
             if !skip.contains(&w) {
                 check_under(w, 1, policy);
             }
@@ -146,7 +139,7 @@ fn hunter_random() {
 /// middle of a file's updates.
 #[test]
 fn hunter_tiny_queues() {
-    for w in ["writes", "buffered", "random"] {
+    for w in ["writes", "buffered", "fallocate", "random"] {
         let mut cfg = CrashConfig::new(w, 2);
         cfg.policy = "hunter".into();
         cfg.mount_options = "hunter_queue=2,hunter_queues=1".into();

@@ -36,8 +36,9 @@ pub struct Args {
     /// return by the state before or after each operation; a buffering
     /// one by what it promises (fsync'd and O_SYNC data intact, no byte
     /// never written, namespace operations atomic); and one with atomic
-    /// writes with each write's range all old or all new.
-    #[arg(long, default_value = "direct")]
+    /// writes with each write's range all old or all new. The default is
+    /// the default policy, the one a pool is mounted with unless told.
+    #[arg(long, default_value = "amber")]
     policy: String,
     /// More mount options, comma-separated, appended to policy=NAME for
     /// the run and for every recovery (a policy's own sizing, say).

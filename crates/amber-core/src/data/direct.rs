@@ -364,12 +364,7 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         len: u64,
         mode: FallocMode,
     ) -> Result<()> {
-        let end = off
-            .checked_add(len)
-            .filter(|&e| e <= MAX_FILE_SIZE && len > 0)
-            .ok_or(FsError::InvalidArgument(
-                "fallocate range is empty or beyond the largest file",
-            ))?;
+        let end = super::falloc_end(off, len)?;
         match mode {
             FallocMode::Allocate { keep_size } => allocate_zeroed(fs, st, off, end, keep_size),
             FallocMode::PunchHole => punch(fs, st, off, end),

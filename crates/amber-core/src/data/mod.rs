@@ -220,6 +220,16 @@ pub enum FallocMode {
     PunchHole,
 }
 
+/// The end of fallocate's range `[off, off + len)`, refused when it is
+/// empty or reaches past the largest file.
+fn falloc_end(off: u64, len: u64) -> Result<u64> {
+    off.checked_add(len)
+        .filter(|&e| e <= amber_format::blockmap::MAX_FILE_SIZE && len > 0)
+        .ok_or(FsError::InvalidArgument(
+            "fallocate range is empty or beyond the largest file",
+        ))
+}
+
 /// Names of the policies this build offers.
 pub const POLICIES: &[&str] = &[
     "amber",

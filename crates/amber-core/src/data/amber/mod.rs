@@ -245,7 +245,8 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         mode: FallocMode,
     ) -> Result<()> {
         self.buffer.flush(fs, &self.hunter, st)?;
-        self.hunter.fallocate(fs, st, off, len, mode)
+        slices::flush_for_fallocate(fs, Lawn::zone(fs), st, off, len, mode)?;
+        DataPolicy::<D>::fallocate(&*self.hunter, fs, st, off, len, mode)
     }
 
     /// The file's buffered blocks are written back (one change), and

@@ -50,6 +50,21 @@ impl FileIndex {
         gone
     }
 
+    /// Drops the blocks at indexes `[first, last]` (a punched hole),
+    /// returning them.
+    pub fn clear(&mut self, first: u64, last: u64) -> Vec<u64> {
+        let end = (last as usize).saturating_add(1).min(self.blocks.len());
+        let start = (first as usize).min(end);
+        let gone: Vec<u64> = self.blocks[start..end]
+            .iter_mut()
+            .filter(|b| **b != 0)
+            .map(std::mem::take)
+            .collect();
+        self.count -= gone.len() as u64;
+        self.trim();
+        gone
+    }
+
     /// Keeps the array ending at its last block, so `last` is O(1).
     fn trim(&mut self) {
         while self.blocks.last() == Some(&0) {

@@ -444,6 +444,133 @@ impl Hunter {
     }
 }
 
+/// Blocks one fallocate change fills: a large range goes in several
+/// changes, so no single one outgrows a queue.
+const FALLOC_CHUNK: usize = 4096;
+
+/// Zeros for fallocate's blocks and a punch's edges.
+static ZEROS: [u8; BLOCK_SIZE as usize] = [0; BLOCK_SIZE as usize];
+
+/// fallocate under the hunter policies (design.md §12.7).
+impl Hunter {
+    /// The holes of `[off, end)` below the file's size (grown to `end`
+    /// first unless `keep_size`) get zeroed blocks, each `FALLOC_CHUNK`
+    /// of them one change (`write_blocks`): a crash may leave some holes
+    /// filled, which read as zeros either way. Past the size nothing is
+    /// allocated with `keep_size`: a record past its file's size is not
+    /// valid (§12.4), and a later write would not use the block anyway.
+    fn allocate<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        st: &mut InodeState,
+        off: u64,
+        end: u64,
+        keep_size: bool,
+    ) -> Result<()> {
+        let old = st.disk.size;
+        let grows = !keep_size && end > old;
+        let size = if grows { end } else { old };
+        let limit = end.min(size);
+        let holes: Vec<u64> = if off < limit {
+            self.with_file(fs, st, |hf, _| {
+                Ok((off / BLOCK_SIZE..limit.div_ceil(BLOCK_SIZE))
+                    .filter(|&fb| hf.index.get(fb).is_none())
+                    .collect())
+            })?
+        } else {
+            Vec::new()
+        };
+        if !grows && holes.is_empty() {
+            return Ok(());
+        }
+        if grows {
+            self.with_file(fs, st, |hf, st| zero_past_end(fs, hf, st.disk.size, end))?;
+        }
+        let now = fs.now();
+        if grows {
+            st.disk.size = end;
+            st.disk.mtime = now;
+        }
+        st.disk.ctime = now;
+        if holes.is_empty() {
+            let snap = self.with_file(fs, st, |hf, st| {
+                let seq = hf.take_seq();
+                Ok(snapshot(hf, st, seq))
+            })?;
+            return self.queue(fs, st, &[], snap, true);
+        }
+        for chunk in holes.chunks(FALLOC_CHUNK) {
+            let images: Vec<(u64, &[u8])> = chunk.iter().map(|&fb| (fb, &ZEROS[..])).collect();
+            self.write_blocks(fs, st, &images, true)?;
+        }
+        Ok(())
+    }
+
+    /// Punches `[off, end)` (cut at the size): the edges of mapped partial
+    /// blocks are overwritten with zeros (out of place, like any write),
+    /// then the whole blocks leave the index in one change: a `Free` run
+    /// per run of them, a `Relink` of the block above to the block below,
+    /// and the file's snapshot; then the file's queue is persisted. Until
+    /// the punched blocks' records are cleared (the last step of that), a
+    /// crash leaves them valid with the data they had: each byte of the
+    /// range is old or zero, as for a write of zeros.
+    fn punch<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        st: &mut InodeState,
+        off: u64,
+        end: u64,
+    ) -> Result<()> {
+        let end = end.min(st.disk.size);
+        if off >= end {
+            return Ok(());
+        }
+        let first_whole = off.div_ceil(BLOCK_SIZE);
+        let end_whole = end / BLOCK_SIZE;
+        for fb in off / BLOCK_SIZE..=(end - 1) / BLOCK_SIZE {
+            if (first_whole..end_whole).contains(&fb) {
+                continue;
+            }
+            let mapped = self.with_file(fs, st, |hf, _| Ok(hf.index.get(fb).is_some()))?;
+            if mapped {
+                let bstart = fb * BLOCK_SIZE;
+                let (s, e) = (off.max(bstart), end.min(bstart + BLOCK_SIZE));
+                DataPolicy::<D>::write(self, fs, st, s, &ZEROS[..(e - s) as usize], false)?;
+            }
+        }
+        let change = self.with_file(fs, st, |hf, st| {
+            if first_whole >= end_whole {
+                return Ok(None);
+            }
+            let gone = hf.index.clear(first_whole, end_whole - 1);
+            if gone.is_empty() {
+                return Ok(None);
+            }
+            let seq = hf.take_seq();
+            let mut ops = Vec::new();
+            if let Some(above) = hf.index.above(end_whole - 1) {
+                ops.push(Op::Relink {
+                    block: above,
+                    link: hf.index.below(first_whole),
+                });
+            }
+            ops.extend(free_ops(gone));
+            let now = fs.now();
+            st.disk.mtime = now;
+            st.disk.ctime = now;
+            st.disk.blocks = hf.index.count();
+            Ok(Some((ops, snapshot(hf, st, seq))))
+        })?;
+        match change {
+            Some((ops, snap)) => self.queue(fs, st, &ops, snap, true),
+            None => {
+                let q = &self.shared.queues;
+                q.drain(fs, &self.shared.stats, q.shard_of(st.ino))
+            }
+        }
+    }
+}
+
 impl<D: PmDevice> DataPolicy<D> for Hunter {
     fn name(&self) -> &'static str {
         match (self.sync, self.lfs) {
@@ -611,18 +738,25 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
         self.queue(fs, st, &ops, snap, true)
     }
 
+    /// Allocation fills the range's holes with zeroed blocks and grows
+    /// the size unless `keep_size`; a punch zeroes the edges by writes of
+    /// zeros and unmaps the whole blocks. Both go through the file's queue
+    /// and persist it before returning, as truncate does (durable on
+    /// return, design.md §14). Neither reserves space for later writes:
+    /// every write goes out of place, into blocks it takes then.
     fn fallocate(
         &self,
-        _fs: &Core<D>,
-        _st: &mut InodeState,
-        _off: u64,
-        _len: u64,
-        _mode: FallocMode,
+        fs: &Core<D>,
+        st: &mut InodeState,
+        off: u64,
+        len: u64,
+        mode: FallocMode,
     ) -> Result<()> {
-        Err(FsError::Unsupported(
-            "fallocate: the hunter policies write every block out of place, so a \
-             reservation would not hold (posix_fallocate falls back to writing zeros)",
-        ))
+        let end = super::falloc_end(off, len)?;
+        match mode {
+            FallocMode::Allocate { keep_size } => self.allocate(fs, st, off, end, keep_size),
+            FallocMode::PunchHole => self.punch(fs, st, off, end),
+        }
     }
 
     fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {

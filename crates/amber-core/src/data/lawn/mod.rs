@@ -576,17 +576,7 @@ impl<D: PmDevice> DataPolicy<D> for Lawn {
         len: u64,
         mode: FallocMode,
     ) -> Result<()> {
-        let zone = Self::zone(fs);
-        match mode {
-            FallocMode::PunchHole if len > 0 => {
-                let last = off.saturating_add(len - 1) / BLOCK_SIZE;
-                slices::flush_blocks(fs, zone, st, off / BLOCK_SIZE, last)?;
-            }
-            FallocMode::Allocate { keep_size: false } => {
-                slices::flush_from(fs, zone, st, st.disk.size)?;
-            }
-            _ => {}
-        }
+        slices::flush_for_fallocate(fs, Self::zone(fs), st, off, len, mode)?;
         Direct.fallocate(fs, st, off, len, mode)
     }
 

@@ -9,6 +9,7 @@
 //! a fence, then the descriptor is cleared and fenced. A crash in between
 //! leaves the slot valid and its copy equal to the file's.
 
+use crate::data::FallocMode;
 use crate::error::Result;
 use crate::fs::Core;
 use crate::inode::InodeState;
@@ -115,6 +116,27 @@ pub(in crate::data) fn flush_for_size<D: PmDevice>(
     size: u64,
 ) -> Result<usize> {
     flush_from(fs, zone, st, size.min(st.disk.size))
+}
+
+/// Before a fallocate: a punch writes back the slices over the blocks it
+/// frees or rewrites (invariant 12: a slice lies only over a block its
+/// file has), and growth the slice holding the old end.
+pub(in crate::data) fn flush_for_fallocate<D: PmDevice>(
+    fs: &Core<D>,
+    zone: &Zone,
+    st: &InodeState,
+    off: u64,
+    len: u64,
+    mode: FallocMode,
+) -> Result<usize> {
+    match mode {
+        FallocMode::PunchHole if len > 0 => {
+            let last = off.saturating_add(len - 1) / BLOCK_SIZE;
+            flush_blocks(fs, zone, st, off / BLOCK_SIZE, last)
+        }
+        FallocMode::Allocate { keep_size: false } => flush_from(fs, zone, st, st.disk.size),
+        _ => Ok(0),
+    }
 }
 
 /// Writes back up to `n` of sub-zone `idx`'s least recently written
