@@ -253,12 +253,18 @@ impl Buffer {
         r.map(|()| true)
     }
 
-    /// `n` block images from the spare list, else new.
+    /// `n` block images from the spare list, else new: the list's last
+    /// first, so consecutive blocks get the images `recycle` put back for
+    /// consecutive blocks, in their order (a read of them then walks
+    /// memory upwards; handed out backwards, buffered reads of 64 KiB
+    /// and 1 MiB records ran at two thirds the speed).
     fn images(&self, n: usize) -> Vec<Box<[u8]>> {
         let mut out = {
             let mut spare = self.spare.lock();
             let keep = spare.len().saturating_sub(n);
-            spare.split_off(keep)
+            let mut taken = spare.split_off(keep);
+            taken.reverse();
+            taken
         };
         while out.len() < n {
             out.push(vec![0u8; BLOCK_SIZE as usize].into_boxed_slice());
@@ -269,6 +275,7 @@ impl Buffer {
     /// Gives images of blocks that left the buffer to the spare list, so
     /// the next buffered blocks neither allocate nor fault in memory: the
     /// list holds at most the capacity's blocks, as hinfs's pool does.
+    /// Callers give a file's images last block first (see `images`).
     fn recycle(&self, images: impl Iterator<Item = Box<[u8]>>) {
         let mut spare = self.spare.lock();
         spare.extend(images);
@@ -319,7 +326,7 @@ impl Buffer {
             hunter.note_write(fs, st)
         })();
         if let Err(e) = prepared {
-            self.recycle(images.into_iter());
+            self.recycle(images.into_iter().rev());
             return Err(e);
         }
         let model = self.mode == AmberBuffer::Auto;
