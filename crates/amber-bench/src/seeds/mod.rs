@@ -154,7 +154,10 @@ impl Scale {
             reps: 5,
             warmup: 1,
             pool_size: 2 << 30,
-            filebench_ops: 20_000,
+            // At 20,000 a buffered fileserver repetition took ~0.15 s and
+            // its medians of five swung 0.65x-1.6x between runs (25% RSD);
+            // at 100,000, 4-11%.
+            filebench_ops: 60_000,
             file_set_divisor: 1,
             latencies_ns: vec![50, 100, 200, 400, 800],
             lawn_sizes: vec![128, 256, 512, 1 << 10, 2 << 10, 4 << 10],
@@ -314,8 +317,9 @@ fn label(s: &Status) -> &str {
 }
 
 /// The expected duration, printed before a run starts: what each
-/// experiment took (seconds) on the project's shared 2-vCPU machine on
-/// 2026-11-22 (`--quick` about 1 minute, the full mode 4.6 minutes),
+/// experiment took (seconds) on the project's shared 2-vCPU machine
+/// (`--quick` about 1 minute on 2026-11-22; the full mode 7.5 minutes on
+/// 2026-11-22 with 60,000 operations per filebench-like repetition),
 /// scaled by the repetitions asked for (each adds a round to the
 /// warm-up's). Other work on the machine stretches it: another run of the
 /// full mode, beside a build, took 9.0 minutes.
@@ -329,11 +333,11 @@ pub fn estimate(
         .iter()
         .map(|e| {
             let (quick, full_s) = match e {
-                Experiment::Hinfs => (17.0, 81.0),
-                Experiment::Lawn => (20.0, 76.0),
-                Experiment::Hunter => (5.0, 59.0),
-                Experiment::Legacy => (10.0, 32.0),
-                Experiment::Iozone => (5.0, 29.0),
+                Experiment::Hinfs => (17.0, 210.0),
+                Experiment::Lawn => (20.0, 92.0),
+                Experiment::Hunter => (5.0, 76.0),
+                Experiment::Legacy => (10.0, 34.0),
+                Experiment::Iozone => (5.0, 37.0),
             };
             if full {
                 full_s
