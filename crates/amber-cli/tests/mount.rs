@@ -328,18 +328,30 @@ fn posix_operations_through_the_mount() {
         eprintln!("skipped the xattr part: setfattr/getfattr (package attr) not installed");
     }
 
-    // fallocate: amber writes every block out of place, so it refuses a
-    // reservation (posix_fallocate falls back to writing zeros); the
-    // classic pools' test below covers what fallocate does.
+    // fallocate under amber: holes filled with zeroed blocks and holes
+    // punched (no reservation: every write goes out of place); the
+    // classic pools' test below covers keep-size and SEEK_DATA.
     if has_tool("fallocate") {
         let p = s.at("pre");
-        let out = Command::new("fallocate")
-            .args(["-l", "1MiB", p.to_str().unwrap()])
-            .output()
-            .unwrap();
-        assert!(!out.status.success());
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("Operation not supported"), "{err}");
+        let ps = p.to_str().unwrap();
+        run("fallocate", &["-l", "1MiB", ps]);
+        let md = fs::metadata(&p).unwrap();
+        assert_eq!(md.len(), 1 << 20);
+        assert!(md.blocks() >= (1 << 20) / 512, "{} blocks", md.blocks());
+        assert!(fs::read(&p).unwrap().iter().all(|&b| b == 0));
+        let mut f = OpenOptions::new().write(true).open(&p).unwrap();
+        f.write_all(&[7u8; 3 * 4096]).unwrap();
+        f.sync_all().unwrap();
+        drop(f);
+        run(
+            "fallocate",
+            &["--punch-hole", "-o", "100", "-l", "8000", ps],
+        );
+        let got = fs::read(&p).unwrap();
+        assert!(got[..100].iter().all(|&b| b == 7));
+        assert!(got[100..8100].iter().all(|&b| b == 0));
+        assert!(got[8100..3 * 4096].iter().all(|&b| b == 7));
+        assert_eq!(got.len(), 1 << 20);
     }
 
     // statfs.
