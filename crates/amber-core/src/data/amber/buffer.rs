@@ -497,6 +497,18 @@ impl Buffer {
         };
         let n = (buf.len() as u64).min(size - off) as usize;
         let end = off + n as u64;
+        let first = off / BLOCK_SIZE;
+        if first == (end - 1) / BLOCK_SIZE {
+            // Inside one block, the common read: one lookup, where a range
+            // would search for both of its bounds.
+            let Some(b) = file.blocks.get(&first) else {
+                drop(files);
+                return read_unbuffered(fs, hunter, st, off, &mut buf[..n]);
+            };
+            let s = (off - first * BLOCK_SIZE) as usize;
+            buf[..n].copy_from_slice(&b.image[s..s + n]);
+            return Ok(n);
+        }
         let mut pos = off;
         for (&fb, b) in file.blocks.range(off / BLOCK_SIZE..=(end - 1) / BLOCK_SIZE) {
             let bstart = fb * BLOCK_SIZE;
