@@ -286,6 +286,10 @@ fn fallocate_fills_holes_and_punches_durably() {
         assert_eq!(c.getattr(f.ino()).unwrap().blocks, 4 * 8, "{opts}");
         assert_eq!(c.seek_data(f.ino(), 0, false).unwrap(), 4096, "{opts}");
         assert_eq!(c.seek_data(f.ino(), 4096, true).unwrap(), 3 * 4096);
+        // More than the pool holds: refused before anything changes.
+        let e = c.fallocate(f.ino(), 0, 1 << 40, grow).unwrap_err();
+        assert!(matches!(e, FsError::NoSpace), "{opts}: {e}");
+        assert_eq!(c.getattr(f.ino()).unwrap().size, model.len() as u64);
         drop(f);
         let dev = device_of(fs, false);
         let rep = check(&dev, &CheckOptions::default()).unwrap();

@@ -144,3 +144,23 @@ fn extending_over_preallocated_blocks_reads_zeros() {
     fs.read(f.ino, 0, &mut buf).unwrap();
     assert!(buf[10..6000].iter().all(|&b| b == 0));
 }
+
+/// A range far beyond the pool is refused with ENOSPC, leaving the file
+/// as it was.
+#[test]
+fn allocating_more_than_the_pool_fails_cleanly() {
+    let (_dev, fs) = fresh();
+    let f = fs
+        .mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, ME)
+        .unwrap();
+    fs.write(f.ino, Some(0), &[5u8; 10], false).unwrap();
+    let e = fs
+        .fallocate(f.ino, 0, 1 << 40, FallocMode::Allocate { keep_size: false })
+        .unwrap_err();
+    assert_eq!(e, FsError::NoSpace);
+    let a = fs.getattr(f.ino).unwrap();
+    assert_eq!(a.size, 10);
+    let mut buf = vec![0u8; 10];
+    fs.read(f.ino, 0, &mut buf).unwrap();
+    assert_eq!(buf, [5u8; 10]);
+}

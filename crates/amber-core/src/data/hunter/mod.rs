@@ -455,10 +455,13 @@ static ZEROS: [u8; BLOCK_SIZE as usize] = [0; BLOCK_SIZE as usize];
 impl Hunter {
     /// The holes of `[off, end)` below the file's size (grown to `end`
     /// first unless `keep_size`) get zeroed blocks, each `FALLOC_CHUNK`
-    /// of them one change (`write_blocks`): a crash may leave some holes
-    /// filled, which read as zeros either way. Past the size nothing is
-    /// allocated with `keep_size`: a record past its file's size is not
-    /// valid (§12.4), and a later write would not use the block anyway.
+    /// of them one change (`write_blocks`), found chunk by chunk so a huge
+    /// range costs no memory. Past the size nothing is allocated with
+    /// `keep_size`: a record past its file's size is not valid (§12.4),
+    /// and a later write would not use the block anyway. A range with
+    /// more holes than the pool has free blocks fails with ENOSPC before
+    /// anything changes; one that runs out midway (other writers took the
+    /// space) keeps the chunks already filled and the grown size.
     fn allocate<D: PmDevice>(
         &self,
         fs: &Core<D>,
@@ -470,17 +473,19 @@ impl Hunter {
         let old = st.disk.size;
         let grows = !keep_size && end > old;
         let size = if grows { end } else { old };
-        let limit = end.min(size);
-        let holes: Vec<u64> = if off < limit {
-            self.with_file(fs, st, |hf, _| {
-                Ok((off / BLOCK_SIZE..limit.div_ceil(BLOCK_SIZE))
-                    .filter(|&fb| hf.index.get(fb).is_none())
-                    .collect())
-            })?
-        } else {
-            Vec::new()
-        };
-        if !grows && holes.is_empty() {
+        let (first, stop) = (off / BLOCK_SIZE, end.min(size).div_ceil(BLOCK_SIZE));
+        let (holes, mapped) = self.with_file(fs, st, |hf, _| {
+            let mapped = (first < stop)
+                .then(|| hf.index.next_hole(first, stop))
+                .flatten();
+            Ok((mapped.is_some(), hf.index.count()))
+        })?;
+        let span = stop.saturating_sub(first);
+        let free = fs.blocks.free_count() + DataPolicy::<D>::reserved_blocks(self);
+        if holes && span.saturating_sub(mapped) > free {
+            return Err(FsError::NoSpace);
+        }
+        if !grows && !holes {
             return Ok(());
         }
         if grows {
@@ -492,14 +497,26 @@ impl Hunter {
             st.disk.mtime = now;
         }
         st.disk.ctime = now;
-        if holes.is_empty() {
+        if !holes {
             let snap = self.with_file(fs, st, |hf, st| {
                 let seq = hf.take_seq();
                 Ok(snapshot(hf, st, seq))
             })?;
             return self.queue(fs, st, &[], snap, true);
         }
-        for chunk in holes.chunks(FALLOC_CHUNK) {
+        let mut at = first;
+        // Each round fills at least one hole or ends: bounded by the span.
+        while at < stop {
+            let chunk = self.with_file(fs, st, |hf, _| {
+                let mut chunk = Vec::with_capacity(FALLOC_CHUNK);
+                while at < stop && chunk.len() < FALLOC_CHUNK {
+                    if hf.index.get(at).is_none() {
+                        chunk.push(at);
+                    }
+                    at += 1;
+                }
+                Ok(chunk)
+            })?;
             let images: Vec<(u64, &[u8])> = chunk.iter().map(|&fb| (fb, &ZEROS[..])).collect();
             self.write_blocks(fs, st, &images, true)?;
         }
