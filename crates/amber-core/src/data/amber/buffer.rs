@@ -12,10 +12,13 @@
 //! after the records of every block it covers, with the same or a later
 //! seq. Hence no durable size ever covers a block still in DRAM.
 //!
-//! Locks: the file map's mutex is held only briefly and never while an
-//! inode lock is taken; a file's entry changes only under its inode's
-//! write lock (readers hold the read lock), so a writer takes its entry
-//! out of the map, works on it, and puts it back.
+//! Where it lives: a file's buffered blocks and model are kept with its
+//! DRAM inode (`Hunter::extra`), under the inode's lock, so a read or
+//! write reaches them without a lock of the buffer's. The buffer itself
+//! keeps only the capacity, the spare images and `oldest`, the files
+//! holding blocks with the age of their oldest data (the write-back's
+//! victims); that map's mutex is held only briefly and never while an
+//! inode lock is taken.
 
 use super::super::hinfs::bbm::{Costs, FileModel};
 use super::super::hinfs::buffer::lines_of;
@@ -47,9 +50,26 @@ struct Block {
 #[derive(Default)]
 struct FileBuf {
     blocks: BTreeMap<u64, Block>,
-    /// When its oldest buffered data was written (None: nothing held).
-    since: Option<Instant>,
     model: FileModel,
+}
+
+/// The file's buffer state, if it has any.
+fn file_of(st: &InodeState) -> Option<&FileBuf> {
+    Hunter::extra(st)?.downcast_ref::<FileBuf>()
+}
+
+/// The file's buffer state, made (with the file's hunter state) if it
+/// has none yet.
+fn file_mut<'a, D: PmDevice>(
+    fs: &Core<D>,
+    hunter: &Hunter,
+    st: &'a mut InodeState,
+) -> Result<&'a mut FileBuf> {
+    let slot = hunter.extra_slot(fs, st)?;
+    let extra = slot.get_or_insert_with(|| Box::new(FileBuf::default()));
+    Ok(extra
+        .downcast_mut::<FileBuf>()
+        .expect("amber keeps only its buffer in hunter's extra state"))
 }
 
 /// The buffer: shared with its write-back thread.
@@ -62,7 +82,10 @@ pub(super) struct Buffer {
     /// Most blocks held (`buffer=`), and how many are.
     capacity: u64,
     held: AtomicU64,
-    files: Mutex<FxHashMap<u64, FileBuf>>,
+    /// Files holding buffered blocks, and when their oldest buffered data
+    /// was written: an entry is added and removed under the file's inode
+    /// write lock, with its first block and its write-back.
+    oldest: Mutex<FxHashMap<u64, Instant>>,
     /// Images of blocks that left the buffer, for the next ones
     /// (`recycle`).
     spare: Mutex<Vec<Box<[u8]>>>,
@@ -113,7 +136,7 @@ impl Buffer {
             }),
             capacity: opts.buffer / BLOCK_SIZE,
             held: AtomicU64::new(0),
-            files: Mutex::new(FxHashMap::default()),
+            oldest: Mutex::new(FxHashMap::default()),
             spare: Mutex::new(Vec::new()),
             age: opts.writeback_age,
             interval: opts.writeback_interval,
@@ -138,24 +161,22 @@ impl Buffer {
     }
 
     /// Whether the file holds buffered blocks.
-    pub fn holds(&self, ino: u64) -> bool {
-        self.held.load(Relaxed) > 0
-            && self
-                .files
-                .lock()
-                .get(&ino)
-                .is_some_and(|f| !f.blocks.is_empty())
+    pub fn holds(&self, st: &InodeState) -> bool {
+        self.held.load(Relaxed) > 0 && file_of(st).is_some_and(|f| !f.blocks.is_empty())
     }
 
-    /// Runs `f` on the file's entry taken out of the map (its inode is
-    /// write-locked), putting it back afterwards if it still holds
-    /// anything worth keeping.
-    fn with_file<R>(&self, ino: u64, f: impl FnOnce(&mut FileBuf) -> R) -> R {
-        let mut file = self.files.lock().remove(&ino).unwrap_or_default();
-        let r = f(&mut file);
-        if !file.blocks.is_empty() || file.model.has_synced() {
-            self.files.lock().insert(ino, file);
-        }
+    /// Runs `f` on the file's buffer state taken out of its inode (which
+    /// is write-locked), so `f` may use the inode too, and puts it back.
+    fn with_file<D: PmDevice, R>(
+        &self,
+        fs: &Core<D>,
+        hunter: &Hunter,
+        st: &mut InodeState,
+        f: impl FnOnce(&mut FileBuf, &mut InodeState) -> Result<R>,
+    ) -> Result<R> {
+        let mut file = std::mem::take(file_mut(fs, hunter, st)?);
+        let r = f(&mut file, st);
+        *file_mut(fs, hunter, st)? = file;
         r
     }
 
@@ -178,8 +199,8 @@ impl Buffer {
     /// not (nothing buffered): the file's buffer has then been written
     /// back and, under `auto`, the model has recorded the write (the ghost
     /// lines HiNFS keeps for direct writes), so the caller writes it
-    /// through. The decision and the model's record take the map's lock
-    /// once; the block images come from the spare list.
+    /// through. The file's state is reached through its inode, with no
+    /// lock of the buffer's; the block images come from the spare list.
     pub fn write<D: PmDevice>(
         &self,
         fs: &Core<D>,
@@ -212,17 +233,13 @@ impl Buffer {
                 .filter(|fb| f.is_none_or(|f| !f.blocks.contains_key(fb)))
                 .collect()
         };
-        let decided = {
-            let mut files = self.files.lock();
-            let file = files.get_mut(&st.ino);
-            if may_buffer && (!modelled || file.as_deref().is_none_or(lazy)) {
-                Some(missing(file.as_deref()))
-            } else {
-                if let Some(f) = file {
-                    record_through(&mut f.model, off, end);
-                }
-                None
+        let decided = if may_buffer && (!modelled || file_of(st).is_none_or(lazy)) {
+            Some(missing(file_of(st)))
+        } else {
+            if file_of(st).is_some() {
+                record_through(&mut file_mut(fs, hunter, st)?.model, off, end);
             }
+            None
         };
         let Some(mut fresh) = decided else {
             self.flush(fs, hunter, st)?;
@@ -232,15 +249,13 @@ impl Buffer {
         if new > self.capacity || !self.reserve(new) {
             if new <= self.capacity {
                 self.write_back_oldest(fs, hunter, new, None, Some(st))?;
-                fresh = missing(self.files.lock().get(&st.ino));
+                fresh = missing(file_of(st));
                 new = fresh.len() as u64;
             }
             if new > self.capacity || !self.reserve(new) {
                 self.unbuffered_full.fetch_add(1, Relaxed);
-                if modelled {
-                    if let Some(f) = self.files.lock().get_mut(&st.ino) {
-                        record_through(&mut f.model, off, end);
-                    }
+                if modelled && file_of(st).is_some() {
+                    record_through(&mut file_mut(fs, hunter, st)?.model, off, end);
                 }
                 self.flush(fs, hunter, st)?;
                 return Ok(false);
@@ -285,8 +300,8 @@ impl Buffer {
         );
     }
 
-    /// Puts the write's bytes into the file's images: first, outside the
-    /// map's lock, each of the `fresh` blocks it does not hold yet gets
+    /// Puts the write's bytes into the file's images: first each of the
+    /// `fresh` blocks it does not hold yet gets
     /// the block's newest bytes (those the write leaves) and zeros past
     /// the size; all fallible steps come before any block is added, so an
     /// error leaves the entry as it was.
@@ -323,15 +338,16 @@ impl Buffer {
                 }
                 image[n..].fill(0);
             }
-            hunter.note_write(fs, st)
+            hunter.note_write(fs, st)?;
+            file_mut(fs, hunter, st).map(drop)
         })();
         if let Err(e) = prepared {
             self.recycle(images.into_iter().rev());
             return Err(e);
         }
         let model = self.mode == AmberBuffer::Auto;
-        let mut files = self.files.lock();
-        let file = files.entry(st.ino).or_default();
+        let was_empty = file_of(st).is_none_or(|f| f.blocks.is_empty());
+        let file = file_mut(fs, hunter, st)?;
         for (&fb, image) in fresh.iter().zip(images) {
             file.blocks.insert(fb, Block { image, dirty: 0 });
         }
@@ -350,8 +366,9 @@ impl Buffer {
                 file.model.record_write(fb, lines, false);
             }
         }
-        file.since.get_or_insert_with(Instant::now);
-        drop(files);
+        if was_empty {
+            self.oldest.lock().insert(st.ino, Instant::now());
+        }
         st.disk.size = size.max(end);
         self.buffered_writes.fetch_add(1, Relaxed);
         Ok(())
@@ -394,7 +411,11 @@ impl Buffer {
             .collect();
         hunter.write_blocks(fs, st, &images, false)?;
         let n = file.blocks.len() as u64;
-        file.since = None;
+        self.oldest.lock().remove(&st.ino);
+        if !file.model.has_synced() {
+            // A file never synced has no history worth its memory.
+            file.model = FileModel::default();
+        }
         self.unreserve(n);
         self.recycle(
             std::mem::take(&mut file.blocks)
@@ -415,11 +436,13 @@ impl Buffer {
         hunter: &Hunter,
         st: &mut InodeState,
     ) -> Result<()> {
-        if !self.holds(st.ino) {
+        if !self.holds(st) {
             return Ok(());
         }
-        self.with_file(st.ino, |file| self.write_back_file(fs, hunter, st, file))
-            .map(drop)
+        self.with_file(fs, hunter, st, |file, st| {
+            self.write_back_file(fs, hunter, st, file)
+        })
+        .map(drop)
     }
 
     /// At an fsync: the model's verdicts (under `auto`), then the file's
@@ -435,8 +458,7 @@ impl Buffer {
         }
         let costs = *self.costs.lock();
         let holds = {
-            let mut files = self.files.lock();
-            let file = files.entry(st.ino).or_default();
+            let file = file_mut(fs, hunter, st)?;
             let blocks = &file.blocks;
             file.model.sync(Instant::now(), costs, |fb| {
                 blocks.get(&fb).map_or(0, |b| b.dirty)
@@ -459,21 +481,29 @@ impl Buffer {
         size: u64,
     ) -> Result<()> {
         self.flush(fs, hunter, st)?;
-        if self.mode == AmberBuffer::Auto {
-            self.with_file(st.ino, |file| {
-                file.model.truncate(size.div_ceil(BLOCK_SIZE))
-            });
+        if self.mode == AmberBuffer::Auto && file_of(st).is_some() {
+            file_mut(fs, hunter, st)?
+                .model
+                .truncate(size.div_ceil(BLOCK_SIZE));
         }
         Ok(())
     }
 
     /// The file is freed: its buffered blocks are dropped unwritten.
-    pub fn forget(&self, ino: u64) {
-        let Some(f) = self.files.lock().remove(&ino) else {
-            return;
-        };
-        self.unreserve(f.blocks.len() as u64);
-        self.recycle(f.blocks.into_values().rev().map(|b| b.image));
+    pub fn forget<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        hunter: &Hunter,
+        st: &mut InodeState,
+    ) -> Result<()> {
+        if file_of(st).is_none() {
+            return Ok(());
+        }
+        let blocks = std::mem::take(&mut file_mut(fs, hunter, st)?.blocks);
+        self.oldest.lock().remove(&st.ino);
+        self.unreserve(blocks.len() as u64);
+        self.recycle(blocks.into_values().rev().map(|b| b.image));
+        Ok(())
     }
 
     /// Reads each byte once, from where its newest copy is: a buffered
@@ -490,9 +520,7 @@ impl Buffer {
         if off >= size || buf.is_empty() || self.held.load(Relaxed) == 0 {
             return read_unbuffered(fs, hunter, st, off, buf);
         }
-        let files = self.files.lock();
-        let Some(file) = files.get(&st.ino).filter(|f| !f.blocks.is_empty()) else {
-            drop(files);
+        let Some(file) = file_of(st).filter(|f| !f.blocks.is_empty()) else {
             return read_unbuffered(fs, hunter, st, off, buf);
         };
         let n = (buf.len() as u64).min(size - off) as usize;
@@ -502,7 +530,6 @@ impl Buffer {
             // Inside one block, the common read: one lookup, where a range
             // would search for both of its bounds.
             let Some(b) = file.blocks.get(&first) else {
-                drop(files);
                 return read_unbuffered(fs, hunter, st, off, &mut buf[..n]);
             };
             let s = (off - first * BLOCK_SIZE) as usize;
@@ -533,27 +560,20 @@ impl Buffer {
     }
 
     /// The file's first buffered block in `[fb, limit)`.
-    pub fn next_buffered(&self, ino: u64, fb: u64, limit: u64) -> Option<u64> {
+    pub fn next_buffered(&self, st: &InodeState, fb: u64, limit: u64) -> Option<u64> {
         if fb >= limit || self.held.load(Relaxed) == 0 {
             return None;
         }
-        let files = self.files.lock();
-        files
-            .get(&ino)?
-            .blocks
-            .range(fb..limit)
-            .next()
-            .map(|(&b, _)| b)
+        file_of(st)?.blocks.range(fb..limit).next().map(|(&b, _)| b)
     }
 
     /// The file's buffered blocks from `fb` on that follow one another:
     /// the end of the run starting at `fb` (`fb` itself if not buffered).
-    pub fn buffered_run_end(&self, ino: u64, fb: u64) -> u64 {
+    pub fn buffered_run_end(&self, st: &InodeState, fb: u64) -> u64 {
         if self.held.load(Relaxed) == 0 {
             return fb;
         }
-        let files = self.files.lock();
-        let Some(file) = files.get(&ino) else {
+        let Some(file) = file_of(st) else {
             return fb;
         };
         let mut at = fb;
@@ -567,8 +587,8 @@ impl Buffer {
     }
 
     /// How many blocks the file holds.
-    pub fn count(&self, ino: u64) -> usize {
-        self.files.lock().get(&ino).map_or(0, |f| f.blocks.len())
+    pub fn count(&self, st: &InodeState) -> usize {
+        file_of(st).map_or(0, |f| f.blocks.len())
     }
 
     /// Writes back whole files, oldest data first, until at least
@@ -576,7 +596,7 @@ impl Buffer {
     /// `older_than`, if given) is left; returns how many. `held` is the
     /// file a writer holds locked: others are then only try-locked, so a
     /// writer cannot deadlock with another; without it each is locked.
-    /// The map's lock is never held while an inode lock is taken.
+    /// `oldest`'s lock is never held while an inode lock is taken.
     pub fn write_back_oldest<D: PmDevice>(
         &self,
         fs: &Core<D>,
@@ -589,10 +609,10 @@ impl Buffer {
             return Ok(0);
         }
         let mut victims: Vec<(Instant, u64)> = {
-            let files = self.files.lock();
-            files
+            let oldest = self.oldest.lock();
+            oldest
                 .iter()
-                .filter_map(|(&ino, f)| Some((f.since?, ino)))
+                .map(|(&ino, &t)| (t, ino))
                 .filter(|&(t, _)| older_than.is_none_or(|o| t <= o))
                 .collect()
         };
@@ -636,10 +656,12 @@ impl Buffer {
         hunter: &Hunter,
         st: &mut InodeState,
     ) -> Result<u64> {
-        if !st.disk.in_use() || !self.holds(st.ino) {
+        if !st.disk.in_use() || !self.holds(st) {
             return Ok(0);
         }
-        self.with_file(st.ino, |file| self.write_back_file(fs, hunter, st, file))
+        self.with_file(fs, hunter, st, |file, st| {
+            self.write_back_file(fs, hunter, st, file)
+        })
     }
 
     /// Starts the thread that writes back files whose oldest buffered

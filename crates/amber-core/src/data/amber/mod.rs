@@ -301,7 +301,9 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
     }
 
     fn forget(&self, fs: &Core<D>, st: &mut InodeState) {
-        self.buffer.forget(st.ino);
+        // Only a file never loaded can fail to give its buffer back, and
+        // such a file has none.
+        let _ = self.buffer.forget(fs, &self.hunter, st);
         self.lawn.forget(fs, st);
         self.hunter.forget(fs, st);
     }
@@ -315,10 +317,7 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
     /// the rule that sent them there.
     fn describe(&self, fs: &Core<D>, st: &InodeState) -> Vec<(String, String)> {
         let mut v = self.hunter.describe(fs, st);
-        v.push((
-            "buffered_blocks".into(),
-            self.buffer.count(st.ino).to_string(),
-        ));
+        v.push(("buffered_blocks".into(), self.buffer.count(st).to_string()));
         if let Some(zone) = fs.zone() {
             let slices = zone.lock(zone.sub_of(st.ino)).all_of(st.ino);
             let per_block = zone.geo.slices_per_block();
@@ -358,16 +357,16 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
     fn next_data_block(&self, st: &InodeState, fb: u64, limit: u64) -> Option<u64> {
         let mapped = DataPolicy::<D>::next_data_block(&*self.hunter, st, fb, limit);
         let limit = mapped.unwrap_or(limit);
-        self.buffer.next_buffered(st.ino, fb, limit).or(mapped)
+        self.buffer.next_buffered(st, fb, limit).or(mapped)
     }
 
     fn next_hole_block(&self, st: &InodeState, fb: u64, limit: u64) -> Option<u64> {
         let mut at = fb;
         // Each step passes one run of buffered blocks: bounded by their
         // number.
-        for _ in 0..=self.buffer.count(st.ino) {
+        for _ in 0..=self.buffer.count(st) {
             let h = DataPolicy::<D>::next_hole_block(&*self.hunter, st, at, limit)?;
-            let past = self.buffer.buffered_run_end(st.ino, h);
+            let past = self.buffer.buffered_run_end(st, h);
             if past == h {
                 return Some(h);
             }

@@ -28,6 +28,7 @@ use amber_pmem::PmDevice;
 use index::{FileIndex, Sizer};
 use log::DataLogs;
 use queue::{runs, Op, Queues, Snapshot};
+use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 pub(super) use worker::Control;
@@ -76,6 +77,10 @@ struct HunterFile {
     /// between writes up to `SCRATCH_KEPT` entries.
     blocks: Vec<u64>,
     ops: Vec<Op>,
+    /// What a policy built on hunter keeps per file (amber's DRAM
+    /// buffer): it lives and dies with the file's DRAM state, under the
+    /// same inode lock, so reaching it takes no lock of its own.
+    extra: Option<Box<dyn Any + Send + Sync>>,
 }
 
 /// Entries of scratch a file keeps between writes (a 256 KiB write's).
@@ -159,6 +164,7 @@ impl Hunter {
             next_seq: seq + 1,
             blocks: Vec::new(),
             ops: Vec::new(),
+            extra: None,
         })
     }
 
@@ -336,6 +342,29 @@ fn copy_in<D: PmDevice>(
 
 /// What the `amber` policy asks of the hunter path around its zone writes.
 impl Hunter {
+    /// The file's extra state (`HunterFile::extra`), if it has any.
+    pub(super) fn extra(st: &InodeState) -> Option<&(dyn Any + Send + Sync)> {
+        file_of(st)?.extra.as_deref()
+    }
+
+    /// The file's extra state, loading the file's hunter state first if
+    /// it is not loaded yet.
+    pub(super) fn extra_slot<'a, D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        st: &'a mut InodeState,
+    ) -> Result<&'a mut Option<Box<dyn Any + Send + Sync>>> {
+        if file_of(st).is_none() {
+            self.with_file(fs, st, |_, _| Ok(()))?;
+        }
+        let hf = st
+            .policy
+            .as_mut()
+            .and_then(|p| p.downcast_mut::<HunterFile>())
+            .expect("with_file leaves the file's hunter state loaded");
+        Ok(&mut hf.extra)
+    }
+
     /// Persists the file's queued updates, so its blocks are where its
     /// index says on the media too: a zone slice may then back one up.
     /// Returns whether anything was queued.
