@@ -89,10 +89,13 @@ impl FileModel {
     /// Records a write of `lines` to `fb`; `direct` if it went to PM (the
     /// ghost bitmap then remembers the lines).
     pub fn record_write(&mut self, fb: u64, lines: u64, direct: bool) {
-        if !self.blocks.contains_key(&fb) && self.blocks.len() >= MAX_TRACKED_BLOCKS {
-            return;
-        }
-        let b = self.blocks.entry(fb).or_default();
+        // One lookup for a block with history, the common case.
+        let full = self.blocks.len() >= MAX_TRACKED_BLOCKS;
+        let b = match self.blocks.get_mut(&fb) {
+            Some(b) => b,
+            None if full => return,
+            None => self.blocks.entry(fb).or_default(),
+        };
         if b.ncw == 0 {
             self.written.push(fb);
         }
