@@ -244,6 +244,22 @@ fn layouts_and_policies_must_match() {
     assert!(e.to_string().contains("mkfs --layout classic"), "{e}");
 }
 
+/// `-o sync` makes every write durable on return whatever front end
+/// calls the core (the FUSE adapter's writes come straight to it): a
+/// crash right after keeps them.
+#[test]
+fn sync_mount_writes_are_durable_through_the_core() {
+    let fs = mount(fresh_device(POOL), "sync");
+    let f = rw(&fs, "/f");
+    let c = fs.core();
+    c.write(f.ino(), Some(0), &[6u8; 5000], false).unwrap();
+    assert_eq!(stat(&fs, "pending"), 0);
+    drop(f);
+    let dev = device_of(fs, false);
+    let fs = mount(dev, "");
+    assert_eq!(fs.read("/f").unwrap(), vec![6u8; 5000]);
+}
+
 /// fallocate under hunter and amber: allocation fills holes below the
 /// size with zeroed blocks (none past it with KEEP_SIZE), a punch zeroes
 /// its edges and frees its whole blocks, SEEK_HOLE sees the hole, and

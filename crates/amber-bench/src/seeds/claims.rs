@@ -92,6 +92,14 @@ const fn pick(run: &'static str, metric: &'static str, who: Who) -> Pick {
     }
 }
 
+/// iozone's 4 KiB-record writes on the lane whose target starts `lane`.
+const fn iozone_4k_writes(lane: &'static str) -> Pick {
+    Pick {
+        notes: &[("record_bytes", "4096")],
+        ..pick("iozone-pcm", "write", Who::Prefix(lane))
+    }
+}
+
 const fn ratio(num: Pick, den: Pick) -> Measure {
     Measure::Ratio { num, den }
 }
@@ -446,14 +454,8 @@ pub const CLAIMS: &[Claim] = &[
         claim: "DAX-mmap writes persisted by NVM-lib's flushes instead of msync: \"an average \
                 increase of 1.4 times, and a maximum increase of 2.1 times\" (4 KiB records)",
         measure: ratio(
-            Pick {
-                notes: &[("record_bytes", "4096")],
-                ..pick("iozone-pcm", "write", Who::Prefix("mmap-flush:"))
-            },
-            Pick {
-                notes: &[("record_bytes", "4096")],
-                ..pick("iozone-pcm", "write", Who::Prefix("mmap-msync:"))
-            },
+            iozone_4k_writes("mmap-flush:"),
+            iozone_4k_writes("mmap-msync:"),
         ),
         check: Check::AtLeast(1.4),
         why: WHY_MSYNC,
@@ -462,16 +464,7 @@ pub const CLAIMS: &[Claim] = &[
         experiment: Experiment::Iozone,
         claim: "\"the new option of bypassing the CPU cache reveals a further 1.78~2.3 times \
                 potential gain\" (non-temporal against flushed writes, 4 KiB records)",
-        measure: ratio(
-            Pick {
-                notes: &[("record_bytes", "4096")],
-                ..pick("iozone-pcm", "write", Who::Prefix("nt:"))
-            },
-            Pick {
-                notes: &[("record_bytes", "4096")],
-                ..pick("iozone-pcm", "write", Who::Prefix("mmap-flush:"))
-            },
-        ),
+        measure: ratio(iozone_4k_writes("nt:"), iozone_4k_writes("mmap-flush:")),
         check: Check::AtLeast(1.78),
         why: WHY_NT,
     },

@@ -122,7 +122,7 @@ impl OpenOptions {
             readable: self.read,
             writable,
             append: self.append,
-            sync: self.sync || core.options().sync,
+            sync: self.sync,
         };
         if attr.kind == FileKind::Directory && writable {
             return Err(FsError::IsADirectory);

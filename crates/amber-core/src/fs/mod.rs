@@ -209,9 +209,10 @@ impl<D: PmDevice> Core<D> {
         self.check_writable()?;
         let mut st = r.write();
         regular(&st)?;
-        // A file set to durability=sync is written as if opened O_SYNC:
-        // the policies' one sync path, nothing of its own.
-        let sync = sync || st.durability == Durability::Sync;
+        // A file set to durability=sync, or any file under `-o sync`, is
+        // written as if opened O_SYNC: the policies' one sync path,
+        // decided here once for every front end.
+        let sync = sync || self.opts.sync || st.durability == Durability::Sync;
         let at = off.unwrap_or(st.size());
         // Checked here once, so no policy has to: see `DataPolicy::write`.
         if data.is_empty() {

@@ -58,6 +58,11 @@ fn file_of(st: &InodeState) -> Option<&FileBuf> {
     Hunter::extra(st)?.downcast_ref::<FileBuf>()
 }
 
+/// The file's buffer state, if it has any, to change.
+fn existing_mut(st: &mut InodeState) -> Option<&mut FileBuf> {
+    Hunter::extra_mut(st)?.downcast_mut::<FileBuf>()
+}
+
 /// The file's buffer state, made (with the file's hunter state) if it
 /// has none yet.
 fn file_mut<'a, D: PmDevice>(
@@ -236,8 +241,8 @@ impl Buffer {
         let decided = if may_buffer && (!modelled || file_of(st).is_none_or(lazy)) {
             Some(missing(file_of(st)))
         } else {
-            if file_of(st).is_some() {
-                record_through(&mut file_mut(fs, hunter, st)?.model, off, end);
+            if let Some(f) = existing_mut(st) {
+                record_through(&mut f.model, off, end);
             }
             None
         };
@@ -254,8 +259,8 @@ impl Buffer {
             }
             if new > self.capacity || !self.reserve(new) {
                 self.unbuffered_full.fetch_add(1, Relaxed);
-                if modelled && file_of(st).is_some() {
-                    record_through(&mut file_mut(fs, hunter, st)?.model, off, end);
+                if let Some(f) = existing_mut(st).filter(|_| modelled) {
+                    record_through(&mut f.model, off, end);
                 }
                 self.flush(fs, hunter, st)?;
                 return Ok(false);
@@ -481,29 +486,21 @@ impl Buffer {
         size: u64,
     ) -> Result<()> {
         self.flush(fs, hunter, st)?;
-        if self.mode == AmberBuffer::Auto && file_of(st).is_some() {
-            file_mut(fs, hunter, st)?
-                .model
-                .truncate(size.div_ceil(BLOCK_SIZE));
+        if let Some(f) = existing_mut(st).filter(|_| self.mode == AmberBuffer::Auto) {
+            f.model.truncate(size.div_ceil(BLOCK_SIZE));
         }
         Ok(())
     }
 
     /// The file is freed: its buffered blocks are dropped unwritten.
-    pub fn forget<D: PmDevice>(
-        &self,
-        fs: &Core<D>,
-        hunter: &Hunter,
-        st: &mut InodeState,
-    ) -> Result<()> {
-        if file_of(st).is_none() {
-            return Ok(());
-        }
-        let blocks = std::mem::take(&mut file_mut(fs, hunter, st)?.blocks);
+    pub fn forget(&self, st: &mut InodeState) {
+        let Some(f) = existing_mut(st) else {
+            return;
+        };
+        let blocks = std::mem::take(&mut f.blocks);
         self.oldest.lock().remove(&st.ino);
         self.unreserve(blocks.len() as u64);
         self.recycle(blocks.into_values().rev().map(|b| b.image));
-        Ok(())
     }
 
     /// Reads each byte once, from where its newest copy is: a buffered

@@ -209,7 +209,6 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         sync: bool,
     ) -> Result<usize> {
         self.lawn.note_activity();
-        let sync = sync || fs.options().sync;
         if self.buffer.write(fs, &self.hunter, st, off, data, sync)? {
             return Ok(data.len());
         }
@@ -301,9 +300,7 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
     }
 
     fn forget(&self, fs: &Core<D>, st: &mut InodeState) {
-        // Only a file never loaded can fail to give its buffer back, and
-        // such a file has none.
-        let _ = self.buffer.forget(fs, &self.hunter, st);
+        self.buffer.forget(st);
         self.lawn.forget(fs, st);
         self.hunter.forget(fs, st);
     }

@@ -586,7 +586,6 @@ impl<D: PmDevice> DataPolicy<D> for Hinfs {
         data: &[u8],
         sync: bool,
     ) -> Result<usize> {
-        let sync = sync || fs.options().sync;
         index::with(st, |st, file| {
             self.shared.write(fs, st, file, off, data, sync)
         })?;

@@ -347,6 +347,15 @@ impl Hunter {
         file_of(st)?.extra.as_deref()
     }
 
+    /// The file's extra state, if its hunter state is loaded.
+    pub(super) fn extra_mut(st: &mut InodeState) -> Option<&mut (dyn Any + Send + Sync)> {
+        st.policy
+            .as_mut()?
+            .downcast_mut::<HunterFile>()?
+            .extra
+            .as_deref_mut()
+    }
+
     /// The file's extra state, loading the file's hunter state first if
     /// it is not loaded yet.
     pub(super) fn extra_slot<'a, D: PmDevice>(
