@@ -26,6 +26,7 @@ use super::super::hinfs::calibrate;
 use super::super::hunter::Control;
 use super::super::lawn::{read_over, slices};
 use super::super::{DataPolicy, Hunter, Lawn};
+use super::table::Table;
 use crate::error::Result;
 use crate::fs::{AmberBuffer, Core, MountOptions};
 use crate::inode::InodeState;
@@ -34,7 +35,6 @@ use amber_format::{FileKind, BLOCK_SIZE};
 use amber_pmem::PmDevice;
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -49,7 +49,7 @@ struct Block {
 /// One file's buffered blocks and its Buffer Benefit Model.
 #[derive(Default)]
 struct FileBuf {
-    blocks: BTreeMap<u64, Block>,
+    blocks: Table<Block>,
     model: FileModel,
 }
 
@@ -235,7 +235,7 @@ impl Buffer {
         };
         let missing = |f: Option<&FileBuf>| -> Vec<u64> {
             (first..=last)
-                .filter(|fb| f.is_none_or(|f| !f.blocks.contains_key(fb)))
+                .filter(|&fb| f.is_none_or(|f| !f.blocks.contains(fb)))
                 .collect()
         };
         let decided = if may_buffer && (!modelled || file_of(st).is_none_or(lazy)) {
@@ -362,7 +362,7 @@ impl Buffer {
             let lines = lines_of(s - bstart, e - bstart);
             let b = file
                 .blocks
-                .get_mut(&fb)
+                .get_mut(fb)
                 .expect("every block of a buffered write is held");
             b.image[(s - bstart) as usize..(e - bstart) as usize]
                 .copy_from_slice(&data[(s - off) as usize..(e - off) as usize]);
@@ -396,7 +396,7 @@ impl Buffer {
         }
         let zone = Lawn::zone(fs);
         let mut run: Option<(u64, u64)> = None;
-        for &fb in file.blocks.keys() {
+        for (fb, _) in file.blocks.iter() {
             run = match run {
                 Some((a, b)) if b + 1 == fb => Some((a, fb)),
                 Some((a, b)) => {
@@ -412,7 +412,7 @@ impl Buffer {
         let images: Vec<(u64, &[u8])> = file
             .blocks
             .iter()
-            .map(|(&fb, b)| (fb, &b.image[..]))
+            .map(|(fb, b)| (fb, &b.image[..]))
             .collect();
         hunter.write_blocks(fs, st, &images, false)?;
         let n = file.blocks.len() as u64;
@@ -422,12 +422,7 @@ impl Buffer {
             file.model = FileModel::default();
         }
         self.unreserve(n);
-        self.recycle(
-            std::mem::take(&mut file.blocks)
-                .into_values()
-                .rev()
-                .map(|b| b.image),
-        );
+        self.recycle(file.blocks.drain_backwards().map(|b| b.image));
         self.write_backs.fetch_add(1, Relaxed);
         self.blocks_written_back.fetch_add(n, Relaxed);
         Ok(n)
@@ -466,7 +461,7 @@ impl Buffer {
             let file = file_mut(fs, hunter, st)?;
             let blocks = &file.blocks;
             file.model.sync(Instant::now(), costs, |fb| {
-                blocks.get(&fb).map_or(0, |b| b.dirty)
+                blocks.get(fb).map_or(0, |b| b.dirty)
             });
             !file.blocks.is_empty()
         };
@@ -494,13 +489,13 @@ impl Buffer {
 
     /// The file is freed: its buffered blocks are dropped unwritten.
     pub fn forget(&self, st: &mut InodeState) {
+        let ino = st.ino;
         let Some(f) = existing_mut(st) else {
             return;
         };
-        let blocks = std::mem::take(&mut f.blocks);
-        self.oldest.lock().remove(&st.ino);
-        self.unreserve(blocks.len() as u64);
-        self.recycle(blocks.into_values().rev().map(|b| b.image));
+        self.oldest.lock().remove(&ino);
+        self.unreserve(f.blocks.len() as u64);
+        self.recycle(f.blocks.drain_backwards().map(|b| b.image));
     }
 
     /// Reads each byte once, from where its newest copy is: a buffered
@@ -526,7 +521,7 @@ impl Buffer {
         if first == (end - 1) / BLOCK_SIZE {
             // Inside one block, the common read: one lookup, where a range
             // would search for both of its bounds.
-            let Some(b) = file.blocks.get(&first) else {
+            let Some(b) = file.blocks.get(first) else {
                 return read_unbuffered(fs, hunter, st, off, &mut buf[..n]);
             };
             let s = (off - first * BLOCK_SIZE) as usize;
@@ -534,7 +529,9 @@ impl Buffer {
             return Ok(n);
         }
         let mut pos = off;
-        for (&fb, b) in file.blocks.range(off / BLOCK_SIZE..=(end - 1) / BLOCK_SIZE) {
+        let held =
+            (first..=(end - 1) / BLOCK_SIZE).filter_map(|fb| Some((fb, file.blocks.get(fb)?)));
+        for (fb, b) in held {
             let bstart = fb * BLOCK_SIZE;
             let (s, e) = (off.max(bstart), end.min(bstart + BLOCK_SIZE));
             if pos < s {
@@ -561,7 +558,7 @@ impl Buffer {
         if fb >= limit || self.held.load(Relaxed) == 0 {
             return None;
         }
-        file_of(st)?.blocks.range(fb..limit).next().map(|(&b, _)| b)
+        file_of(st)?.blocks.first_in(fb, limit)
     }
 
     /// The file's buffered blocks from `fb` on that follow one another:
@@ -574,10 +571,7 @@ impl Buffer {
             return fb;
         };
         let mut at = fb;
-        for &b in file.blocks.range(fb..).map(|(b, _)| b) {
-            if b != at {
-                break;
-            }
+        while file.blocks.contains(at) {
             at += 1;
         }
         at

@@ -27,6 +27,7 @@
 //! entry of their write's seq or later, which is persisted after them.
 
 mod buffer;
+mod table;
 
 use super::hinfs::buffer::LINE;
 use super::hinfs::calibrate;
