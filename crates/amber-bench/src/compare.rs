@@ -44,6 +44,11 @@ struct Samples {
     write_amp: Vec<f64>,
     /// PM bytes per write call (lawn.txt's bytes per I/O request).
     pm_per_write: Vec<f64>,
+    /// Cache lines flushed and fences per write call: what the emulator's
+    /// per-line latency and a fence's drain are charged on, so two
+    /// policies writing the same bytes can still differ.
+    lines_per_write: Vec<f64>,
+    fences_per_write: Vec<f64>,
     last: Outcome,
     verified: Verified,
     /// The policy's counters, summed over the timed runs (each run starts
@@ -160,12 +165,16 @@ fn measure(
             if let (Some(b), Some(a)) = (before, t.pm_stats()) {
                 // Everything the file system stored to PM while the run
                 // was timed: data, logs, journal, metadata.
-                let pm = a.since(&b).bytes_written() as f64;
+                let d = a.since(&b);
+                let pm = d.bytes_written() as f64;
                 if o.bytes_written > 0 {
                     out.write_amp.push(pm / o.bytes_written as f64);
                 }
                 if o.writes > 0 {
-                    out.pm_per_write.push(pm / o.writes as f64);
+                    let w = o.writes as f64;
+                    out.pm_per_write.push(pm / w);
+                    out.lines_per_write.push(d.lines_flushed as f64 / w);
+                    out.fences_per_write.push(d.fences as f64 / w);
                 }
             }
             out.last = o;
@@ -214,6 +223,8 @@ fn records(plan: &Plan, params: &Params, targets: &[&dyn Target], samples: &[Sam
             ("bandwidth", "MiB/s", &s.mib_per_s),
             ("write_amplification", "PM B/B", &s.write_amp),
             ("pm_bytes_per_write", "PM B/op", &s.pm_per_write),
+            ("flushed_lines_per_write", "lines/op", &s.lines_per_write),
+            ("fences_per_write", "fences/op", &s.fences_per_write),
         ];
         for (metric, unit, xs) in metrics {
             if xs.is_empty() {

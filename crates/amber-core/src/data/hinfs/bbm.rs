@@ -11,7 +11,14 @@
 //! (nothing forces its data out soon, so buffering can only help).
 
 use rustc_hash::FxHashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+/// The model's clock, in nanoseconds: coarse (jiffy resolution, 1-4 ms)
+/// and cheap, read on every write that the model decides; `lazy_after`
+/// is seconds.
+pub fn now() -> u64 {
+    amber_pmem::clock::coarse_monotonic_ns()
+}
 
 /// Blocks whose history one file keeps; past it new blocks are simply
 /// Lazy (the default) and unrecorded, so a huge file cannot grow it.
@@ -64,7 +71,8 @@ pub struct FileModel {
     /// without visiting every block the file ever had. At most
     /// `MAX_TRACKED_BLOCKS` long.
     written: Vec<u64>,
-    last_sync: Option<Instant>,
+    /// When the file was last synced, by `now`.
+    last_sync: Option<u64>,
     /// What a block without history is predicted: the majority of the
     /// last sync's decisions. A file appended and fsync'd (a mail spool,
     /// a log) writes each block about once between syncs, so its blocks
@@ -79,10 +87,10 @@ impl FileModel {
     }
 
     /// Whether a write to `fb` now should go directly to PM.
-    pub fn eager(&self, fb: u64, now: Instant, lazy_after: Duration) -> bool {
+    pub fn eager(&self, fb: u64, now: u64, lazy_after: Duration) -> bool {
         let recent = self
             .last_sync
-            .is_some_and(|t| now.saturating_duration_since(t) < lazy_after);
+            .is_some_and(|t| u128::from(now.saturating_sub(t)) < lazy_after.as_nanos());
         recent && self.blocks.get(&fb).map_or(self.prior_eager, |b| b.eager)
     }
 
@@ -108,7 +116,7 @@ impl FileModel {
     /// At an fsync: decides every block written since the last one.
     /// `dirty(fb)` gives the buffered dirty lines of `fb` (0 if not
     /// buffered).
-    pub fn sync(&mut self, now: Instant, costs: Costs, dirty: impl Fn(u64) -> u64) -> Verdicts {
+    pub fn sync(&mut self, now: u64, costs: Costs, dirty: impl Fn(u64) -> u64) -> Verdicts {
         let mut v = Verdicts::default();
         let mut eager = 0;
         let mut written = std::mem::take(&mut self.written);
@@ -171,7 +179,7 @@ mod tests {
 
     #[test]
     fn ghost_bitmap_gives_ncf_for_direct_blocks_and_accuracy_counts() {
-        let now = Instant::now();
+        let now = super::now();
         let lazy_after = Duration::from_secs(5);
         let mut m = FileModel::default();
         // Never synced: lazy everywhere, and no history of its own.
@@ -210,7 +218,7 @@ mod tests {
             }
         );
         // Long without a sync: lazy again.
-        assert!(!m.eager(0, now + Duration::from_secs(6), lazy_after));
+        assert!(!m.eager(0, now + 6_000_000_000, lazy_after));
         m.truncate(1);
         m.record_write(1, 1, false);
         let v = m.sync(now, PCM, |_| 1);

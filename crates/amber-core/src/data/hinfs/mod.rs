@@ -32,7 +32,7 @@ use index::FileBuf;
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Which of the paper's configurations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,9 +98,8 @@ pub(super) struct Shared {
     /// model never has history). What the latest fsync that decided
     /// anything decided for most blocks, valid for `lazy_after` after it.
     fs_prior_eager: AtomicBool,
-    /// When that fsync ran, in ns since `epoch` (0: never).
+    /// When that fsync ran, by `bbm::now` (0: never).
     fs_last_sync_ns: AtomicU64,
-    epoch: Instant,
 }
 
 /// The policy.
@@ -125,7 +124,6 @@ impl Hinfs {
                 always_buffer: opts.always_buffer,
                 fs_prior_eager: AtomicBool::new(false),
                 fs_last_sync_ns: AtomicU64::new(0),
-                epoch: Instant::now(),
                 stats: Stats::default(),
                 low: pct(opts.writeback_low),
                 high: pct(opts.writeback_high),
@@ -155,21 +153,20 @@ impl Drop for Hinfs {
 
 impl Shared {
     /// Whether a write to block `fb` goes directly to PM.
-    fn eager(&self, file: &FileBuf, fb: u64, sync: bool, now: Instant) -> bool {
+    fn eager(&self, file: &FileBuf, fb: u64, sync: bool, now: u64) -> bool {
         sync || (self.variant != Variant::WriteBuffer
             && (!self.buffering_pays.load(Relaxed) || self.predicted_eager(file, fb, now)))
     }
 
     /// The Buffer Benefit Model's prediction for a write to `fb`: the
     /// file's own history, or for a file never synced the file system's.
-    fn predicted_eager(&self, file: &FileBuf, fb: u64, now: Instant) -> bool {
+    fn predicted_eager(&self, file: &FileBuf, fb: u64, now: u64) -> bool {
         if file.model.has_synced() {
             return file.model.eager(fb, now, self.lazy_after);
         }
         let at = self.fs_last_sync_ns.load(Relaxed);
-        let since = now.saturating_duration_since(self.epoch).as_nanos() as u64;
         at != 0
-            && since.saturating_sub(at) < self.lazy_after.as_nanos() as u64
+            && u128::from(now.saturating_sub(at)) < self.lazy_after.as_nanos()
             && self.fs_prior_eager.load(Relaxed)
     }
 
@@ -341,7 +338,7 @@ impl Shared {
         sync: bool,
     ) -> Result<()> {
         let end = off + data.len() as u64;
-        let now = Instant::now();
+        let now = bbm::now();
         let mut buffered_any = false;
         // A run of consecutive blocks going straight to PM, written with
         // one direct write (one fence) when the run ends.
@@ -465,11 +462,12 @@ impl Shared {
         file: &mut FileBuf,
     ) -> Result<()> {
         if self.variant != Variant::WriteBuffer {
+            let now = bbm::now();
             let costs = *self.costs.lock();
             let v = {
                 let p = self.pool.lock();
                 let blocks = &file.blocks;
-                file.model.sync(Instant::now(), costs, |fb| {
+                file.model.sync(now, costs, |fb| {
                     blocks.get(&fb).map_or(0, |&slot| p.dirty(slot))
                 })
             };
@@ -479,10 +477,7 @@ impl Shared {
             if v.decisions > 0 {
                 self.fs_prior_eager
                     .store(v.eager * 2 > v.decisions, Relaxed);
-                let ns = Instant::now()
-                    .saturating_duration_since(self.epoch)
-                    .as_nanos() as u64;
-                self.fs_last_sync_ns.store(ns.max(1), Relaxed);
+                self.fs_last_sync_ns.store(now.max(1), Relaxed);
             }
         }
         let size = st.size();
