@@ -160,6 +160,30 @@ fn workers_persist_on_their_interval() {
     assert_eq!(fs.read("/f").unwrap(), vec![7u8; 10_000]);
 }
 
+/// Files read back from PM are history for the index pre-allocation: a
+/// remount that opens many small existing files, and never fsyncs or
+/// deletes one, gives the default `hunter_index` to the first only.
+#[test]
+fn opening_small_files_sizes_their_indexes_by_what_was_opened() {
+    let dev = fresh_device(POOL);
+    let fs = mount(dev, "");
+    for i in 0..64 {
+        fs.write(&format!("/f{i}"), &[i as u8; 3 * BLOCK_SIZE as usize])
+            .unwrap();
+    }
+    let dev = device_of(fs, true);
+    let fs = mount(dev, "hunter_index=1M");
+    for i in 0..64 {
+        assert_eq!(fs.read(&format!("/f{i}")).unwrap()[0], i as u8);
+    }
+    let bytes = stat(&fs, "index_bytes");
+    assert!(
+        bytes < (1 << 20) + 64 * 64,
+        "{bytes} bytes of index for 64 files of 3 blocks"
+    );
+    assert!(bytes >= 1 << 20, "the first file opened gets the default");
+}
+
 /// hunter-sync persists every write before it returns.
 #[test]
 fn hunter_sync_is_durable_on_return() {

@@ -119,9 +119,10 @@ impl FileIndex {
     }
 }
 
-/// Workload-aware pre-allocation: a new file's index gets room for the
-/// average size of the last `window` files that were fsync'd or deleted,
-/// or the configured default before there is any history.
+/// Workload-aware pre-allocation: a file's index gets room for the
+/// average size of the last `window` files that were loaded from PM (with
+/// data), fsync'd or deleted, or the configured default before there is
+/// any history; a loaded file's own size when larger.
 pub(super) struct Sizer {
     default_blocks: usize,
     window: usize,
