@@ -162,32 +162,43 @@ fn populate_compares_bare_with_amber_through_specs() {
         .iter()
         .map(|r| (r.record.metric.as_str(), r.record.threads))
         .collect();
-    let four = [
+    let six = [
         "throughput",
         "bandwidth",
         "write_amplification",
         "pm_bytes_per_write",
+        "flushed_lines_per_write",
+        "fences_per_write",
     ];
     let want: Vec<(&str, u32)> = [1, 2]
         .iter()
-        .flat_map(|&t| four.iter().map(move |m| (*m, t)))
+        .flat_map(|&t| six.iter().map(move |m| (*m, t)))
         .collect();
     assert_eq!(metrics, want);
     for r in &bare {
         let c = &r.record;
         assert_eq!((c.benchmark.as_str(), c.policy.as_str()), ("populate", "-"));
         assert_eq!(c.preset, "dram");
-        assert_eq!(r.ratio_to_first, Some(1.0), "bare is the reference");
-        assert!(c.value > 0.0 && c.summary.samples == 2, "{c:?}");
+        assert_eq!(c.summary.samples, 2, "{c:?}");
+        if c.metric == "flushed_lines_per_write" {
+            // Zero: no ratio to a zero reference.
+            assert_eq!(r.ratio_to_first, None);
+        } else {
+            assert!(c.value > 0.0, "{c:?}");
+            assert_eq!(r.ratio_to_first, Some(1.0), "bare is the reference");
+        }
         let notes = c.notes.join("; ");
         assert!(
             notes.contains("verified after the runs: 2 files, 2097152 bytes"),
             "{notes}"
         );
-        // Nothing but the data reaches PM: 4 KiB per 4 KiB write.
+        // Nothing but the data reaches PM: 4 KiB per 4 KiB write, one
+        // non-temporal copy (no flushed line) and one fence.
         match c.metric.as_str() {
             "write_amplification" => assert_eq!(c.value, 1.0),
             "pm_bytes_per_write" => assert_eq!(c.value, 4096.0),
+            "flushed_lines_per_write" => assert_eq!(c.value, 0.0),
+            "fences_per_write" => assert_eq!(c.value, 1.0),
             _ => {}
         }
     }
@@ -195,5 +206,5 @@ fn populate_compares_bare_with_amber_through_specs() {
         .iter()
         .filter(|r| r.record.target == "amberfs:direct")
         .count();
-    assert_eq!(amber, 8);
+    assert_eq!(amber, 12);
 }
