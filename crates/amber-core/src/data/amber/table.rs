@@ -1,23 +1,28 @@
 //! A file's buffered blocks by block number: a two-level table of
-//! 64-block chunks in a hash map. A lookup is one hash of the chunk and an
+//! 16-block chunks in a hash map. A lookup is one hash of the chunk and an
 //! index, and consecutive blocks share a chunk, so a sequential read or
 //! write finds its entries in cache. Ordered walks (a write-back,
-//! SEEK_DATA) sort the chunks, at most `len / 64 + 1` of them.
+//! SEEK_DATA) sort the chunks: at most one per entry, and `len / 16 + 1`
+//! for consecutive blocks.
 //!
 //! Measured on `bench iozone` under `pcm` (64 MiB file, buffered): with a
 //! B-tree of single blocks, 4 KiB records were read at 0.9x `direct`;
 //! with this table at 1.2x, and written 1.2-1.3x faster than with the
 //! B-tree. A hash map of single blocks read 64 KiB records at 0.75x: it
-//! scatters consecutive blocks' entries across memory.
+//! scatters consecutive blocks' entries across memory. Chunks of 64
+//! blocks read no faster than 16, and a chunk costs its whole array
+//! whatever it holds: amber's 24-byte entries make a 16-block chunk about
+//! 400 bytes, under a tenth of the 4 KiB image it may be the only entry
+//! for (a 64-block chunk was 1.5 KiB), so scattered buffered blocks keep
+//! the buffer's memory near `buffer=`.
 
 use rustc_hash::FxHashMap;
 
 /// Blocks per chunk.
-const CHUNK: u64 = 64;
+const CHUNK: u64 = 16;
 
 struct Chunk<T> {
     slots: [Option<T>; CHUNK as usize],
-    used: u32,
 }
 
 /// Entries of type `T` keyed by file block.
@@ -61,13 +66,11 @@ impl<T> Table<T> {
         let chunk = self.chunks.entry(fb / CHUNK).or_insert_with(|| {
             Box::new(Chunk {
                 slots: std::array::from_fn(|_| None),
-                used: 0,
             })
         });
         let slot = &mut chunk.slots[(fb % CHUNK) as usize];
         assert!(slot.is_none(), "block {fb} is already in the table");
         *slot = Some(v);
-        chunk.used += 1;
         self.len += 1;
     }
 
