@@ -27,22 +27,26 @@ pub fn coarse_realtime() -> (i64, u32) {
 /// on every write (the Buffer Benefit Model's `lazy_after`), where the
 /// precise clock's ~22 ns here was a fifth of the model's cost.
 pub fn coarse_monotonic_ns() -> u64 {
+    // The precise clock if the coarse one were refused (neither can be,
+    // for these ids): the same origin, so readings stay comparable.
+    monotonic_ns(libc::CLOCK_MONOTONIC_COARSE)
+        .or_else(|| monotonic_ns(libc::CLOCK_MONOTONIC))
+        .unwrap_or(0)
+}
+
+fn monotonic_ns(clock: libc::clockid_t) -> Option<u64> {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: as in `coarse_realtime`; CLOCK_MONOTONIC_COARSE is as old.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-    if rc != 0 {
-        // Cannot happen for a valid clock id; fall back to a process-wide
-        // monotonic origin.
-        static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-        let origin = *ORIGIN.get_or_init(std::time::Instant::now);
-        return u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    }
-    (ts.tv_sec.max(0) as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec.clamp(0, 999_999_999) as u64)
+    // SAFETY: `ts` is a valid, writable timespec for the call's duration;
+    // an unknown clock id makes the call fail, not misbehave.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    (rc == 0).then(|| {
+        (ts.tv_sec.max(0) as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(ts.tv_nsec.clamp(0, 999_999_999) as u64)
+    })
 }
 
 #[cfg(test)]
