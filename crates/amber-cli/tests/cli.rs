@@ -676,3 +676,30 @@ fn crashtest_runs_a_capped_workload() {
     ]);
     assert!(err.contains("no_such_option"), "{err}");
 }
+
+/// README's first command: the demo runs every phase, verifies, passes
+/// fsck and its crash test, and removes its pool (here under `dram`, so
+/// it takes seconds in a debug build).
+#[test]
+fn the_demo_passes_and_leaves_nothing_behind() {
+    let tmp = TempDir::new().unwrap();
+    let pool = tmp.path().join("demo.pool");
+    let out = ok(&[
+        "--emulate",
+        "dram",
+        "demo",
+        "--pool",
+        pool.to_str().unwrap(),
+    ]);
+    for phase in [
+        "policy amber (the default)",
+        "sequential 4 KiB writes + fsync, 64 MiB",
+        "random 128 B overwrite + fsync",
+        "fsck: clean",
+        "0 violations",
+        "demo passed",
+    ] {
+        assert!(out.contains(phase), "no {phase:?} in:\n{out}");
+    }
+    assert!(!pool.exists(), "the demo's pool was left behind");
+}
