@@ -10,7 +10,7 @@ use super::Ctx;
 use crate::inode::walk;
 use crate::split::LogState;
 use crate::zone::{judge, Verdict, ZoneMedia};
-use amber_format::{FileKind, Inode, Superblock};
+use amber_format::{FileKind, Inode, PoolState, Superblock};
 use amber_pmem::PmDevice;
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -86,7 +86,15 @@ pub(super) fn check<D: PmDevice>(
     for e in errors {
         cx.unfixable(e);
     }
-    if stale > 0 {
+    if stale > 0 && sb.state == PoolState::Clean {
+        // No write was interrupted: these are slots freed in DRAM, whose
+        // descriptors stay on PM until the slot is written again (clearing
+        // each at once would cost a flushed line LAWN saves).
+        cx.note(format!(
+            "small-write zone: {stale} descriptor(s) of superseded slices ({valid} valid), \
+             kept on PM until their slots are reused; mount clears them"
+        ));
+    } else if stale > 0 {
         cx.note(format!(
             "small-write zone: {stale} descriptor(s) left by interrupted or superseded writes \
              ({valid} valid); mount clears them"
