@@ -49,16 +49,23 @@ fn put(f: &amber_core::File<MmapDevice>, model: &mut Vec<u8>, off: usize, data: 
     model[off..off + data.len()].copy_from_slice(data);
 }
 
+/// `/f` with four blocks of a pattern, fsync'd: on PM, so small
+/// overwrites of it go through the zone. Returns the file and its model.
+fn four_synced_blocks(fs: &Fs<MmapDevice>) -> (amber_core::File<MmapDevice>, Vec<u8>) {
+    let f = rw(fs, "/f");
+    let mut model = Vec::new();
+    put(&f, &mut model, 0, &pattern(16384, 1));
+    f.sync_all().unwrap();
+    (f, model)
+}
+
 /// A small overwrite of blocks already on PM goes through the zone and
 /// is durable when it returns: a crash right after keeps it, with fsck
 /// clean before and after recovery.
 #[test]
 fn small_overwrites_are_durable_on_return() {
     let fs = mount(fresh_device(), "");
-    let f = rw(&fs, "/f");
-    let mut model = Vec::new();
-    put(&f, &mut model, 0, &pattern(16384, 1));
-    f.sync_all().unwrap();
+    let (f, mut model) = four_synced_blocks(&fs);
     put(&f, &mut model, 100, &[9u8; 100]);
     put(&f, &mut model, 4000, &[8u8; 200]);
     put(&f, &mut model, 12288 + 64, &[7u8; 64]);
@@ -576,10 +583,7 @@ fn defaults_are_amber() {
 #[test]
 fn fsck_names_superseded_descriptors_on_a_clean_pool() {
     let fs = mount(fresh_device(), "");
-    let f = rw(&fs, "/f");
-    let mut model = Vec::new();
-    put(&f, &mut model, 0, &pattern(16384, 1));
-    f.sync_all().unwrap();
+    let (f, mut model) = four_synced_blocks(&fs);
     // Two-slice writes, again and again over the same slices (a write's
     // superseded slots are doomed), then a whole block over some of them
     // (its slices go back to the file first).
