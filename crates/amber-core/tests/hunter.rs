@@ -341,6 +341,28 @@ fn fallocate_fills_holes_and_punches_durably() {
     }
 }
 
+/// A fallocate range that is empty or past the largest file is refused
+/// before any policy acts on it: amber's buffer is not written back for
+/// it.
+#[test]
+fn a_bad_fallocate_range_is_refused_before_anything_moves() {
+    let fs = mount(fresh_device(POOL), "policy=amber,amber_buffer=always");
+    let c = fs.core();
+    let f = rw(&fs, "/f");
+    f.write_at(&[5u8; 10_000], 0).unwrap();
+    let grow = FallocMode::Allocate { keep_size: false };
+    for (off, len) in [(0, 0), (u64::MAX, 2), (1 << 62, 1 << 62)] {
+        let e = c.fallocate(f.ino(), off, len, grow).unwrap_err();
+        assert!(matches!(e, FsError::InvalidArgument(_)), "{off}+{len}: {e}");
+        let e = c
+            .fallocate(f.ino(), off, len, FallocMode::PunchHole)
+            .unwrap_err();
+        assert!(matches!(e, FsError::InvalidArgument(_)), "{off}+{len}: {e}");
+    }
+    assert_eq!(stat(&fs, "buffer_write_backs"), 0);
+    assert_eq!(fs.read("/f").unwrap(), vec![5u8; 10_000]);
+}
+
 /// The error a mount fails with.
 fn mount_error(dev: MmapDevice, opts: MountOptions) -> FsError {
     match Fs::mount(dev, opts) {

@@ -364,7 +364,7 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         len: u64,
         mode: FallocMode,
     ) -> Result<()> {
-        let end = super::falloc_end(off, len)?;
+        let end = off + len;
         match mode {
             FallocMode::Allocate { keep_size } => allocate_zeroed(fs, st, off, end, keep_size),
             FallocMode::PunchHole => punch(fs, st, off, end),

@@ -59,8 +59,9 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
         Direct.truncate(fs, st, size)
     }
 
-    /// Allocates (zeroed) or punches out the blocks of `[off, off + len)`.
-    /// By default `direct`'s.
+    /// Allocates (zeroed) or punches out the blocks of `[off, off + len)`,
+    /// a range `Core::fallocate` has checked (not empty, inside the largest
+    /// file), so `off + len` cannot overflow. By default `direct`'s.
     fn fallocate(
         &self,
         fs: &Core<D>,
@@ -218,16 +219,6 @@ pub enum FallocMode {
     Allocate { keep_size: bool },
     /// Free the blocks of the range; it reads as zeros (size unchanged).
     PunchHole,
-}
-
-/// The end of fallocate's range `[off, off + len)`, refused when it is
-/// empty or reaches past the largest file.
-fn falloc_end(off: u64, len: u64) -> Result<u64> {
-    off.checked_add(len)
-        .filter(|&e| e <= amber_format::blockmap::MAX_FILE_SIZE && len > 0)
-        .ok_or(FsError::InvalidArgument(
-            "fallocate range is empty or beyond the largest file",
-        ))
 }
 
 /// Names of the policies this build offers.

@@ -232,6 +232,15 @@ impl<D: PmDevice> Core<D> {
         let r = self.inode(ino)?;
         let mut st = r.write();
         regular(&st)?;
+        // Checked here once, before any policy writes anything back.
+        if off
+            .checked_add(len)
+            .is_none_or(|e| e > amber_format::blockmap::MAX_FILE_SIZE || len == 0)
+        {
+            return Err(FsError::InvalidArgument(
+                "fallocate range is empty or beyond the largest file",
+            ));
+        }
         let res = self.policy.fallocate(self, &mut st, off, len, mode);
         self.guard(res)
     }

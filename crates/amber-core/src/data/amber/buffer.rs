@@ -23,7 +23,7 @@
 use super::super::hinfs::bbm::{self, Costs, FileModel};
 use super::super::hinfs::buffer::lines_of;
 use super::super::hinfs::calibrate;
-use super::super::hunter::Control;
+use super::super::hunter::{runs, Control};
 use super::super::lawn::{read_over, slices};
 use super::super::{DataPolicy, Hunter, Lawn};
 use super::table::Table;
@@ -394,26 +394,15 @@ impl Buffer {
         if file.blocks.is_empty() {
             return Ok(0);
         }
-        let zone = Lawn::zone(fs);
-        let mut run: Option<(u64, u64)> = None;
-        for (fb, _) in file.blocks.iter() {
-            run = match run {
-                Some((a, b)) if b + 1 == fb => Some((a, fb)),
-                Some((a, b)) => {
-                    slices::flush_blocks(fs, zone, st, a, b)?;
-                    Some((fb, fb))
-                }
-                None => Some((fb, fb)),
-            };
-        }
-        if let Some((a, b)) = run {
-            slices::flush_blocks(fs, zone, st, a, b)?;
-        }
         let images: Vec<(u64, &[u8])> = file
             .blocks
             .iter()
             .map(|(fb, b)| (fb, &b.image[..]))
             .collect();
+        let zone = Lawn::zone(fs);
+        for (first, n) in runs(images.iter().map(|&(fb, _)| fb)) {
+            slices::flush_blocks(fs, zone, st, first, first + n - 1)?;
+        }
         hunter.write_blocks(fs, st, &images, false)?;
         let n = file.blocks.len() as u64;
         self.oldest.lock().remove(&st.ino);

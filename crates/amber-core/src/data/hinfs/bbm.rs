@@ -20,6 +20,11 @@ pub fn now() -> u64 {
     amber_pmem::clock::coarse_monotonic_ns()
 }
 
+/// Whether `then` (by `now`) lies less than `age` before `now`.
+pub fn within(now: u64, then: u64, age: Duration) -> bool {
+    u128::from(now.saturating_sub(then)) < age.as_nanos()
+}
+
 /// Blocks whose history one file keeps; past it new blocks are simply
 /// Lazy (the default) and unrecorded, so a huge file cannot grow it.
 pub const MAX_TRACKED_BLOCKS: usize = 1 << 16;
@@ -88,9 +93,7 @@ impl FileModel {
 
     /// Whether a write to `fb` now should go directly to PM.
     pub fn eager(&self, fb: u64, now: u64, lazy_after: Duration) -> bool {
-        let recent = self
-            .last_sync
-            .is_some_and(|t| u128::from(now.saturating_sub(t)) < lazy_after.as_nanos());
+        let recent = self.last_sync.is_some_and(|t| within(now, t, lazy_after));
         recent && self.blocks.get(&fb).map_or(self.prior_eager, |b| b.eager)
     }
 

@@ -165,9 +165,7 @@ impl Shared {
             return file.model.eager(fb, now, self.lazy_after);
         }
         let at = self.fs_last_sync_ns.load(Relaxed);
-        at != 0
-            && u128::from(now.saturating_sub(at)) < self.lazy_after.as_nanos()
-            && self.fs_prior_eager.load(Relaxed)
+        at != 0 && bbm::within(now, at, self.lazy_after) && self.fs_prior_eager.load(Relaxed)
     }
 
     /// Copies lines `mask` of file block `fb` into buffer block `slot`

@@ -76,6 +76,14 @@ impl FileIndex {
         self.count
     }
 
+    /// Entries in `[first, stop)` that are not holes: bounded by the
+    /// array, whatever the range.
+    pub fn count_in(&self, first: u64, stop: u64) -> u64 {
+        let len = self.blocks.len() as u64;
+        let (a, b) = (first.min(len) as usize, stop.min(len) as usize);
+        self.blocks[a..b.max(a)].iter().filter(|&&b| b != 0).count() as u64
+    }
+
     /// The block at the highest index (the chain's head), 0 if none.
     pub fn head(&self) -> u64 {
         self.blocks.last().copied().unwrap_or(0)
@@ -176,6 +184,10 @@ mod tests {
         assert_eq!(x.above(5), None);
         assert_eq!(x.next_data(1, 100), Some(5));
         assert_eq!(x.next_hole(0, 100), Some(1));
+        assert_eq!(x.count_in(0, 100), 2);
+        assert_eq!(x.count_in(1, 5), 0);
+        assert_eq!(x.count_in(5, 6), 1);
+        assert_eq!(x.count_in(7, u64::MAX), 0);
         assert_eq!(x.truncate(3), vec![16]);
         assert_eq!((x.count(), x.head()), (1, 10));
         assert_eq!(x.all().collect::<Vec<_>>(), vec![10]);

@@ -27,7 +27,8 @@ use amber_format::{FileKind, PoolLayout, BLOCK_SIZE};
 use amber_pmem::PmDevice;
 use index::{FileIndex, Sizer};
 use log::DataLogs;
-use queue::{runs, Op, Queues, Snapshot};
+pub(super) use queue::runs;
+use queue::{Op, Queues, Snapshot};
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
@@ -520,15 +521,11 @@ impl Hunter {
         let grows = !keep_size && end > old;
         let size = if grows { end } else { old };
         let (first, stop) = (off / BLOCK_SIZE, end.min(size).div_ceil(BLOCK_SIZE));
-        let (holes, mapped) = self.with_file(fs, st, |hf, _| {
-            let mapped = (first < stop)
-                .then(|| hf.index.next_hole(first, stop))
-                .flatten();
-            Ok((mapped.is_some(), hf.index.count()))
-        })?;
         let span = stop.saturating_sub(first);
+        let mapped = self.with_file(fs, st, |hf, _| Ok(hf.index.count_in(first, stop)))?;
+        let holes = span > mapped;
         let free = fs.blocks.free_count() + DataPolicy::<D>::reserved_blocks(self);
-        if holes && span.saturating_sub(mapped) > free {
+        if span - mapped > free {
             return Err(FsError::NoSpace);
         }
         if !grows && !holes {
@@ -590,7 +587,14 @@ impl Hunter {
         }
         let first_whole = off.div_ceil(BLOCK_SIZE);
         let end_whole = end / BLOCK_SIZE;
-        for fb in off / BLOCK_SIZE..=(end - 1) / BLOCK_SIZE {
+        // Only the first and last blocks can be partial.
+        let (head, tail) = (off / BLOCK_SIZE, (end - 1) / BLOCK_SIZE);
+        let edges = if head == tail {
+            vec![head]
+        } else {
+            vec![head, tail]
+        };
+        for fb in edges {
             if (first_whole..end_whole).contains(&fb) {
                 continue;
             }
@@ -815,7 +819,7 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
         len: u64,
         mode: FallocMode,
     ) -> Result<()> {
-        let end = super::falloc_end(off, len)?;
+        let end = off + len;
         match mode {
             FallocMode::Allocate { keep_size } => self.allocate(fs, st, off, end, keep_size),
             FallocMode::PunchHole => self.punch(fs, st, off, end),

@@ -492,7 +492,7 @@ fn entry(generation: u32, a: &Snapshot) -> AttrEntry {
 }
 
 /// Consecutive blocks as (first, count) runs.
-pub(super) fn runs(blocks: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
+pub(in crate::data) fn runs(blocks: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
     let mut out: Vec<(u64, u64)> = Vec::new();
     for b in blocks {
         match out.last_mut() {
