@@ -22,6 +22,39 @@ pub const CACHE_LINE: u64 = 64;
 pub struct PersistError {
     /// What failed, in words a user can act on.
     pub reason: String,
+    /// Whether the medium failed or the device refused the stores.
+    pub kind: PersistErrorKind,
+}
+
+/// Why a persist failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PersistErrorKind {
+    /// The medium or the kernel failed to make stores durable (msync
+    /// EIO, an injected failure): written data may be lost.
+    Media,
+    /// The device takes no stores (a pool mapped read-only, a DRAM
+    /// overlay at its limit): the stores were dropped, the pool is as it
+    /// was.
+    Refused,
+}
+
+impl PersistError {
+    /// A failure of the medium.
+    pub fn media(reason: impl Into<String>) -> PersistError {
+        PersistError {
+            reason: reason.into(),
+            kind: PersistErrorKind::Media,
+        }
+    }
+
+    /// Stores the device refused.
+    pub fn refused(reason: impl Into<String>) -> PersistError {
+        PersistError {
+            reason: reason.into(),
+            kind: PersistErrorKind::Refused,
+        }
+    }
 }
 
 impl std::fmt::Display for PersistError {
@@ -45,6 +78,14 @@ impl std::error::Error for PersistError {}
 pub trait PmDevice: Send + Sync + 'static {
     /// Length of the pool in bytes.
     fn size(&self) -> u64;
+
+    /// Whether the device refuses stores (a pool mapped read-only): each
+    /// store is then dropped and the next [`PmDevice::drain`] fails with
+    /// [`PersistErrorKind::Refused`]. The core checks this before it
+    /// writes anything, so only a bug reaches the refusal, never a fault.
+    fn read_only(&self) -> bool {
+        false
+    }
 
     /// Copies `buf.len()` bytes at `off` into `buf`.
     fn read(&self, off: u64, buf: &mut [u8]);

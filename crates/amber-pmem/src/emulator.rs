@@ -65,6 +65,10 @@ impl<D: PmDevice> PmDevice for Emulated<D> {
         self.inner.size()
     }
 
+    fn read_only(&self) -> bool {
+        self.inner.read_only()
+    }
+
     fn read(&self, off: u64, buf: &mut [u8]) {
         self.inner.read(off, buf)
     }

@@ -17,6 +17,9 @@ pub enum MapError {
     NotFound { path: PathBuf },
     /// The process may not open the pool read-write.
     PermissionDenied { path: PathBuf },
+    /// The pool is on a read-only file system or device (EROFS): it can
+    /// only be opened read-only.
+    ReadOnly { path: PathBuf },
     /// The pool is smaller than the minimum the device layer accepts.
     TooSmall { path: PathBuf, size: u64, min: u64 },
     /// The path is neither a regular file nor a device-DAX character device.
@@ -49,6 +52,9 @@ impl MapError {
     /// Classifies an I/O error so the common cases get their own advice.
     pub(crate) fn io(path: &Path, action: &'static str, source: io::Error) -> MapError {
         let path = path.to_path_buf();
+        if source.raw_os_error() == Some(libc::EROFS) {
+            return MapError::ReadOnly { path };
+        }
         match source.kind() {
             io::ErrorKind::NotFound => MapError::NotFound { path },
             io::ErrorKind::PermissionDenied => MapError::PermissionDenied { path },
@@ -78,6 +84,12 @@ impl fmt::Display for MapError {
             MapError::PermissionDenied { path } => write!(
                 f,
                 "permission denied opening pool {} read-write; fix its permissions or run as a user that owns it",
+                path.display()
+            ),
+            MapError::ReadOnly { path } => write!(
+                f,
+                "pool {} is on a read-only file system or device; open it read-only \
+                 (MmapDevice::open_read_only) or make its media writable",
                 path.display()
             ),
             MapError::TooSmall { path, size, min } => write!(

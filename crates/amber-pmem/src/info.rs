@@ -46,6 +46,8 @@ pub struct MapInfo {
     pub map_sync: bool,
     /// Whether the mapping starts on a 2 MiB boundary (huge pages possible).
     pub huge_page_aligned: bool,
+    /// Whether the pool was opened read-only (every store refused).
+    pub read_only: bool,
     /// How flushes reach the persistence domain.
     pub flush: FlushKind,
     /// Width of the streaming stores used by `write_nt`.
@@ -71,6 +73,7 @@ impl fmt::Display for MapInfo {
         )?;
         writeln!(f, "map_sync:          {}", yes_no(self.map_sync))?;
         writeln!(f, "huge_page_aligned: {}", yes_no(self.huge_page_aligned))?;
+        writeln!(f, "read_only:         {}", yes_no(self.read_only))?;
         writeln!(f, "flush:             {}", self.flush)?;
         writeln!(f, "nt_store:          {}", self.nt_store)?;
         write!(f, "cpu:               {}", self.cpu_model)

@@ -19,10 +19,11 @@ mod lock;
 mod mapping;
 mod mmap;
 mod ntcopy;
+mod overlay;
 mod region;
 mod stats;
 
-pub use device::{check_range, PersistError, PmDevice, CACHE_LINE};
+pub use device::{check_range, PersistError, PersistErrorKind, PmDevice, CACHE_LINE};
 pub use emulator::{Emulated, EmulatorSpec, Per, SpecError};
 pub use error::MapError;
 pub use flush::{FlushKind, FLUSH_ENV};
@@ -30,4 +31,5 @@ pub use info::{MapInfo, MapKind};
 pub use loadstore::pattern_word;
 pub use mmap::{Durability, MapOptions, MmapDevice, MIN_POOL_SIZE};
 pub use ntcopy::NtWidth;
+pub use overlay::DramOverlay;
 pub use stats::{lines_covered, StatsCounter, WriteStats};

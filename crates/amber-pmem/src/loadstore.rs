@@ -34,12 +34,15 @@ impl MmapDevice {
     pub fn store_generated(&self, off: u64, len: u64, seed: u64) {
         let region = self.region();
         let words = region.words(off, len);
+        if !region.may_store(off, len) {
+            return;
+        }
         let first = off / 8;
         for i in 0..len / 8 {
             let value = pattern_word(seed, first + i).to_le();
             // SAFETY: `words` covers `len / 8` aligned words inside the
-            // mapping (checked by `words`); no other thread touches these
-            // bytes (device contract).
+            // mapping (checked by `words`) and writable (`may_store`); no other
+            // thread touches these bytes (device contract).
             unsafe { words.add(i as usize).write(value) }
         }
         region.counter().stored(len);
@@ -53,6 +56,9 @@ impl MmapDevice {
     pub fn store_generated_nt(&self, off: u64, len: u64, seed: u64) {
         let region = self.region();
         let words = region.words(off, len);
+        if !region.may_store(off, len) {
+            return;
+        }
         let first = off / 8;
         for i in 0..len / 8 {
             let value = pattern_word(seed, first + i).to_le();

@@ -1,8 +1,10 @@
-//! The exclusive pool lock.
+//! The pool lock.
 //!
 //! Two processes mapping one pool would corrupt it (each has its own
 //! allocator and journal state), so the device holds `flock(LOCK_EX)` on its
-//! descriptor for its whole life. `flock` locks belong to the open file
+//! descriptor for its whole life. A pool opened read-only takes
+//! `LOCK_SH` instead: readers may share it with each other, never with a
+//! writer, whose changes they would see half made. `flock` locks belong to the open file
 //! description, so a second open in the same process is refused too, and the
 //! kernel drops the lock if the process dies. A forked child shares the
 //! descriptor (and so the lock) until it execs or exits: descriptors are
@@ -15,18 +17,19 @@ use std::path::Path;
 
 use crate::MapError;
 
-/// An open pool file or device, exclusively locked until dropped.
+/// An open pool file or device, locked until dropped.
 pub(crate) struct PoolLock {
     file: File,
 }
 
 impl PoolLock {
-    /// Locks `file` without waiting: an in-use pool is an error to report,
-    /// not something to queue for.
-    pub(crate) fn acquire(file: File, path: &Path) -> Result<PoolLock, MapError> {
+    /// Locks `file` without waiting, exclusively unless `shared`: an
+    /// in-use pool is an error to report, not something to queue for.
+    pub(crate) fn acquire(file: File, path: &Path, shared: bool) -> Result<PoolLock, MapError> {
+        let how = if shared { libc::LOCK_SH } else { libc::LOCK_EX };
         loop {
             // SAFETY: the descriptor is owned by `file` and open.
-            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            let rc = unsafe { libc::flock(file.as_raw_fd(), how | libc::LOCK_NB) };
             if rc == 0 {
                 return Ok(PoolLock { file });
             }

@@ -28,14 +28,27 @@ unsafe impl Sync for Mapping {}
 
 impl Mapping {
     /// Maps `len` bytes of `fd` (anonymous memory when `fd` is `None`) at an
-    /// address aligned to `align` (a power of two), with `flags` (`MAP_SHARED`
-    /// and friends; `MAP_FIXED` is added here). Fails with the `errno` of the
-    /// failing `mmap`.
+    /// address aligned to `align` (a power of two), readable and writable,
+    /// with `flags` (`MAP_SHARED` and friends; `MAP_FIXED` is added here).
+    /// Fails with the `errno` of the failing `mmap`.
     pub(crate) fn map(
         fd: Option<RawFd>,
         len: usize,
         align: usize,
         flags: libc::c_int,
+    ) -> Result<Mapping, i32> {
+        Mapping::map_prot(fd, len, align, flags, libc::PROT_READ | libc::PROT_WRITE)
+    }
+
+    /// As [`Mapping::map`], with protection `prot`: `PROT_READ` alone for a
+    /// pool opened read-only (the kernel refuses a writable shared mapping
+    /// of a descriptor opened without write access).
+    pub(crate) fn map_prot(
+        fd: Option<RawFd>,
+        len: usize,
+        align: usize,
+        flags: libc::c_int,
+        prot: libc::c_int,
     ) -> Result<Mapping, i32> {
         debug_assert!(align.is_power_of_two());
         if len == 0 {
@@ -69,7 +82,7 @@ impl Mapping {
             libc::mmap(
                 aligned as *mut libc::c_void,
                 len,
-                libc::PROT_READ | libc::PROT_WRITE,
+                prot,
                 flags | libc::MAP_FIXED,
                 fd,
                 0,

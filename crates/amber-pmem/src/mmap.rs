@@ -68,12 +68,21 @@ impl MmapDevice {
             .mode(0o600)
             .open(path)
             .map_err(|e| MapError::io(path, "create", e))?;
-        let created = PoolLock::acquire(file, path)
+        let created = PoolLock::acquire(file, path, false)
             .and_then(|lock| {
                 allocate(lock.file(), path, size)?;
                 Ok(lock)
             })
-            .and_then(|lock| map_file(lock, path, size, MapKind::File, HUGE_PAGE, options));
+            .and_then(|lock| {
+                let target = Target {
+                    path,
+                    size,
+                    kind: MapKind::File,
+                    align: HUGE_PAGE,
+                    read_only: false,
+                };
+                map_file(lock, &target, options)
+            });
         if created.is_err() {
             // The file is ours and holds nothing yet; leaving it would make
             // the retry fail with "already exists".
@@ -85,6 +94,23 @@ impl MmapDevice {
     /// Opens and maps an existing pool: a regular file or a device-DAX
     /// character device.
     pub fn open(path: &Path, options: &MapOptions) -> Result<MmapDevice, MapError> {
+        MmapDevice::open_with(path, options, false)
+    }
+
+    /// Opens and maps an existing pool read-only (`O_RDONLY`, `PROT_READ`,
+    /// a shared lock): for a pool on read-only media or without write
+    /// permission, and for tools that must leave the pool as it is. Every
+    /// store is refused ([`PmDevice::read_only`]); nothing can reach the
+    /// pool through this device.
+    pub fn open_read_only(path: &Path, options: &MapOptions) -> Result<MmapDevice, MapError> {
+        MmapDevice::open_with(path, options, true)
+    }
+
+    fn open_with(
+        path: &Path,
+        options: &MapOptions,
+        read_only: bool,
+    ) -> Result<MmapDevice, MapError> {
         let meta = std::fs::metadata(path).map_err(|e| MapError::io(path, "inspect", e))?;
         let file_type = meta.file_type();
         let (kind, size, align) = if file_type.is_file() {
@@ -107,11 +133,18 @@ impl MmapDevice {
         }
         let file = OpenOptions::new()
             .read(true)
-            .write(true)
+            .write(!read_only)
             .open(path)
             .map_err(|e| MapError::io(path, "open", e))?;
-        let lock = PoolLock::acquire(file, path)?;
-        map_file(lock, path, size, kind, align, options)
+        let lock = PoolLock::acquire(file, path, read_only)?;
+        let target = Target {
+            path,
+            size,
+            kind,
+            align,
+            read_only,
+        };
+        map_file(lock, &target, options)
     }
 
     /// Maps `size` bytes of zeroed anonymous memory: a device for tests and
@@ -145,17 +178,21 @@ impl MmapDevice {
     }
 }
 
-/// Maps a locked pool, preferring `MAP_SYNC` (DAX) and falling back to a
-/// plain shared mapping where the file system cannot do it.
-fn map_file(
-    lock: PoolLock,
-    path: &Path,
+/// What `map_file` maps: the pool's path, size, kind, the alignment its
+/// mapping needs, and whether it is opened read-only.
+struct Target<'a> {
+    path: &'a Path,
     size: u64,
     kind: MapKind,
     align: usize,
-    options: &MapOptions,
-) -> Result<MmapDevice, MapError> {
+    read_only: bool,
+}
+
+/// Maps a locked pool, preferring `MAP_SYNC` (DAX) and falling back to a
+/// plain shared mapping where the file system cannot do it.
+fn map_file(lock: PoolLock, t: &Target<'_>, options: &MapOptions) -> Result<MmapDevice, MapError> {
     let fd = lock.file().as_raw_fd();
+    let (path, size) = (t.path, t.size);
     let len = usize::try_from(size).map_err(|_| MapError::Mmap {
         path: Some(path.to_path_buf()),
         size,
@@ -166,24 +203,29 @@ fn map_file(
         size,
         errno,
     };
+    let prot = if t.read_only {
+        libc::PROT_READ
+    } else {
+        libc::PROT_READ | libc::PROT_WRITE
+    };
     let sync_flags = libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC;
-    let (map, map_sync) = match Mapping::map(Some(fd), len, align, sync_flags) {
+    let (map, map_sync) = match Mapping::map_prot(Some(fd), len, t.align, sync_flags, prot) {
         Ok(map) => (map, true),
         // Not DAX (EOPNOTSUPP), or a kernel older than MAP_SYNC (EINVAL).
         Err(libc::EOPNOTSUPP | libc::EINVAL) => (
-            Mapping::map(Some(fd), len, align, libc::MAP_SHARED).map_err(mmap_err)?,
+            Mapping::map_prot(Some(fd), len, t.align, libc::MAP_SHARED, prot).map_err(mmap_err)?,
             false,
         ),
         Err(errno) => return Err(mmap_err(errno)),
     };
-    let kind = match kind {
+    let kind = match t.kind {
         MapKind::File if map_sync => MapKind::DaxFile,
         other => other,
     };
     let dax = matches!(kind, MapKind::DaxFile | MapKind::DevDax);
     let msync_needed = options.durability == Durability::Msync && !dax;
     let flush = flush::choose(options.flush_override, msync_needed, dax)?;
-    let region = Region::new(map, size, flush)?;
+    let region = Region::with_access(map, size, flush, t.read_only)?;
     let info = describe_map(&region, Some(path.to_path_buf()), kind, size, map_sync);
     Ok(MmapDevice {
         region,
@@ -205,6 +247,7 @@ fn describe_map(
         size,
         map_sync,
         huge_page_aligned: region.base_addr().is_multiple_of(HUGE_PAGE),
+        read_only: region.read_only(),
         flush: region.flush_kind(),
         nt_store: region.nt_width(),
         cpu_model: cpu::model_name(),
@@ -295,6 +338,10 @@ fn describe(file_type: &std::fs::FileType) -> &'static str {
 impl PmDevice for MmapDevice {
     fn size(&self) -> u64 {
         self.region.size()
+    }
+
+    fn read_only(&self) -> bool {
+        self.region.read_only()
     }
 
     fn read(&self, off: u64, buf: &mut [u8]) {

@@ -23,14 +23,29 @@ pub(crate) struct Region {
     nt: NtWidth,
     wide: Wide,
     stats: StatsCounter,
+    /// Mapped without PROT_WRITE: stores are dropped and refused (a store
+    /// to the mapping would be a SIGSEGV).
+    read_only: bool,
     /// Why a persist failed; once set, every drain fails (a failed msync
     /// may have dropped dirty pages, so retrying could report success for
-    /// data that is gone).
-    poison: OnceLock<String>,
+    /// data that is gone; a refused store never reached the pool).
+    poison: OnceLock<PersistError>,
 }
 
 impl Region {
+    /// A region over a mapping that takes stores.
     pub(crate) fn new(map: Mapping, size: u64, flush: FlushKind) -> Result<Region, MapError> {
+        Region::with_access(map, size, flush, false)
+    }
+
+    /// A region over `map`; `read_only` when it was mapped without
+    /// PROT_WRITE.
+    pub(crate) fn with_access(
+        map: Mapping,
+        size: u64,
+        flush: FlushKind,
+        read_only: bool,
+    ) -> Result<Region, MapError> {
         let wide = Wide::detect().ok_or(MapError::CpuUnsupported {
             missing: "a 16-byte atomic store (AVX or CMPXCHG16B)",
         })?;
@@ -41,8 +56,23 @@ impl Region {
             nt: NtWidth::detect(),
             wide,
             stats: StatsCounter::default(),
+            read_only,
             poison: OnceLock::new(),
         })
+    }
+
+    /// Checks a store's range and says whether it may go ahead; on a
+    /// read-only mapping it latches the refusal every later drain reports
+    /// (the first one: it names the store to look for).
+    pub(crate) fn may_store(&self, off: u64, len: u64) -> bool {
+        check_range(self.size, off, len);
+        if self.read_only {
+            let _ = self.poison.set(PersistError::refused(format!(
+                "the pool is mapped read-only: a store of {len} bytes at offset {off} was \
+                 refused and the pool left as it was"
+            )));
+        }
+        !self.read_only
     }
 
     pub(crate) fn flush_kind(&self) -> FlushKind {
@@ -70,11 +100,11 @@ impl Region {
             FlushKind::Msync => {
                 if let Err(err) = self.map.msync(off as usize, len as usize) {
                     // Only the first failure is kept: it is the one to act on.
-                    let _ = self.poison.set(format!(
+                    let _ = self.poison.set(PersistError::media(format!(
                         "msync of pool bytes {off}..{} failed: {err}; written data may be lost, \
                          stop writing and check the underlying storage",
                         off + len
-                    ));
+                    )));
                 }
             }
             kind => {
@@ -170,6 +200,10 @@ impl PmDevice for Region {
         self.size
     }
 
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
+
     fn read(&self, off: u64, buf: &mut [u8]) {
         check_range(self.size, off, buf.len() as u64);
         // SAFETY: the source range is inside the mapping; `buf` is a
@@ -178,19 +212,25 @@ impl PmDevice for Region {
     }
 
     fn write(&self, off: u64, data: &[u8]) {
-        check_range(self.size, off, data.len() as u64);
+        if !self.may_store(off, data.len() as u64) {
+            return;
+        }
         self.fill_cached(off, data.len() as u64, Some(data));
         self.stats.stored(data.len() as u64);
     }
 
     fn write_nt(&self, off: u64, data: &[u8]) {
-        check_range(self.size, off, data.len() as u64);
+        if !self.may_store(off, data.len() as u64) {
+            return;
+        }
         self.fill_nt(off, data.len() as u64, Some(data));
         self.stats.stored_nt(data.len() as u64);
     }
 
     fn zero_nt(&self, off: u64, len: u64) {
-        check_range(self.size, off, len);
+        if !self.may_store(off, len) {
+            return;
+        }
         self.fill_nt(off, len, None);
         self.stats.stored_nt(len);
     }
@@ -203,6 +243,9 @@ impl PmDevice for Region {
 
     fn store_u64(&self, off: u64, value: u64) {
         let p = self.aligned_word(off, 8);
+        if !self.may_store(off, 8) {
+            return;
+        }
         // SAFETY: aligned, inside the mapping, accessed atomically by others.
         unsafe { atomic::store_u64(p, value) };
         self.stats.stored(8);
@@ -210,6 +253,9 @@ impl PmDevice for Region {
 
     fn store_u128(&self, off: u64, value: u128) {
         let p = self.aligned_word(off, 16);
+        if !self.may_store(off, 16) {
+            return;
+        }
         // SAFETY: 16-aligned, inside the mapping; `wide` detected on this CPU.
         unsafe { atomic::store_u128(self.wide, p, value) };
         self.stats.stored(16);
@@ -217,6 +263,10 @@ impl PmDevice for Region {
 
     fn flush(&self, off: u64, len: u64) {
         check_range(self.size, off, len);
+        if self.read_only {
+            // Nothing was stored, so nothing is to be written back.
+            return;
+        }
         self.write_back(off, len);
         self.stats.flushed(lines_covered(off, len));
     }
@@ -225,9 +275,7 @@ impl PmDevice for Region {
         flush::sfence();
         self.stats.fenced();
         match self.poison.get() {
-            Some(reason) => Err(PersistError {
-                reason: reason.clone(),
-            }),
+            Some(e) => Err(e.clone()),
             None => Ok(()),
         }
     }
@@ -249,7 +297,10 @@ mod tests {
         region.write_persist(0, &[1; 64]).unwrap();
         // A real msync failure (EIO from the disk) cannot be provoked here,
         // so latch the poison the way `write_back` does.
-        region.poison.set("msync failed: EIO".to_string()).unwrap();
+        region
+            .poison
+            .set(PersistError::media("msync failed: EIO"))
+            .unwrap();
         for _ in 0..3 {
             let err = region.drain().unwrap_err();
             assert!(err.reason.contains("EIO"), "{err}");

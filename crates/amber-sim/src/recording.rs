@@ -336,17 +336,17 @@ impl PmDevice for RecordingDevice {
         }
         let mut st = self.state.lock();
         if st.poisoned {
-            return Err(PersistError {
-                reason: "an earlier persist failed; the device is poisoned".into(),
-            });
+            return Err(PersistError::media(
+                "an earlier persist failed; the device is poisoned",
+            ));
         }
         if let Some(left) = st.fail_countdown {
             if left <= 1 {
                 st.fail_countdown = None;
                 st.poisoned = true;
-                return Err(PersistError {
-                    reason: "injected drain failure (fail_drain_after)".into(),
-                });
+                return Err(PersistError::media(
+                    "injected drain failure (fail_drain_after)",
+                ));
             }
             st.fail_countdown = Some(left - 1);
         }
