@@ -51,6 +51,11 @@ pub enum FsError {
     Poisoned(PersistError),
     /// The pool or mapping could not be opened.
     Device(String),
+    /// The file system is mounted read-only (EROFS): nothing may change.
+    ReadOnly,
+    /// A read-only mount found a pool that was not unmounted cleanly on a
+    /// device that takes no stores: recovery would have to write it.
+    NeedsRecovery,
 }
 
 impl std::fmt::Display for FsError {
@@ -88,6 +93,13 @@ impl std::fmt::Display for FsError {
                 "{e}; the file system refuses further writes: unmount and run `amberfs fsck`"
             ),
             FsError::Device(what) => f.write_str(what),
+            FsError::ReadOnly => f.write_str("read-only file system"),
+            FsError::NeedsRecovery => f.write_str(
+                "the pool was not unmounted cleanly and recovery needs write access, so a \
+                 read-only open cannot use it: run `amberfs fsck --repair` on a writable copy of \
+                 the pool, or copy its files out with `amberfs salvage POOL DIR` (it recovers in \
+                 memory and writes nothing)",
+            ),
         }
     }
 }
@@ -127,6 +139,7 @@ impl From<FsError> for std::io::Error {
             FsError::Unsupported(_) => K::Unsupported,
             FsError::BadHandle | FsError::NotPermitted => K::PermissionDenied,
             FsError::Corrupted(_) | FsError::Format(_) => K::InvalidData,
+            FsError::ReadOnly | FsError::NeedsRecovery => K::ReadOnlyFilesystem,
             _ => K::Other,
         };
         std::io::Error::new(kind, e)

@@ -182,6 +182,16 @@ impl Superblock {
         if get_u32(b, OFF_CRC) != crc32c(&b[..OFF_CRC]) {
             return Err(FormatError::BadChecksum);
         }
+        Superblock::decode_unverified(b)
+    }
+
+    /// Decodes one copy without checking its magic and checksum, for
+    /// salvaging a pool whose two copies are both damaged: every other
+    /// check of [`Superblock::decode`] still holds (version, features,
+    /// geometry recomputed from the counts and equal to the stored
+    /// offsets, region descriptors), so what it returns can be trusted not
+    /// to point outside the pool, only not to be what mkfs wrote.
+    pub fn decode_unverified(b: &[u8; SUPERBLOCK_SIZE]) -> Result<Superblock, FormatError> {
         let version = get_u32(b, 8);
         if version != VERSION {
             return Err(FormatError::UnsupportedVersion {

@@ -44,6 +44,7 @@ pub fn errno(e: &FsError) -> Errno {
             libc::EIO
         }
         FsError::Device(_) => libc::EIO,
+        FsError::ReadOnly | FsError::NeedsRecovery => libc::EROFS,
         // FsError is non-exhaustive: a variant added later is an I/O
         // error until it is given its own errno here.
         _ => {
@@ -68,6 +69,7 @@ mod tests {
             (FsError::NoAttribute, libc::ENODATA),
             (FsError::AttributeTooLarge, libc::E2BIG),
             (FsError::Corrupted("x".into()), libc::EIO),
+            (FsError::ReadOnly, libc::EROFS),
         ];
         for (e, code) in cases {
             assert_eq!(errno(&e).code(), code, "{e:?}");

@@ -95,6 +95,11 @@ impl OpenOptions {
             ));
         }
         let core = &fs.core;
+        // As open(2) on a read-only mount: refused before anything is
+        // looked up, so the caller learns at once, not at the first write.
+        if writable && core.is_read_only() {
+            return Err(FsError::ReadOnly);
+        }
         let ino = if self.create_new {
             let (parent, name) = path::resolve_parent(core, p)?;
             core.mknod(parent, name, FileKind::Regular, self.mode, 0, fs.owner)?

@@ -9,11 +9,13 @@ mod mount;
 mod namespace;
 mod options;
 mod rename;
+mod salvage;
 mod xattr;
 
 pub(crate) use mount::write_superblock;
 pub use mount::{format, mount, read_superblock, RecoveryReport};
 pub use options::{AmberBuffer, HunterOptions, MountOptions, ZoneOptions};
+pub use salvage::salvage;
 pub use xattr::XattrSet;
 
 use crate::alloc::{BlockAllocator, InodeAllocator};
@@ -82,13 +84,26 @@ impl<D: PmDevice> Core<D> {
     }
 
     /// Starts the policy's background work on a shared core (see
-    /// `DataPolicy::spawn`); `Fs::mount` calls it.
+    /// `DataPolicy::spawn`); `Fs::mount` calls it. A read-only mount has
+    /// none: every background thread writes.
     pub fn start_background(self: &Arc<Self>) {
-        self.policy.spawn(Arc::downgrade(self));
+        if !self.opts.read_only {
+            self.policy.spawn(Arc::downgrade(self));
+        }
     }
 
-    /// Fails if an earlier persist failed: nothing more may be written.
+    /// Whether the pool is mounted read-only (`MountOptions::read_only`).
+    pub fn is_read_only(&self) -> bool {
+        self.opts.read_only
+    }
+
+    /// Fails if the mount is read-only or an earlier persist failed:
+    /// nothing more may be written. Every operation that changes the pool
+    /// calls it before it changes anything.
     pub(crate) fn check_writable(&self) -> Result<()> {
+        if self.opts.read_only {
+            return Err(FsError::ReadOnly);
+        }
         match self.poisoned.get() {
             Some(e) => Err(FsError::Poisoned(e.clone())),
             None => Ok(()),
@@ -167,7 +182,8 @@ impl<D: PmDevice> Core<D> {
             let st = r.read();
             regular(&st)?;
             let n = self.policy.read(self, &st, off, buf)?;
-            if !stale_atime(&st.disk, self.now()) {
+            // A read-only mount moves no atime (MS_RDONLY does not either).
+            if self.opts.read_only || !stale_atime(&st.disk, self.now()) {
                 return Ok(n);
             }
             n
@@ -301,9 +317,11 @@ impl<D: PmDevice> Core<D> {
         let r = self.inode(ino)?;
         let mut st = r.write();
         live(&st)?;
-        if st.durability == Durability::Lazy
-            && st.kind() == FileKind::Regular
-            && !self.policy.durable_on_return()
+        // Nothing of a read-only mount is waiting to become durable.
+        if self.opts.read_only
+            || st.durability == Durability::Lazy
+                && st.kind() == FileKind::Regular
+                && !self.policy.durable_on_return()
         {
             return Ok(());
         }

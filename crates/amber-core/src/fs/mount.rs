@@ -181,13 +181,13 @@ pub fn format<D: PmDevice>(dev: &D, params: &FormatParams) -> Result<()> {
 }
 
 /// Per-inode facts the mount scan gathers.
-struct Scan {
+pub(super) struct Scan {
     free_inos: Vec<u64>,
     orphans: Vec<u64>,
     in_use: u64,
 }
 
-fn scan_inodes<D: PmDevice>(dev: &D, l: &Layout) -> Scan {
+pub(super) fn scan_inodes<D: PmDevice>(dev: &D, l: &Layout) -> Scan {
     let mut s = Scan {
         free_inos: Vec::new(),
         orphans: Vec::new(),
@@ -296,139 +296,236 @@ fn rebuild_used<D: PmDevice>(
 }
 
 /// Mounts the pool on `dev`, recovering it if it was not cleanly unmounted.
+///
+/// With `opts.read_only` nothing is stored to `dev` (not even the mark
+/// that the pool is mounted) unless the pool needs recovery and `dev`
+/// takes stores in DRAM (a `DramOverlay`): then recovery runs as always,
+/// into the overlay. On a device that takes no stores such a pool is
+/// refused with [`FsError::NeedsRecovery`] before anything is written.
 pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, RecoveryReport)> {
     let started = Instant::now();
     let policy = data::by_name::<D>(&opts)?;
     let clock = Clock::new(opts.clock);
+    if dev.read_only() && !opts.read_only {
+        return Err(FsError::InvalidArgument(
+            "the pool was opened read-only (its media or permissions allow nothing else): \
+             mount it read-only, with the ro option",
+        ));
+    }
     let mut sb = read_superblock(&*dev)?;
     let l = sb.layout;
     let mut report = RecoveryReport {
         was_clean: sb.state == PoolState::Clean,
         ..Default::default()
     };
-    let root = read_inode(&*dev, &l, ROOT_INO);
-    if root.kind() != Some(FileKind::Directory) {
-        return Err(FsError::Corrupted(
-            "the root inode is not a directory".into(),
-        ));
-    }
+    check_root(&*dev, &l)?;
+    check_layout(&sb, policy.pool_layout())?;
     // Validate the journals and the zone's header and table before writing
     // anything.
     let split = SplitMedia::of(&sb);
-    // Each message names the policies this pool takes and how to make a
-    // pool for the one asked for. A classic pool mounted with the default
-    // options is the common case: pools made before amber became the
-    // default are classic.
-    if policy.pool_layout() != sb.pool_layout() {
-        return Err(FsError::InvalidArgument(
-            match (sb.pool_layout(), policy.pool_layout()) {
-                (PoolLayout::Classic, PoolLayout::Lfs) => {
-                    "this pool has the classic layout, which hunter-lfs cannot use: mount it \
-                     with -o policy=direct (or hinfs, cow, finelog, lawn), or make a new pool \
-                     with `amberfs mkfs --layout lfs` for hunter-lfs"
-                }
-                (PoolLayout::Classic, _) => {
-                    "this pool has the classic layout (made before amber was the default, or \
-                     with `amberfs mkfs --layout classic`), which the default policy amber (and \
-                     hunter, hunter-sync) cannot use: mount it with -o policy=direct (or hinfs, \
-                     cow, finelog, lawn), or make a new pool with `amberfs mkfs` (split layout, \
-                     the default) for amber"
-                }
-                (PoolLayout::Split, _) => {
-                    "this pool has the split layout (mkfs's default): mount it with \
-                     policy=amber, hunter or hunter-sync, or make a pool with `amberfs mkfs \
-                     --layout classic` for the other policies"
-                }
-                (PoolLayout::Lfs, _) => {
-                    "this pool keeps HUNTER's records in its data log: mount it with \
-                     policy=hunter-lfs"
-                }
-            },
-        ));
-    }
     let found = journal::replay(&*dev, &l, false)?;
     let zone_media = ZoneMedia::read(&*dev, &l, &sb)?;
-    let used = if report.was_clean {
-        if found.replayed > 0 {
-            return Err(FsError::Corrupted(
-                "pool is marked clean but its journal holds a committed transaction".into(),
-            ));
-        }
-        let mut bytes = vec![0u8; l.total_blocks.div_ceil(8) as usize];
-        dev.read(l.bitmap_start * BLOCK_SIZE, &mut bytes);
-        let used = BitSet::from_bytes(&bytes, l.total_blocks);
-        // The zone writes its chunks without asking the allocator: each
-        // must be one the saved bitmap says is taken.
-        let split_blocks = split.iter().flat_map(|m| m.regions.blocks(l.total_blocks));
-        if let Some(b) = zone_media
-            .iter()
-            .flat_map(|z| z.blocks())
-            .chain(split_blocks)
-            .find(|&b| !used.get(b))
-        {
-            return Err(FsError::Corrupted(format!(
-                "block {b} of the small-write zone or the split layout is free in the saved bitmap"
-            )));
-        }
-        used
-    } else {
-        BitSet::new(0)
+    let saved = match report.was_clean {
+        true => Some(saved_bitmap(
+            &*dev,
+            &sb,
+            found.replayed,
+            zone_media.as_ref(),
+        )?),
+        false => None,
     };
-    // From here on the pool is written: mark it mounted first.
-    sb.state = PoolState::Dirty;
-    sb.generation += 1;
-    sb.mount_count += 1;
-    sb.last_mount_secs = clock.now().secs.max(0) as u64;
-    write_superblock(&*dev, &sb)?;
-    let mut next_seq = 1;
-    let used = if report.was_clean {
-        used
-    } else {
-        let r = journal::replay(&*dev, &l, true)?;
-        report.replayed_transactions = r.replayed;
-        report.discarded_transactions = r.discarded;
-        next_seq = r.max_seq + 1;
-        BitSet::new(0)
+    if saved.is_none() && opts.read_only && dev.read_only() {
+        return Err(FsError::NeedsRecovery);
+    }
+    if !opts.read_only {
+        mark_mounted(&*dev, &mut sb, &clock)?;
+    }
+    let (used, next_seq, scan) = match saved {
+        Some(used) => (used, 1, scan_inodes(&*dev, &l)),
+        None => recover(&*dev, &l, zone_media.as_ref(), split.as_ref(), &mut report)?,
     };
-    let scan = scan_inodes(&*dev, &l);
     report.inodes_in_use = scan.in_use;
-    let used = if report.was_clean {
-        used
-    } else {
-        rebuild_used(&*dev, &l, zone_media.as_ref(), split.as_ref(), &mut report)?
-    };
-    let mut core = Core {
-        blocks: BlockAllocator::new(&l, &used),
-        inos: InodeAllocator::new(scan.free_inos),
-        journals: Journals::new(&l, next_seq),
-        cache: InodeCache::default(),
-        rename_lock: Mutex::new(()),
-        poisoned: OnceLock::new(),
-        layout: l,
-        sb: Mutex::new(sb),
+    let mut core = Core::assemble(
         dev,
+        sb,
+        &used,
+        scan.free_inos,
+        next_seq,
         policy,
         opts,
         clock,
-        zone: None,
-        split,
-    };
-    for ino in scan.orphans {
-        core.free_orphan(ino)?;
-        report.orphans_freed += 1;
-    }
-    report.inodes_in_use -= report.orphans_freed;
-    let want = core.policy.uses_zone().then_some(core.opts.zone);
-    let (zone, cleared) = zone::attach(&core, zone_media, want.as_ref())?;
-    core.zone = zone;
-    report.zone_descriptors_cleared = cleared;
-    let res = core.policy.mounted(&core);
-    core.guard(res)?;
+    );
+    core.settle(scan.orphans, zone_media, &mut report)?;
     report.duration = started.elapsed();
     Ok((core, report))
 }
 
+/// The root inode must be a directory: without it nothing is reachable.
+pub(super) fn check_root<D: PmDevice>(dev: &D, l: &Layout) -> Result<()> {
+    match read_inode(dev, l, ROOT_INO).kind() {
+        Some(FileKind::Directory) => Ok(()),
+        _ => Err(FsError::Corrupted(
+            "the root inode is not a directory".into(),
+        )),
+    }
+}
+
+/// Refuses a policy that cannot use the pool's layout. Each message names
+/// the policies this pool takes and how to make a pool for the one asked
+/// for. A classic pool mounted with the default options is the common
+/// case: pools made before amber became the default are classic.
+fn check_layout(sb: &Superblock, wanted: PoolLayout) -> Result<()> {
+    if wanted == sb.pool_layout() {
+        return Ok(());
+    }
+    Err(FsError::InvalidArgument(match (sb.pool_layout(), wanted) {
+        (PoolLayout::Classic, PoolLayout::Lfs) => {
+            "this pool has the classic layout, which hunter-lfs cannot use: mount it \
+             with -o policy=direct (or hinfs, cow, finelog, lawn), or make a new pool \
+             with `amberfs mkfs --layout lfs` for hunter-lfs"
+        }
+        (PoolLayout::Classic, _) => {
+            "this pool has the classic layout (made before amber was the default, or \
+             with `amberfs mkfs --layout classic`), which the default policy amber (and \
+             hunter, hunter-sync) cannot use: mount it with -o policy=direct (or hinfs, \
+             cow, finelog, lawn), or make a new pool with `amberfs mkfs` (split layout, \
+             the default) for amber"
+        }
+        (PoolLayout::Split, _) => {
+            "this pool has the split layout (mkfs's default): mount it with \
+             policy=amber, hunter or hunter-sync, or make a pool with `amberfs mkfs \
+             --layout classic` for the other policies"
+        }
+        (PoolLayout::Lfs, _) => {
+            "this pool keeps HUNTER's records in its data log: mount it with \
+             policy=hunter-lfs"
+        }
+    }))
+}
+
+/// The saved bitmap of a cleanly unmounted pool, after checking that the
+/// pool really is clean: no committed transaction, and every block of the
+/// zone and the split layout taken.
+fn saved_bitmap<D: PmDevice>(
+    dev: &D,
+    sb: &Superblock,
+    committed: u64,
+    zone: Option<&ZoneMedia>,
+) -> Result<BitSet> {
+    let l = &sb.layout;
+    if committed > 0 {
+        return Err(FsError::Corrupted(
+            "pool is marked clean but its journal holds a committed transaction".into(),
+        ));
+    }
+    let mut bytes = vec![0u8; l.total_blocks.div_ceil(8) as usize];
+    dev.read(l.bitmap_start * BLOCK_SIZE, &mut bytes);
+    let used = BitSet::from_bytes(&bytes, l.total_blocks);
+    // The zone writes its chunks without asking the allocator: each must
+    // be one the saved bitmap says is taken.
+    let split = sb.split_regions();
+    let split_blocks = split.iter().flat_map(|r| r.blocks(l.total_blocks));
+    if let Some(b) = zone
+        .iter()
+        .flat_map(|z| z.blocks())
+        .chain(split_blocks)
+        .find(|&b| !used.get(b))
+    {
+        return Err(FsError::Corrupted(format!(
+            "block {b} of the small-write zone or the split layout is free in the saved bitmap"
+        )));
+    }
+    Ok(used)
+}
+
+/// Marks the pool mounted: from here on it is written.
+fn mark_mounted<D: PmDevice>(dev: &D, sb: &mut Superblock, clock: &Clock) -> Result<()> {
+    sb.state = PoolState::Dirty;
+    sb.generation += 1;
+    sb.mount_count += 1;
+    sb.last_mount_secs = clock.now().secs.max(0) as u64;
+    write_superblock(dev, sb)
+}
+
+/// Crash recovery: replays the journals and rebuilds block ownership (and
+/// the split layout's records). Returns the blocks in use, the next
+/// journal sequence number and the inode scan.
+pub(super) fn recover<D: PmDevice>(
+    dev: &D,
+    l: &Layout,
+    zone: Option<&ZoneMedia>,
+    split: Option<&SplitMedia>,
+    report: &mut RecoveryReport,
+) -> Result<(BitSet, u64, Scan)> {
+    let r = journal::replay(dev, l, true)?;
+    report.replayed_transactions = r.replayed;
+    report.discarded_transactions = r.discarded;
+    let scan = scan_inodes(dev, l);
+    let used = rebuild_used(dev, l, zone, split, report)?;
+    Ok((used, r.max_seq + 1, scan))
+}
+
 impl<D: PmDevice> Core<D> {
+    /// A core over a pool whose blocks in use, free inodes and next
+    /// journal sequence number mount (or salvage) has found.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn assemble(
+        dev: Arc<D>,
+        sb: Superblock,
+        used: &BitSet,
+        free_inos: Vec<u64>,
+        next_seq: u64,
+        policy: Box<dyn data::DataPolicy<D>>,
+        opts: MountOptions,
+        clock: Clock,
+    ) -> Core<D> {
+        let l = sb.layout;
+        Core {
+            blocks: BlockAllocator::new(&l, used),
+            inos: InodeAllocator::new(free_inos),
+            journals: Journals::new(&l, next_seq),
+            cache: InodeCache::default(),
+            rename_lock: Mutex::new(()),
+            poisoned: OnceLock::new(),
+            split: SplitMedia::of(&sb),
+            layout: l,
+            sb: Mutex::new(sb),
+            dev,
+            policy,
+            opts,
+            clock,
+            zone: None,
+        }
+    }
+
+    /// The last steps of a mount: orphans freed (not by a read-only
+    /// mount: they are unreachable anyway), the zone attached, and the
+    /// policy told it is mounted (its calibration writes, so a read-only
+    /// mount skips it).
+    fn settle(
+        &mut self,
+        orphans: Vec<u64>,
+        zone_media: Option<ZoneMedia>,
+        report: &mut RecoveryReport,
+    ) -> Result<()> {
+        if !self.opts.read_only {
+            for ino in orphans {
+                self.free_orphan(ino)?;
+                report.orphans_freed += 1;
+            }
+        }
+        report.inodes_in_use -= report.orphans_freed;
+        let want = self.policy.uses_zone().then_some(self.opts.zone);
+        let (zone, cleared) = zone::attach(self, zone_media, want.as_ref())?;
+        self.zone = zone;
+        report.zone_descriptors_cleared = cleared;
+        if !self.opts.read_only {
+            let res = self.policy.mounted(self);
+            self.guard(res)?;
+        }
+        Ok(())
+    }
+
     /// Frees an inode found with no links at mount.
     fn free_orphan(&self, ino: u64) -> Result<()> {
         let r = self.inode(ino)?;
@@ -444,6 +541,9 @@ impl<D: PmDevice> Core<D> {
     /// every loaded inode, which is every inode a policy may hold data
     /// for.
     pub fn sync_all(&self) -> Result<()> {
+        if self.opts.read_only {
+            return Ok(());
+        }
         self.check_writable()?;
         for r in self.cache.all() {
             let mut st = r.write();
@@ -460,6 +560,11 @@ impl<D: PmDevice> Core<D> {
     /// allocation bitmap and marks the pool clean. An inode still held
     /// open stays an orphan for the next mount to free.
     pub fn unmount(&self) -> Result<()> {
+        // A read-only mount wrote nothing and started no thread: there is
+        // nothing to save, and the pool stays exactly as it was found.
+        if self.opts.read_only {
+            return Ok(());
+        }
         self.check_writable()?;
         self.policy.unmount(self);
         for r in self.cache.all() {

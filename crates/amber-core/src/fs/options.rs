@@ -23,6 +23,10 @@ pub struct MountOptions {
     pub policy: String,
     /// Every write durable on return, as if opened O_SYNC.
     pub sync: bool,
+    /// Mounted read-only (`ro`): nothing is stored to the pool, not even
+    /// the mark that it is mounted; every change fails with
+    /// `FsError::ReadOnly` (docs/design.md §6.1).
+    pub read_only: bool,
     /// Bytes of DRAM write buffer (hinfs policies), whole 4 KiB blocks.
     pub buffer: u64,
     /// Write-back starts when free buffer blocks fall below this percent.
@@ -153,6 +157,7 @@ impl Default for MountOptions {
         MountOptions {
             policy: "amber".into(),
             sync: false,
+            read_only: false,
             buffer: 256 << 20,
             writeback_low: 5,
             writeback_high: 20,
@@ -240,6 +245,8 @@ impl MountOptions {
                 }
                 ("sync", None) => o.sync = true,
                 ("async", None) => o.sync = false,
+                ("ro", None) => o.read_only = true,
+                ("rw", None) => o.read_only = false,
                 ("buffer", Some(v)) => {
                     o.buffer = parse_size(v).ok_or(FsError::InvalidArgument(
                         "buffer= takes a size like 256M or 1G",
@@ -336,7 +343,7 @@ impl MountOptions {
                 }
                 _ => {
                     return Err(FsError::InvalidArgument(
-                        "unknown mount option (known: policy=NAME, sync, async, buffer=SIZE, \
+                        "unknown mount option (known: policy=NAME, sync, async, ro, rw, buffer=SIZE, \
                          writeback_low=PCT, writeback_high=PCT, writeback_interval=DUR, \
                          writeback_age=DUR, lazy_after=DUR, writeback_threads=N, \
                          buffering=auto|always, amber_buffer=auto|always|never, lawn_slot=BYTES, lawn_zone=PCT, lawn_grow=PCT, \
@@ -390,6 +397,10 @@ mod tests {
         assert_eq!(MountOptions::parse("").unwrap(), MountOptions::default());
         let o = MountOptions::parse("policy=direct, sync").unwrap();
         assert!(o.sync);
+        assert!(!o.read_only);
+        assert!(MountOptions::parse("ro").unwrap().read_only);
+        assert!(!MountOptions::parse("ro,rw").unwrap().read_only);
+        assert!(MountOptions::parse("ro=1").is_err());
         assert!(MountOptions::parse("policy=nope").is_err());
         assert!(MountOptions::parse("bogus").is_err());
         assert!(MountOptions::parse("sync=1").is_err());

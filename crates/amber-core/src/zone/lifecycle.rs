@@ -16,8 +16,8 @@ use crate::error::{FsError, Result};
 use crate::fs::{write_superblock, Core, ZoneOptions};
 use crate::inode::read_inode;
 use amber_format::zone::{
-    ZoneGeometry, FEATURE_ZONE, HEADER_BLOCKS, MAX_CHUNKS, MAX_CHUNK_BLOCKS, MIN_CHUNK_BLOCKS,
-    REGION_ZONE_BLOCKS, REGION_ZONE_START,
+    Descriptor, ZoneGeometry, FEATURE_ZONE, HEADER_BLOCKS, MAX_CHUNKS, MAX_CHUNK_BLOCKS,
+    MIN_CHUNK_BLOCKS, REGION_ZONE_BLOCKS, REGION_ZONE_START,
 };
 use amber_format::{Inode, BLOCK_SIZE};
 use amber_pmem::PmDevice;
@@ -47,12 +47,16 @@ const INITIAL_CHUNKS: u64 = 4;
 /// otherwise, and creates one when `want` asks and none is left. Runs
 /// after the journals are replayed and orphans freed, before any file is
 /// used. Returns the zone to use, and how many stale descriptors were
-/// cleared.
+/// cleared. A read-only mount writes nothing: it keeps the pool's zone
+/// whatever its shape (or has none), and stale descriptors stay.
 pub fn attach<D: PmDevice>(
     fs: &Core<D>,
     media: Option<ZoneMedia>,
     want: Option<&ZoneOptions>,
 ) -> Result<(Option<Zone>, u64)> {
+    if fs.opts.read_only {
+        return attach_read_only(fs, media, want.is_some());
+    }
     let mut cleared = 0;
     if let Some(media) = media {
         let (found, stale) = recover(fs, &media)?;
@@ -60,11 +64,7 @@ pub fn attach<D: PmDevice>(
         let fits =
             want.is_some_and(|w| w.slot == media.geo.slot_size && w.subzones == media.geo.subzones);
         if fits {
-            let valid: Vec<_> = found
-                .iter()
-                .map(|f| (f.sub, f.slot, f.ino, f.slice))
-                .collect();
-            return Ok((Some(Zone::new(media, &valid)), cleared));
+            return Ok((Some(keep(media, &found)), cleared));
         }
         fold_back(fs, &media, &found)?;
         remove(fs, &media)?;
@@ -75,71 +75,149 @@ pub fn attach<D: PmDevice>(
     }
 }
 
-/// Judges every descriptor; clears the stale ones (durably) and returns
-/// the valid ones. Fails on corruption: a committed descriptor no protocol
-/// leaves, or two for one slice.
-fn recover<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia) -> Result<(Vec<Found>, u64)> {
-    let dev = &*fs.dev;
-    let l = &fs.layout;
+/// A read-only mount's zone: the pool's own, judged but not cleaned. A
+/// policy that does not read through a zone would show files without
+/// their newest slices, and folding them back would write: refused.
+fn attach_read_only<D: PmDevice>(
+    fs: &Core<D>,
+    media: Option<ZoneMedia>,
+    uses_zone: bool,
+) -> Result<(Option<Zone>, u64)> {
+    let Some(media) = media else {
+        return Ok((None, 0));
+    };
+    if !uses_zone {
+        return Err(FsError::InvalidArgument(
+            "this pool holds a small-write zone, which only a policy that reads through it \
+             shows and a read-only mount cannot fold back into the files: mount it read-only \
+             with policy=amber (split layout) or policy=lawn (classic layout)",
+        ));
+    }
+    let judged = judge_all(fs, &media, false)?;
+    Ok((Some(keep(media, &judged.found)), 0))
+}
+
+/// The zone in DRAM, holding the descriptors found valid.
+fn keep(media: ZoneMedia, found: &[Found]) -> Zone {
+    let valid: Vec<_> = found
+        .iter()
+        .map(|f| (f.sub, f.slot, f.ino, f.slice))
+        .collect();
+    Zone::new(media, &valid)
+}
+
+/// Salvage's zone: the pool's own, judged descriptor by descriptor; one
+/// that cannot be judged (its file does not load, or a second copy of a
+/// slice) is left out, with the reason, instead of failing the rest.
+pub fn attach_lenient<D: PmDevice>(fs: &Core<D>, media: ZoneMedia) -> Result<(Zone, Vec<String>)> {
+    let judged = judge_all(fs, &media, true)?;
+    Ok((keep(media, &judged.found), judged.skipped))
+}
+
+/// Every descriptor in use, judged.
+struct Judged {
+    found: Vec<Found>,
+    /// Slots whose descriptors are stale.
+    stale: Vec<(u32, u32)>,
+    /// Descriptors a lenient judge left out, with the reason.
+    skipped: Vec<String>,
+}
+
+/// Judges every descriptor. Strict: fails on corruption (a committed
+/// descriptor no protocol leaves, or two for one slice). Lenient: leaves
+/// such descriptors out and says why.
+fn judge_all<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia, lenient: bool) -> Result<Judged> {
     let mut inodes: FxHashMap<u64, Inode> = FxHashMap::default();
     let mut seen: FxHashSet<(u64, u32)> = FxHashSet::default();
-    let mut found = Vec::new();
-    let mut stale = Vec::new();
-    media.scan(dev, |sub, slot, d| {
-        let ino = d.ino as u64;
-        if !l.is_valid_ino(ino) {
-            return Err(FsError::Corrupted(format!(
-                "small-write zone: descriptor {sub}/{slot} names inode {ino}, out of range"
-            )));
-        }
-        // A file in use is judged as its policy loaded it (a split-layout
-        // file's size is its attribute log's); a free inode as it lies.
-        let inode = match inodes.entry(ino) {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => {
-                let raw = read_inode(dev, l, ino);
-                e.insert(match raw.in_use() {
-                    true => fs.inode(ino)?.read().disk.clone(),
-                    false => raw,
-                })
+    let mut j = Judged {
+        found: Vec::new(),
+        stale: Vec::new(),
+        skipped: Vec::new(),
+    };
+    media.scan(&*fs.dev, |sub, slot, d| {
+        match judge_one(fs, media, &mut inodes, (sub, slot), &d) {
+            Ok(false) => j.stale.push((sub, slot)),
+            Ok(true) if seen.insert((d.ino as u64, d.slice)) => j.found.push(Found {
+                sub,
+                slot,
+                ino: d.ino as u64,
+                slice: d.slice,
+            }),
+            Ok(true) if lenient => j.skipped.push(format!(
+                "small-write zone slot {sub}/{slot}: a second committed copy of slice {} of \
+                 inode {}",
+                d.slice, d.ino
+            )),
+            Ok(true) => {
+                return Err(FsError::Corrupted(format!(
+                    "small-write zone: two committed copies of slice {} of inode {}",
+                    d.slice, d.ino
+                )))
             }
-        };
-        let verdict = judge(&d, inode, &media.geo, sub, |fb| {
-            fs.inode(ino)
-                .map(|r| fs.policy.block_of(&r.read(), fb).is_some())
-                .unwrap_or(false)
-        });
-        match verdict {
-            Verdict::Stale => stale.push((sub, slot)),
-            Verdict::Corrupt(why) => {
-                return Err(FsError::Corrupted(format!("small-write zone: {why}")))
-            }
-            Verdict::Valid => {
-                if !seen.insert((ino, d.slice)) {
-                    return Err(FsError::Corrupted(format!(
-                        "small-write zone: two committed copies of slice {} of inode {ino}",
-                        d.slice
-                    )));
-                }
-                found.push(Found {
-                    sub,
-                    slot,
-                    ino,
-                    slice: d.slice,
-                });
-            }
+            Err(e) if lenient => j
+                .skipped
+                .push(format!("small-write zone slot {sub}/{slot}: {e}")),
+            Err(e) => return Err(e),
         }
         Ok(())
     })?;
+    Ok(j)
+}
+
+/// Whether descriptor `d` in slot `(sub, slot)` is valid (true) or
+/// stale (false); an error for corruption. `inodes` caches the inodes
+/// judged.
+fn judge_one<D: PmDevice>(
+    fs: &Core<D>,
+    media: &ZoneMedia,
+    inodes: &mut FxHashMap<u64, Inode>,
+    (sub, slot): (u32, u32),
+    d: &Descriptor,
+) -> Result<bool> {
+    let (dev, l) = (&*fs.dev, &fs.layout);
+    let ino = d.ino as u64;
+    if !l.is_valid_ino(ino) {
+        return Err(FsError::Corrupted(format!(
+            "small-write zone: descriptor {sub}/{slot} names inode {ino}, out of range"
+        )));
+    }
+    // A file in use is judged as its policy loaded it (a split-layout
+    // file's size is its attribute log's); a free inode as it lies.
+    let inode = match inodes.entry(ino) {
+        Entry::Occupied(e) => e.into_mut(),
+        Entry::Vacant(e) => {
+            let raw = read_inode(dev, l, ino);
+            e.insert(match raw.in_use() {
+                true => fs.inode(ino)?.read().disk.clone(),
+                false => raw,
+            })
+        }
+    };
+    let verdict = judge(d, inode, &media.geo, sub, |fb| {
+        fs.inode(ino)
+            .map(|r| fs.policy.block_of(&r.read(), fb).is_some())
+            .unwrap_or(false)
+    });
+    match verdict {
+        Verdict::Stale => Ok(false),
+        Verdict::Valid => Ok(true),
+        Verdict::Corrupt(why) => Err(FsError::Corrupted(format!("small-write zone: {why}"))),
+    }
+}
+
+/// Judges every descriptor; clears the stale ones (durably) and returns
+/// the valid ones. Fails on corruption.
+fn recover<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia) -> Result<(Vec<Found>, u64)> {
+    let j = judge_all(fs, media, false)?;
     // Stale descriptors must go before any file writes again: a stale
     // uncommitted one would become valid when its file's commit number
     // reaches its sequence number.
-    for &(sub, slot) in &stale {
+    for &(sub, slot) in &j.stale {
         let (at, _) = super::slot_place(&media.geo, &media.chunks[sub as usize], slot);
-        Zone::clear_desc(dev, at);
+        Zone::clear_desc(&*fs.dev, at);
     }
     fs.drain()?;
-    Ok((found, stale.len() as u64))
+    Ok((j.found, j.stale.len() as u64))
 }
 
 /// Writes every valid slice into its file, then clears the descriptors.

@@ -14,7 +14,7 @@ mod lifecycle;
 mod media;
 
 pub use judge::{judge, Verdict};
-pub use lifecycle::attach;
+pub use lifecycle::{attach, attach_lenient};
 pub use media::{slot_place, ZoneMedia};
 
 use amber_format::zone::{Descriptor, ZoneGeometry, MAX_CHUNKS};

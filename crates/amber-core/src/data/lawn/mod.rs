@@ -480,7 +480,11 @@ pub(super) fn read_over<D: PmDevice>(
     }
     let n = (buf.len() as u64).min(size - off) as usize;
     let end = off + n as u64;
-    let zone = Lawn::zone(fs);
+    // No zone: a read-only mount of a pool that never had one (only a
+    // writable mount creates it), or salvage of one it could not read.
+    let Some(zone) = fs.zone() else {
+        return base(off, &mut buf[..n]);
+    };
     if zone.is_empty(zone.sub_of(st.ino)) {
         return base(off, &mut buf[..n]);
     }

@@ -1,0 +1,166 @@
+//! Salvage: a read-only view of a damaged pool, to copy out whatever can
+//! still be read when fsck cannot make the pool whole or mount refuses it.
+//!
+//! It reads through the same code as mount (the superblock, journal,
+//! zone, split-layout and inode readers), over a [`DramOverlay`], so the
+//! pool itself is never written: first a read-only mount is tried, which
+//! recovers a crashed pool in the overlay exactly as a writable mount
+//! would on the pool; if that refuses, the pool is opened leniently, each
+//! part that cannot be read left out with the reason: a superblock pair
+//! that fails its checksums is taken without them if its geometry holds,
+//! recovery goes as far as it can, the zone is dropped (or the
+//! descriptors that cannot be judged), and nothing else is checked up
+//! front. What remains damaged shows up file by file, as errors of the
+//! inode-level calls the caller walks the tree with.
+
+use super::mount::{check_root, read_superblock, recover};
+use super::{mount, Core, MountOptions, RecoveryReport};
+use crate::alloc::BitSet;
+use crate::data;
+use crate::error::{FsError, Result};
+use crate::split::SplitMedia;
+use crate::time::Clock;
+use crate::zone::{self, ZoneMedia};
+use amber_format::superblock::SUPERBLOCK_SIZE;
+use amber_format::zone::FEATURE_ZONE;
+use amber_format::{FormatParams, PoolLayout, PoolState, Superblock};
+use amber_pmem::{DramOverlay, PmDevice};
+use std::sync::Arc;
+
+/// Opens the pool under `dev` for salvage; returns a read-only core and
+/// what was found wrong and worked around, one line each. Fails only
+/// when no superblock, checked or not, describes the pool.
+pub fn salvage<D: PmDevice>(
+    dev: Arc<DramOverlay<D>>,
+) -> Result<(Core<DramOverlay<D>>, Vec<String>)> {
+    let mut notes = Vec::new();
+    let (sb, checked) = superblock(&*dev, &mut notes)?;
+    let opts = reading_options(&sb);
+    if checked {
+        match mount(dev.clone(), opts.clone()) {
+            Ok((core, report)) => {
+                if !report.was_clean {
+                    notes.push(format!("{report} (in memory only; the pool is unchanged)"));
+                }
+                return Ok((core, notes));
+            }
+            Err(e) => notes.push(format!(
+                "a read-only mount refused the pool ({e}); reading it as it lies instead, \
+                 skipping what cannot be read"
+            )),
+        }
+        dev.discard();
+    }
+    Ok((lenient(dev, sb, opts, &mut notes)?, notes))
+}
+
+/// Mount options that read a pool of `sb`'s layout: read-only, with the
+/// policy that reads its files (through its zone, if it has one).
+fn reading_options(sb: &Superblock) -> MountOptions {
+    let policy = match sb.pool_layout() {
+        PoolLayout::Split => "amber",
+        PoolLayout::Lfs => "hunter-lfs",
+        PoolLayout::Classic if sb.feature_incompat & FEATURE_ZONE != 0 => "lawn",
+        PoolLayout::Classic => "direct",
+    };
+    MountOptions {
+        policy: policy.into(),
+        read_only: true,
+        ..MountOptions::default()
+    }
+}
+
+/// The superblock to read the pool by, and whether it passed every check.
+/// When neither copy does, a copy whose checksum (or magic) alone is
+/// wrong, or else the geometry mkfs gives a pool of this size, is used if
+/// its root inode is a directory.
+fn superblock<D: PmDevice>(dev: &D, notes: &mut Vec<String>) -> Result<(Superblock, bool)> {
+    let refused = match read_superblock(dev) {
+        Ok(sb) => return Ok((sb, true)),
+        Err(e @ FsError::Format(amber_format::FormatError::Truncated { .. })) => return Err(e),
+        Err(e) => e,
+    };
+    let mut candidates: Vec<(Superblock, String)> = Vec::new();
+    for (name, off) in ["A", "B"].into_iter().zip(Superblock::copy_offsets()) {
+        let mut bytes = [0u8; SUPERBLOCK_SIZE];
+        dev.read(off, &mut bytes);
+        if let Ok(sb) = Superblock::decode_unverified(&bytes) {
+            let why = format!("superblock copy {name} with its checksum and magic not checked");
+            candidates.push((sb, why));
+        }
+    }
+    candidates.sort_by_key(|(sb, _)| std::cmp::Reverse(sb.generation));
+    for layout in [PoolLayout::Split, PoolLayout::Classic, PoolLayout::Lfs] {
+        let params = FormatParams {
+            layout,
+            ..FormatParams::for_size(dev.size())
+        };
+        if let Ok(sb) = Superblock::new(&params, [0; 16]) {
+            let why = format!(
+                "the geometry mkfs gives a pool of this size ({layout:?} layout, defaults); \
+                 a small-write zone, if the pool had one, is lost with it"
+            );
+            candidates.push((sb, why));
+        }
+    }
+    let usable = candidates
+        .into_iter()
+        .find(|(sb, _)| sb.pool_size <= dev.size() && check_root(dev, &sb.layout).is_ok());
+    match usable {
+        Some((sb, why)) => {
+            notes.push(format!(
+                "both superblock copies are unusable ({refused}); using {why}"
+            ));
+            Ok((sb, false))
+        }
+        None => Err(refused),
+    }
+}
+
+/// Opens the pool as it lies: recovery (if it needs any) as far as it
+/// goes, the zone if it reads, no allocator (nothing is allocated).
+fn lenient<D: PmDevice>(
+    dev: Arc<DramOverlay<D>>,
+    sb: Superblock,
+    opts: MountOptions,
+    notes: &mut Vec<String>,
+) -> Result<Core<DramOverlay<D>>> {
+    let l = sb.layout;
+    let policy = data::by_name(&opts)?;
+    let zone_media = ZoneMedia::read(&*dev, &l, &sb).unwrap_or_else(|e| {
+        notes.push(format!(
+            "{e}; files are read without the zone (the newest bytes of small overwrites may \
+             be missing)"
+        ));
+        None
+    });
+    if sb.state != PoolState::Clean {
+        let split = SplitMedia::of(&sb);
+        let mut report = RecoveryReport::default();
+        if let Err(e) = recover(&*dev, &l, zone_media.as_ref(), split.as_ref(), &mut report) {
+            notes.push(format!(
+                "the pool was not unmounted cleanly and recovery (in memory) stopped: {e}; \
+                 what it did not reach is read as it lies"
+            ));
+        }
+    }
+    // Every block taken and no inode free: a read-only core allocates
+    // nothing, and must not try.
+    let bytes = vec![0xff; l.total_blocks.div_ceil(8) as usize];
+    let every_block = BitSet::from_bytes(&bytes, l.total_blocks);
+    let clock = Clock::new(opts.clock);
+    let mut core = Core::assemble(dev, sb, &every_block, Vec::new(), 1, policy, opts, clock);
+    if let Some(media) = zone_media {
+        match zone::attach_lenient(&core, media) {
+            Ok((z, skipped)) => {
+                notes.extend(skipped);
+                core.zone = Some(z);
+            }
+            Err(e) => notes.push(format!(
+                "{e}; files are read without the zone (the newest bytes of small overwrites \
+                 may be missing)"
+            )),
+        }
+    }
+    Ok(core)
+}
