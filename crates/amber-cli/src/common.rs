@@ -98,6 +98,16 @@ pub fn map_error(pool: &Path, err: MapError) -> CliError {
             "pool {p} is in use by another process (it holds the pool lock); wait for it to \
              finish or stop it — `fuser {p}` shows which process it is"
         ),
+        MapError::ReadOnly { .. } | MapError::PermissionDenied { .. } => format!(
+            "cannot open pool {p} for writing: {} — commands that only read it (info, fsck \
+             without --repair, ls, cat, get, salvage) open it read-only by themselves; mount \
+             it read-only with 'amberfs mount -o ro {p} DIR'; to change it, copy it to \
+             writable storage first",
+            match err {
+                MapError::ReadOnly { .. } => "it is on a read-only file system or device",
+                _ => "permission denied",
+            }
+        ),
         MapError::TooSmall { size, .. } => format!(
             "pool {p} is only {size} bytes, too small to be an Amber pool (truncated?); \
              restore the full file, or create a new pool with {}",
@@ -112,11 +122,34 @@ pub fn open_device(pool: &Path) -> CliResult<MmapDevice> {
     MmapDevice::open(pool, &MapOptions::default()).map_err(|e| map_error(pool, e))
 }
 
+/// Opens a pool read-only (shared with other readers, never written).
+pub fn open_read_only(pool: &Path) -> CliResult<MmapDevice> {
+    MmapDevice::open_read_only(pool, &MapOptions::default()).map_err(|e| map_error(pool, e))
+}
+
+/// Opens a pool for a command that only reads it: read-write as usual,
+/// or read-only when its media or permissions allow nothing else.
+pub fn open_for_reading(pool: &Path) -> CliResult<MmapDevice> {
+    match MmapDevice::open(pool, &MapOptions::default()) {
+        Err(MapError::ReadOnly { .. } | MapError::PermissionDenied { .. }) => open_read_only(pool),
+        other => other.map_err(|e| map_error(pool, e)),
+    }
+}
+
 /// Words a failure to read or mount a pool as a whole. The core's own
 /// messages for format errors (bad magic, newer version, bad checksum,
 /// truncation) already carry advice.
 pub fn pool_error(pool: &Path, err: FsError) -> CliError {
-    CliError::new(format!("cannot use pool {}: {err}", pool.display()))
+    let p = pool.display();
+    if err == FsError::NeedsRecovery {
+        return CliError::new(format!(
+            "cannot read pool {p} read-only: it was not unmounted cleanly, and recovery needs \
+             write access — run 'amberfs fsck --repair' on a writable copy ('cp {p} COPY', \
+             then 'amberfs fsck --repair COPY'), or copy its files out with 'amberfs salvage \
+             {p} DIR' (it recovers in memory and writes nothing)"
+        ));
+    }
+    CliError::new(format!("cannot use pool {p}: {err}"))
 }
 
 /// Words a failure of an operation on `path` inside the pool, with the
@@ -175,6 +208,9 @@ pub fn join(dir: &str, name: &str) -> String {
 pub struct MountConfig {
     emulate: Option<EmulatorSpec>,
     options: MountOptions,
+    /// The command only reads: a pool that cannot be opened for writing
+    /// is opened and mounted read-only instead.
+    reads_only: bool,
 }
 
 impl MountConfig {
@@ -189,7 +225,40 @@ impl MountConfig {
                 options.unwrap_or("")
             ))
         })?;
-        Ok(MountConfig { emulate, options })
+        Ok(MountConfig {
+            emulate,
+            options,
+            reads_only: false,
+        })
+    }
+
+    /// For a command that only reads the pool (ls, cat, get): one on
+    /// read-only media, or not writable by the user, is read read-only.
+    pub fn reading(self) -> MountConfig {
+        MountConfig {
+            reads_only: true,
+            ..self
+        }
+    }
+
+    /// Whether the mount is read-only (`-o ro`).
+    pub fn read_only(&self) -> bool {
+        self.options.read_only
+    }
+
+    /// The device to mount and the options to mount it with.
+    fn open(&self, pool: &Path) -> CliResult<(MmapDevice, MountOptions)> {
+        let mut options = self.options.clone();
+        let dev = if options.read_only {
+            open_read_only(pool)?
+        } else if self.reads_only {
+            let dev = open_for_reading(pool)?;
+            options.read_only = dev.read_only();
+            dev
+        } else {
+            open_device(pool)?
+        };
+        Ok((dev, options))
     }
 }
 
@@ -213,6 +282,10 @@ macro_rules! delegate {
 impl PmDevice for PoolDevice {
     fn size(&self) -> u64 {
         delegate!(self, d => d.size())
+    }
+
+    fn read_only(&self) -> bool {
+        delegate!(self, d => d.read_only())
     }
 
     fn read(&self, off: u64, buf: &mut [u8]) {
@@ -262,12 +335,12 @@ pub type PoolFs = Fs<PoolDevice>;
 /// Opens `pool` (behind the emulator if asked) and mounts it, recovering
 /// it if the last session did not end cleanly.
 pub fn mount_pool(pool: &Path, config: &MountConfig) -> CliResult<(PoolFs, RecoveryReport)> {
-    let dev = open_device(pool)?;
+    let (dev, options) = config.open(pool)?;
     let dev = match config.emulate {
         Some(spec) => PoolDevice::Emulated(Emulated::new(dev, spec)),
         None => PoolDevice::Plain(dev),
     };
-    Fs::mount(dev, config.options.clone()).map_err(|e| pool_error(pool, e))
+    Fs::mount(dev, options).map_err(|e| pool_error(pool, e))
 }
 
 /// Mounts `pool`, runs `action`, and unmounts cleanly whatever `action`

@@ -4,6 +4,7 @@
 
 mod cmd;
 mod common;
+mod copytree;
 
 use std::process::ExitCode;
 
@@ -46,8 +47,12 @@ enum Command {
     Ls(cmd::ls::Args),
     /// Copy a local file into the pool.
     Put(cmd::put::Args),
-    /// Copy a file out of the pool.
+    /// Copy a file (with -r, a directory tree) out of the pool.
     Get(cmd::get::Args),
+    /// Copy every file that can still be read out of a damaged pool,
+    /// without writing to it (when fsck cannot repair it or mount
+    /// refuses it).
+    Salvage(cmd::salvage::Args),
     /// Create a directory in the pool.
     Mkdir(cmd::mkdir::Args),
     /// Remove a file or (with -r) a directory tree from the pool.
@@ -74,6 +79,7 @@ impl Command {
             Command::Mkfs(_)
                 | Command::Info(_)
                 | Command::Fsck(_)
+                | Command::Salvage(_)
                 | Command::Crashtest(_)
                 | Command::Bench(_)
                 | Command::Demo(_)
@@ -97,12 +103,13 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
         Command::Info(args) => cmd::info::run(args),
         Command::Fsck(args) => cmd::fsck::run(args),
         Command::Crashtest(args) => cmd::crashtest::run(args),
-        Command::Ls(args) => cmd::ls::run(args, &mount()?),
+        Command::Ls(args) => cmd::ls::run(args, &mount()?.reading()),
         Command::Put(args) => cmd::put::run(args, &mount()?),
-        Command::Get(args) => cmd::get::run(args, &mount()?),
+        Command::Get(args) => cmd::get::run(args, &mount()?.reading()),
+        Command::Salvage(args) => cmd::salvage::run(args),
         Command::Mkdir(args) => cmd::mkdir::run(args, &mount()?),
         Command::Rm(args) => cmd::rm::run(args, &mount()?),
-        Command::Cat(args) => cmd::cat::run(args, &mount()?),
+        Command::Cat(args) => cmd::cat::run(args, &mount()?.reading()),
         Command::Mount(args) => {
             cmd::mount::run(args, cli.emulate.as_deref(), cli.options.as_deref())
         }

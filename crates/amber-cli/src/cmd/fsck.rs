@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use amber_core::check::{check, CheckOptions, CheckReport, Severity};
 use serde::Serialize;
 
-use crate::common::{open_device, pool_error, warn, CliError, CliResult};
+use crate::common::{open_device, open_for_reading, pool_error, warn, CliError, CliResult};
 
 /// e2fsck's "operational error": the pool could not be checked at all.
 const EXIT_OPERATIONAL: u8 = 8;
@@ -60,7 +60,12 @@ pub fn run(args: Args) -> CliResult<ExitCode> {
 }
 
 fn check_pool(args: &Args) -> CliResult<ExitCode> {
-    let dev = open_device(&args.pool)?;
+    // A check alone writes nothing, so it can read a pool on read-only
+    // media; a repair needs to write it.
+    let dev = match args.repair {
+        true => open_device(&args.pool)?,
+        false => open_for_reading(&args.pool)?,
+    };
     let opts = CheckOptions {
         repair: args.repair,
     };

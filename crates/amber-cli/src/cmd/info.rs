@@ -12,7 +12,7 @@ use amber_format::{PoolState, Superblock, BLOCK_SIZE};
 use amber_pmem::MapInfo;
 use serde::Serialize;
 
-use crate::common::{format_time, human_bytes, open_device, pool_error, CliError, CliResult};
+use crate::common::{format_time, human_bytes, open_for_reading, pool_error, CliError, CliResult};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -100,6 +100,8 @@ struct Device {
     size: u64,
     map_sync: bool,
     huge_page_aligned: bool,
+    /// Opened read-only (its media or permissions allow nothing else).
+    read_only: bool,
     flush: String,
     nt_store: String,
     nt_store_bytes: usize,
@@ -107,7 +109,7 @@ struct Device {
 }
 
 pub fn run(args: Args) -> CliResult<ExitCode> {
-    let dev = open_device(&args.pool)?;
+    let dev = open_for_reading(&args.pool)?;
     let sb = amber_core::fs::read_superblock(&dev).map_err(|e| pool_error(&args.pool, e))?;
     let mut info = describe(&args, &sb, dev.info());
     info.zone = amber_core::zone::ZoneMedia::read(&dev, &sb.layout, &sb)
@@ -169,6 +171,7 @@ fn describe(args: &Args, sb: &Superblock, map: &MapInfo) -> Info {
             size: map.size,
             map_sync: map.map_sync,
             huge_page_aligned: map.huge_page_aligned,
+            read_only: map.read_only,
             flush: map.flush.name().to_string(),
             nt_store: map.nt_store.to_string(),
             nt_store_bytes: map.nt_store.bytes(),

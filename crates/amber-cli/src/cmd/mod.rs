@@ -13,4 +13,5 @@ pub mod mkfs;
 pub mod mount;
 pub mod put;
 pub mod rm;
+pub mod salvage;
 pub mod umount;

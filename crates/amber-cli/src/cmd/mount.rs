@@ -22,6 +22,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use amber_core::fs::read_superblock;
+use amber_core::FsError;
+use amber_format::PoolState;
 use amber_fuse::{session_config, AmberFuse, DEFAULT_THREADS};
 use amber_pmem::{MapError, MapOptions, MmapDevice};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -70,7 +72,7 @@ pub fn run(args: Args, emulate: Option<&str>, options: Option<&str>) -> CliResul
     let options = core_options(options.unwrap_or(""));
     let config = MountConfig::parse(emulate, Some(&options))?;
     let dir = check_mount_point(&args.dir)?;
-    let pool = check_pool(&args.pool)?;
+    let pool = check_pool(&args.pool, config.read_only())?;
     if args.foreground {
         serve(&pool, &dir, &config, args.threads)
     } else {
@@ -141,10 +143,16 @@ fn check_mount_point(dir: &Path) -> CliResult<PathBuf> {
     }
 }
 
-/// Checks that the pool opens, is not in use, and has a valid superblock,
-/// without writing to it; returns its absolute path.
-fn check_pool(pool: &Path) -> CliResult<PathBuf> {
-    let dev = match MmapDevice::open(pool, &MapOptions::default()) {
+/// Checks that the pool opens (read-only for `-o ro`), is not in use, and
+/// has a valid superblock, without writing to it; returns its absolute
+/// path. A pool that cannot be opened for writing is refused by name,
+/// with the `-o ro` that mounts it.
+fn check_pool(pool: &Path, read_only: bool) -> CliResult<PathBuf> {
+    let opened = match read_only {
+        true => MmapDevice::open_read_only(pool, &MapOptions::default()),
+        false => MmapDevice::open(pool, &MapOptions::default()),
+    };
+    let dev = match opened {
         Ok(dev) => dev,
         Err(e @ MapError::InUse { .. }) => {
             // The usual holder is an amberfs mount: name it, it is the
@@ -161,7 +169,10 @@ fn check_pool(pool: &Path) -> CliResult<PathBuf> {
         }
         Err(e) => return Err(map_error(pool, e)),
     };
-    read_superblock(&dev).map_err(|e| pool_error(pool, e))?;
+    let sb = read_superblock(&dev).map_err(|e| pool_error(pool, e))?;
+    if read_only && sb.state != PoolState::Clean {
+        return Err(pool_error(pool, FsError::NeedsRecovery));
+    }
     pool.canonicalize()
         .map_err(|e| CliError::new(format!("cannot resolve {}: {e}", pool.display())))
 }
@@ -356,7 +367,13 @@ fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliRe
     }
     let adapter = AmberFuse::new(fs.core().clone());
     let fsname = format!("amberfs:{}", pool.display());
-    let mut session = match fuser::Session::new(adapter, dir, &session_config(&fsname, threads)) {
+    let mut session_options = session_config(&fsname, threads);
+    if config.read_only() {
+        // The kernel then refuses every change itself (EROFS), as for
+        // any read-only mount; the core refuses what still arrives.
+        session_options.mount_options.push(fuser::MountOption::RO);
+    }
+    let mut session = match fuser::Session::new(adapter, dir, &session_options) {
         Ok(s) => s,
         Err(e) => {
             let clean = fs.unmount();
@@ -373,9 +390,14 @@ fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliRe
         }
     };
     log(&format!(
-        "mounted {} at {} ({threads} thread(s))",
+        "mounted {} at {} ({threads} thread(s){})",
         pool.display(),
-        dir.display()
+        dir.display(),
+        if config.read_only() {
+            ", read-only"
+        } else {
+            ""
+        }
     ));
     let mut unmounter = session.unmount_callable();
     let (tx, rx) = mpsc::channel();

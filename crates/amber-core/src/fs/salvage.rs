@@ -18,12 +18,15 @@ use super::{mount, Core, MountOptions, RecoveryReport};
 use crate::alloc::BitSet;
 use crate::data;
 use crate::error::{FsError, Result};
+use crate::inode::{read_inode, walk};
 use crate::split::SplitMedia;
 use crate::time::Clock;
+use crate::types::DirEntry;
 use crate::zone::{self, ZoneMedia};
+use amber_format::dirent::{self, SLOTS_PER_BLOCK};
 use amber_format::superblock::SUPERBLOCK_SIZE;
 use amber_format::zone::FEATURE_ZONE;
-use amber_format::{FormatParams, PoolLayout, PoolState, Superblock};
+use amber_format::{FileKind, FormatParams, PoolLayout, PoolState, Superblock, BLOCK_SIZE};
 use amber_pmem::{DramOverlay, PmDevice};
 use std::sync::Arc;
 
@@ -163,4 +166,59 @@ fn lenient<D: PmDevice>(
         }
     }
     Ok(core)
+}
+
+impl<D: PmDevice> Core<D> {
+    /// The entries of directory `ino` that still decode, with why each
+    /// other slot or block did not: for salvage, when the directory does
+    /// not load (mount reads a directory whole, and one bad slot fails
+    /// it). Reads the inode and block map as the loaders do; fails only
+    /// if those do not read.
+    pub fn readdir_lenient(&self, ino: u64) -> Result<(Vec<DirEntry>, Vec<String>)> {
+        let l = &self.layout;
+        if !l.is_valid_ino(ino) {
+            return Err(FsError::NotFound);
+        }
+        let disk = read_inode(&*self.dev, l, ino);
+        if disk.kind() != Some(FileKind::Directory) {
+            return Err(FsError::NotADirectory);
+        }
+        let tree = walk(&*self.dev, l, disk.map_root, disk.map_height)?;
+        let nblocks = disk.size / BLOCK_SIZE;
+        let (mut entries, mut bad) = (Vec::new(), Vec::new());
+        let mut buf = vec![0u8; BLOCK_SIZE as usize];
+        for &(fb, pb) in tree.data.iter().filter(|&&(fb, _)| fb < nblocks) {
+            self.dev.read(l.block_offset(pb), &mut buf);
+            // The slots after a bad one may be the rest of its name: one
+            // note per run of bad slots.
+            let (mut slot, mut in_bad_run) = (0, false);
+            while slot < SLOTS_PER_BLOCK {
+                let at = format!("block {fb} slot {slot}");
+                let decoded = dirent::decode(&buf, slot);
+                let was_bad = std::mem::replace(&mut in_bad_run, decoded.is_err());
+                match decoded {
+                    Ok(None) => slot += 1,
+                    Ok(Some(e)) => {
+                        slot += e.nslots;
+                        match FileKind::from_dtype(e.dtype).filter(|_| l.is_valid_ino(e.ino)) {
+                            Some(kind) => entries.push(DirEntry {
+                                ino: e.ino,
+                                kind,
+                                name: e.name,
+                                cookie: 0,
+                            }),
+                            None => bad.push(format!("{at}: names no valid inode or kind")),
+                        }
+                    }
+                    Err(err) => {
+                        if !was_bad {
+                            bad.push(format!("{at}: {err}"));
+                        }
+                        slot += 1;
+                    }
+                }
+            }
+        }
+        Ok((entries, bad))
+    }
 }
