@@ -40,7 +40,11 @@ pub struct Copied {
 
 impl std::fmt::Display for Copied {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let dirs = if self.dirs == 1 { "directory" } else { "directories" };
+        let dirs = if self.dirs == 1 {
+            "directory"
+        } else {
+            "directories"
+        };
         write!(
             f,
             "{} file(s) ({} bytes, {}), {} {dirs}, {} symlink(s)",

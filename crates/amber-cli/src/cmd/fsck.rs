@@ -137,7 +137,10 @@ fn print_text(args: &Args, r: &CheckReport) {
     );
     if errors > 0 {
         let advice = if args.repair {
-            "these need a manual decision; copy out what you need with 'amberfs get'".to_string()
+            format!(
+                "these need a manual decision; copy every file that still reads out with \
+                 'amberfs salvage {p} DIR'"
+            )
         } else {
             format!("run 'amberfs fsck --repair {p}' to fix what can be fixed")
         };
