@@ -139,6 +139,20 @@ fn every_change_is_refused<D: PmDevice>(fs: &Fs<D>) {
     core.sync_all().expect("syncfs of a read-only mount");
 }
 
+/// Reads every file, tries every change, and unmounts; returns the
+/// device for a look at what was stored.
+fn use_read_only<D: PmDevice>(fs: Fs<D>, want: &Expected) -> std::sync::Arc<D> {
+    check_contents(&fs, want);
+    every_change_is_refused(&fs);
+    let dev = fs.core().device().clone();
+    fs.unmount().unwrap();
+    dev
+}
+
+fn assert_unchanged(path: &Path, before: &[u8]) {
+    assert!(std::fs::read(path).unwrap() == before, "the pool changed");
+}
+
 #[test]
 fn a_read_only_mount_reads_everything_and_writes_nothing() {
     let dir = shm();
@@ -151,15 +165,12 @@ fn a_read_only_mount_reads_everything_and_writes_nothing() {
         fs.core().zone().is_some(),
         "the pool's zone is read through"
     );
-    check_contents(&fs, &want);
-    every_change_is_refused(&fs);
-    let dev = fs.core().device().clone();
-    fs.unmount().unwrap();
+    let dev = use_read_only(fs, &want);
     // A refused store would make this drain fail: none was even tried.
     dev.drain().expect("a store reached the read-only device");
     assert_eq!(dev.stats().bytes_written(), 0);
     drop(dev);
-    assert!(std::fs::read(&path).unwrap() == before, "the pool changed");
+    assert_unchanged(&path, &before);
 }
 
 #[test]
@@ -169,12 +180,10 @@ fn ro_on_a_writable_device_writes_nothing_either() {
     let before = std::fs::read(&path).unwrap();
     let dev = MmapDevice::open(&path, &MapOptions::default()).unwrap();
     let (fs, _) = Fs::mount(dev, opts("ro")).unwrap();
-    check_contents(&fs, &want);
-    every_change_is_refused(&fs);
-    let dev = device_of(fs, true);
+    let dev = use_read_only(fs, &want);
     assert_eq!(dev.stats().bytes_written(), 0);
     drop(dev);
-    assert!(std::fs::read(&path).unwrap() == before, "the pool changed");
+    assert_unchanged(&path, &before);
 }
 
 #[test]
@@ -187,7 +196,7 @@ fn a_read_only_device_needs_the_ro_option() {
         Err(e) => panic!("wrong refusal: {e}"),
         Ok(_) => panic!("mounted a read-only device read-write"),
     }
-    assert!(std::fs::read(&path).unwrap() == before, "the pool changed");
+    assert_unchanged(&path, &before);
 }
 
 #[test]
@@ -211,10 +220,8 @@ fn a_pool_needing_recovery_is_refused_or_recovered_in_dram() {
     assert!(!report.was_clean);
     // Everything was fsync'd, written through the zone (durable on
     // return) or a metadata operation (durable on return).
-    check_contents(&fs, &want);
-    every_change_is_refused(&fs);
-    fs.unmount().unwrap();
-    assert!(std::fs::read(&path).unwrap() == before, "the pool changed");
+    drop(use_read_only(fs, &want));
+    assert_unchanged(&path, &before);
 }
 
 #[test]
@@ -233,10 +240,8 @@ fn a_classic_pool_with_a_zone_is_read_through_it() {
         opts("ro,policy=lawn,lawn_slot=256"),
     )
     .unwrap();
-    check_contents(&fs, &want);
-    every_change_is_refused(&fs);
-    fs.unmount().unwrap();
-    assert!(std::fs::read(&path).unwrap() == before, "the pool changed");
+    drop(use_read_only(fs, &want));
+    assert_unchanged(&path, &before);
 }
 
 #[test]
