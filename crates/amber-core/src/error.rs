@@ -53,8 +53,8 @@ pub enum FsError {
     Device(String),
     /// The file system is mounted read-only (EROFS): nothing may change.
     ReadOnly,
-    /// A read-only mount found a pool that was not unmounted cleanly on a
-    /// device that takes no stores: recovery would have to write it.
+    /// A read-only mount found a pool that was not unmounted cleanly:
+    /// recovery would have to write it.
     NeedsRecovery,
 }
 

@@ -200,7 +200,7 @@ fn a_read_only_device_needs_the_ro_option() {
 }
 
 #[test]
-fn a_pool_needing_recovery_is_refused_or_recovered_in_dram() {
+fn a_pool_needing_recovery_is_refused_and_salvage_recovers_it_in_dram() {
     let dir = shm();
     let (path, want) = pool(dir.path(), &FormatParams::for_size(POOL), "amber", false);
     let before = std::fs::read(&path).unwrap();
@@ -216,8 +216,12 @@ fn a_pool_needing_recovery_is_refused_or_recovered_in_dram() {
         Ok(_) => panic!("a read-only mount guessed at a pool that needs recovery"),
     }
     let overlay = DramOverlay::new(read_only_device(&path), 64 << 20);
-    let (fs, report) = Fs::mount(overlay, opts("ro")).unwrap();
-    assert!(!report.was_clean);
+    let (fs, notes) = Fs::salvage(overlay).unwrap();
+    assert!(
+        notes.iter().any(|n| n.contains("recovered after a crash")),
+        "{notes:?}"
+    );
+    assert!(fs.core().is_read_only());
     // Everything was fsync'd, written through the zone (durable on
     // return) or a metadata operation (durable on return).
     drop(use_read_only(fs, &want));

@@ -11,9 +11,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use amber_core::{Core, FsError};
+use amber_core::{Core, Fs, FsError};
 use amber_format::ROOT_INO;
 use amber_pmem::{DramOverlay, PmDevice};
 
@@ -41,8 +40,9 @@ pub fn run(args: Args) -> CliResult<ExitCode> {
         )));
     }
     let dev = open_read_only(&args.pool)?;
-    let overlay = Arc::new(DramOverlay::new(dev, OVERLAY_LIMIT));
-    let (core, notes) = amber_core::fs::salvage(overlay).map_err(|e| pool_error(&args.pool, e))?;
+    let overlay = DramOverlay::new(dev, OVERLAY_LIMIT);
+    let (fs, notes) = Fs::salvage(overlay).map_err(|e| pool_error(&args.pool, e))?;
+    let core = fs.core();
     for n in &notes {
         warn(format!("note: {n}"));
     }
@@ -52,9 +52,9 @@ pub fn run(args: Args) -> CliResult<ExitCode> {
             args.dir.display()
         ))
     })?;
-    let mut walk = TreeCopy::new(&core);
+    let mut walk = TreeCopy::new(core);
     walk.copy_into(ROOT_INO, &args.dir, "/")?;
-    lost_and_found(&core, &mut walk, &args.dir)?;
+    lost_and_found(core, &mut walk, &args.dir)?;
     finish_tree(&args.pool.display().to_string(), &args.dir, &walk.copied)
 }
 

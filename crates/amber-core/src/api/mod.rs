@@ -15,7 +15,7 @@ use crate::error::{FsError, Result};
 use crate::fs::{self as core_fs, Core, MountOptions, RecoveryReport};
 use crate::types::{Owner, RenameMode, SetAttr, StatFs, TimeSet};
 use amber_format::{FileKind, FormatParams, Timespec, ROOT_INO};
-use amber_pmem::PmDevice;
+use amber_pmem::{DramOverlay, PmDevice};
 use std::sync::Arc;
 
 /// A mounted Amber file system.
@@ -60,6 +60,19 @@ impl<D: PmDevice> Fs<D> {
             },
             report,
         ))
+    }
+
+    /// Opens a damaged or crashed pool read-only for copying out what
+    /// still reads, never writing it: recovery, if any, goes into the
+    /// overlay (docs/design.md §6.2). Returns what was found wrong and
+    /// worked around, one line each.
+    pub fn salvage(dev: DramOverlay<D>) -> Result<(Fs<DramOverlay<D>>, Vec<String>)> {
+        let (core, notes) = core_fs::salvage(Arc::new(dev))?;
+        let fs = Fs {
+            core: Arc::new(core),
+            owner: Owner::current_process(),
+        };
+        Ok((fs, notes))
     }
 
     /// Unmounts cleanly (the pool is marked clean; the next mount needs no

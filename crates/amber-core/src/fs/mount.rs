@@ -297,11 +297,10 @@ fn rebuild_used<D: PmDevice>(
 
 /// Mounts the pool on `dev`, recovering it if it was not cleanly unmounted.
 ///
-/// With `opts.read_only` nothing is stored to `dev` (not even the mark
-/// that the pool is mounted) unless the pool needs recovery and `dev`
-/// takes stores in DRAM (a `DramOverlay`): then recovery runs as always,
-/// into the overlay. On a device that takes no stores such a pool is
-/// refused with [`FsError::NeedsRecovery`] before anything is written.
+/// With `opts.read_only` nothing is stored to `dev`, not even the mark
+/// that the pool is mounted, and a pool that needs recovery is refused
+/// with [`FsError::NeedsRecovery`] before anything is written (salvage
+/// recovers one in DRAM instead, over a `DramOverlay`).
 pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, RecoveryReport)> {
     let started = Instant::now();
     let policy = data::by_name::<D>(&opts)?;
@@ -334,10 +333,11 @@ pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, R
         )?),
         false => None,
     };
-    if saved.is_none() && opts.read_only && dev.read_only() {
-        return Err(FsError::NeedsRecovery);
-    }
-    if !opts.read_only {
+    if opts.read_only {
+        if saved.is_none() {
+            return Err(FsError::NeedsRecovery);
+        }
+    } else {
         mark_mounted(&*dev, &mut sb, &clock)?;
     }
     let (used, next_seq, scan) = match saved {

@@ -3,9 +3,11 @@
 //!
 //! It reads through the same code as mount (the superblock, journal,
 //! zone, split-layout and inode readers), over a [`DramOverlay`], so the
-//! pool itself is never written: first a read-only mount is tried, which
-//! recovers a crashed pool in the overlay exactly as a writable mount
-//! would on the pool; if that refuses, the pool is opened leniently, each
+//! pool itself is never written: first a mount as a user would make it is
+//! tried (read-only, or for a crashed pool a writable mount whose stores
+//! all land in the overlay, so recovery runs exactly as it would on the
+//! pool, turned read-only after); if that refuses, the pool is opened
+//! leniently, each
 //! part that cannot be read left out with the reason: a superblock pair
 //! that fails its checksums is taken without them if its geometry holds,
 //! recovery goes as far as it can, the zone is dropped (or the
@@ -20,7 +22,7 @@ use crate::data;
 use crate::error::{FsError, Result};
 use crate::inode::{read_inode, walk};
 use crate::split::SplitMedia;
-use crate::time::Clock;
+use crate::time::{Clock, ClockSource};
 use crate::types::DirEntry;
 use crate::zone::{self, ZoneMedia};
 use amber_format::dirent::{self, SLOTS_PER_BLOCK};
@@ -38,9 +40,9 @@ pub fn salvage<D: PmDevice>(
 ) -> Result<(Core<DramOverlay<D>>, Vec<String>)> {
     let mut notes = Vec::new();
     let (sb, checked) = superblock(&*dev, &mut notes)?;
-    let opts = reading_options(&sb);
+    let opts = reading_options(&*dev, &sb);
     if checked {
-        match mount(dev.clone(), opts.clone()) {
+        match mount_in_dram(&dev, &sb, &opts) {
             Ok((core, report)) => {
                 if !report.was_clean {
                     notes.push(format!("{report} (in memory only; the pool is unchanged)"));
@@ -57,20 +59,48 @@ pub fn salvage<D: PmDevice>(
     Ok((lenient(dev, sb, opts, &mut notes)?, notes))
 }
 
+/// A mount as a user would make it: read-only for a clean pool; for one
+/// that needs recovery, a writable mount whose every store lands in the
+/// overlay, turned read-only once recovered.
+fn mount_in_dram<D: PmDevice>(
+    dev: &Arc<DramOverlay<D>>,
+    sb: &Superblock,
+    opts: &MountOptions,
+) -> Result<(Core<DramOverlay<D>>, RecoveryReport)> {
+    if sb.state == PoolState::Clean {
+        return mount(dev.clone(), opts.clone());
+    }
+    let writable = MountOptions {
+        read_only: false,
+        ..opts.clone()
+    };
+    let (mut core, report) = mount(dev.clone(), writable)?;
+    core.opts.read_only = true;
+    Ok((core, report))
+}
+
 /// Mount options that read a pool of `sb`'s layout: read-only, with the
-/// policy that reads its files (through its zone, if it has one).
-fn reading_options(sb: &Superblock) -> MountOptions {
+/// policy that reads its files (through its zone, if it has one, whose
+/// shape they take so a mount keeps it rather than folding it back), on
+/// the simulated clock (no calibration: nothing is written).
+fn reading_options<D: PmDevice>(dev: &D, sb: &Superblock) -> MountOptions {
     let policy = match sb.pool_layout() {
         PoolLayout::Split => "amber",
         PoolLayout::Lfs => "hunter-lfs",
         PoolLayout::Classic if sb.feature_incompat & FEATURE_ZONE != 0 => "lawn",
         PoolLayout::Classic => "direct",
     };
-    MountOptions {
+    let mut opts = MountOptions {
         policy: policy.into(),
         read_only: true,
+        clock: ClockSource::Simulated,
         ..MountOptions::default()
+    };
+    if let Ok(Some(zone)) = ZoneMedia::read(dev, &sb.layout, sb) {
+        opts.zone.slot = zone.geo.slot_size;
+        opts.zone.subzones = zone.geo.subzones;
     }
+    opts
 }
 
 /// The superblock to read the pool by, and whether it passed every check.
