@@ -131,7 +131,16 @@ pub fn open_read_only(pool: &Path) -> CliResult<MmapDevice> {
 /// or read-only when its media or permissions allow nothing else.
 pub fn open_for_reading(pool: &Path) -> CliResult<MmapDevice> {
     match MmapDevice::open(pool, &MapOptions::default()) {
-        Err(MapError::ReadOnly { .. } | MapError::PermissionDenied { .. }) => open_read_only(pool),
+        Err(MapError::ReadOnly { .. } | MapError::PermissionDenied { .. }) => {
+            MmapDevice::open_read_only(pool, &MapOptions::default()).map_err(|e| match e {
+                MapError::PermissionDenied { .. } => CliError::new(format!(
+                    "cannot read pool {}: permission denied — fix its permissions or run as a \
+                     user who may read it",
+                    pool.display()
+                )),
+                other => map_error(pool, other),
+            })
+        }
         other => other.map_err(|e| map_error(pool, e)),
     }
 }

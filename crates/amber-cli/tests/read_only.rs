@@ -255,6 +255,13 @@ fn a_pool_another_user_may_only_read() {
         "{err}"
     );
     assert!(p.bytes() == before, "the pool changed");
+    fs::set_permissions(&p.path, fs::Permissions::from_mode(0o000)).unwrap();
+    let ls = as_nobody(&["ls", p.p(), "/"]);
+    let err = String::from_utf8_lossy(&ls.stderr);
+    assert!(
+        err.contains("cannot read pool") && err.contains("permission denied"),
+        "{err}"
+    );
 }
 
 fn can_mount() -> bool {
