@@ -703,3 +703,105 @@ fn the_demo_passes_and_leaves_nothing_behind() {
     }
     assert!(!pool.exists(), "the demo's pool was left behind");
 }
+
+/// A directory whose names and symlink target are bytes a mount allows but
+/// UTF-8 does not (or a terminal should not see raw): ls lists them all,
+/// escaped, one per line; rm -r removes them.
+#[test]
+fn names_of_any_bytes_are_listed_escaped_and_removed() {
+    use amber_core::{Fs, MountOptions, Owner};
+    use amber_format::{FileKind, ROOT_INO};
+    let pool = new_pool("8M");
+    {
+        let dev = MmapDevice::open(&pool.path, &MapOptions::default()).unwrap();
+        let (fs, _) = Fs::mount(dev, MountOptions::default()).unwrap();
+        let core = fs.core();
+        let me = Owner { uid: 0, gid: 0 };
+        let dir = core.mkdir(ROOT_INO, b"dir", 0o755, me).unwrap().ino;
+        for name in [
+            &b"bad\xff"[..],
+            b"new\nline",
+            b"esc\x1b[31m",
+            b"back\\slash",
+        ] {
+            core.mknod(dir, name, FileKind::Regular, 0o644, 0, me)
+                .unwrap();
+        }
+        core.symlink(dir, b"link", b"/t\xfe\tx", me).unwrap();
+        let sub = core.mkdir(dir, b"sub\xfe", 0o755, me).unwrap().ino;
+        core.mknod(sub, b"in\xff", FileKind::Regular, 0o644, 0, me)
+            .unwrap();
+        fs.unmount().unwrap();
+    }
+    let ls = ok_after_release(&["ls", pool.p(), "/dir"]);
+    assert_eq!(
+        ls,
+        "back\\\\slash\nbad\\xff\nesc\\x1b[31m\nlink\nnew\\nline\nsub\\xfe\n"
+    );
+    let long = ok(&["ls", pool.p(), "/dir", "-l"]);
+    assert_eq!(long.lines().count(), 6, "{long}");
+    assert!(long.contains(" link -> /t\\xfe\\tx\n"), "{long}");
+    assert_eq!(ok(&["ls", pool.p(), "/dir/new\nline"]), "/dir/new\\nline\n");
+    let err = fails(&["ls", pool.p(), "/dir/no\nsuch"]);
+    assert!(err.contains("/dir/no\\nsuch"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one message, one line: {err}");
+    ok(&["rm", pool.p(), "-r", "/dir"]);
+    assert_eq!(ok(&["ls", pool.p()]), "");
+    assert!(ok(&["fsck", pool.p()]).contains("clean"));
+}
+
+/// Runs amberfs with its standard output a pipe whose reader is gone, as
+/// in `amberfs ... | head -0`. The reader is a process that has exited
+/// before amberfs starts, so the first write always meets EPIPE.
+fn with_closed_stdout(args: &[&str]) -> Output {
+    let mut reader = Command::new("true")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("run true");
+    let pipe = reader.stdin.take().expect("pipe to true");
+    reader.wait().expect("wait for true");
+    Command::new(env!("CARGO_BIN_EXE_amberfs"))
+        .args(args)
+        .stdout(pipe)
+        .output()
+        .expect("run amberfs")
+}
+
+/// No command panics on a closed standard output: each stops quietly
+/// with 141 (what a shell shows for a command SIGPIPE ended, as coreutils'
+/// do), and the pool is left cleanly unmounted.
+#[test]
+fn a_closed_stdout_ends_every_printing_command_quietly() {
+    let pool = new_pool("8M");
+    let local = pool.dir().join("f.txt");
+    std::fs::write(&local, vec![b'x'; 200_000]).unwrap();
+    let l = local.to_str().unwrap();
+    ok(&["put", pool.p(), l, "/f"]);
+    ok(&["mkdir", pool.p(), "/d"]);
+    let back = pool.dir().join("back.txt");
+    let fresh = pool.dir().join("fresh.pool");
+    let runs: Vec<Vec<&str>> = vec![
+        vec!["--help"],
+        vec!["--version"],
+        vec!["mkfs", fresh.to_str().unwrap(), "--size", "8M"],
+        vec!["info", pool.p()],
+        vec!["info", pool.p(), "--json"],
+        vec!["fsck", pool.p()],
+        vec!["fsck", pool.p(), "--json"],
+        vec!["ls", pool.p()],
+        vec!["ls", pool.p(), "-l"],
+        vec!["put", pool.p(), l, "/g"],
+        vec!["get", pool.p(), "/f", back.to_str().unwrap()],
+        vec!["cat", pool.p(), "/f"],
+        vec!["crashtest", "--workload", "files", "--max-images", "3"],
+    ];
+    for args in &runs {
+        let out = with_closed_stdout(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(141), "{args:?}: {err}");
+        assert!(err.is_empty(), "{args:?} said something: {err}");
+        let state = ok_after_release(&["info", pool.p(), "--json"]);
+        assert!(state.contains("\"state\": \"clean\""), "{args:?}: {state}");
+    }
+    assert_eq!(ok(&["cat", pool.p(), "/g"]).len(), 200_000);
+}

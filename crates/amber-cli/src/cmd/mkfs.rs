@@ -16,7 +16,8 @@ use amber_format::split::SplitRegions;
 use amber_format::{FormatParams, PoolLayout, Superblock, BLOCK_SIZE};
 use amber_pmem::{MapError, MapOptions, MmapDevice, PmDevice};
 
-use crate::common::{human_bytes, map_error, open_device, parse_size, CliError, CliResult};
+use crate::common::{human_bytes, map_error, open_device, parse_size, CliError, CliResult, Shown};
+use crate::output::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -77,7 +78,7 @@ pub fn run(args: Args) -> CliResult<ExitCode> {
         return Err(CliError::new(format!(
             "pool {} already exists; refusing to overwrite it — pass --force to reformat it \
              (destroying its contents) or choose another path",
-            pool.display()
+            pool.shown()
         )));
     }
     let (layout, created) = if exists {
@@ -87,7 +88,7 @@ pub fn run(args: Args) -> CliResult<ExitCode> {
                 "--size {} does not match {}, which is {} bytes; drop --size to format all of \
                  it, or remove the file to create a pool of another size",
                 size,
-                pool.display(),
+                pool.shown(),
                 dev.size()
             )));
         }
@@ -98,15 +99,15 @@ pub fn run(args: Args) -> CliResult<ExitCode> {
         let Some(size) = size else {
             return Err(CliError::new(format!(
                 "--size is required to create pool {}, e.g. 'amberfs mkfs {} --size 64M'",
-                pool.display(),
-                pool.display()
+                pool.shown(),
+                pool.shown()
             )));
         };
         let (params, layout) = params(&args, size)?;
         let dev = MmapDevice::create(pool, size, &MapOptions::default()).map_err(|e| match e {
             MapError::AlreadyExists { .. } => CliError::new(format!(
                 "pool {} appeared while mkfs ran; pass --force to reformat it",
-                pool.display()
+                pool.shown()
             )),
             other => map_error(pool, other),
         })?;
@@ -121,7 +122,7 @@ pub fn run(args: Args) -> CliResult<ExitCode> {
             }
         }
     };
-    print_geometry(pool, &layout, args.layout.into(), created);
+    print_geometry(pool, &layout, args.layout.into(), created)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -191,29 +192,34 @@ fn params(args: &Args, size: u64) -> CliResult<(FormatParams, Layout)> {
 
 fn format(dev: &MmapDevice, pool: &Path, params: &FormatParams) -> CliResult<()> {
     Fs::format(dev, params)
-        .map_err(|e| CliError::new(format!("could not format pool {}: {e}", pool.display())))
+        .map_err(|e| CliError::new(format!("could not format pool {}: {e}", pool.shown())))
 }
 
-fn print_geometry(pool: &Path, l: &Layout, pool_layout: PoolLayout, created: bool) {
+fn print_geometry(
+    pool: &Path,
+    l: &Layout,
+    pool_layout: PoolLayout,
+    created: bool,
+) -> CliResult<()> {
     let verb = if created { "created" } else { "reformatted" };
     let bytes = |blocks: u64| human_bytes(blocks * BLOCK_SIZE);
-    println!(
+    outln!(
         "{verb} pool {}: {}",
-        pool.display(),
+        pool.shown(),
         human_bytes(l.total_blocks * BLOCK_SIZE)
-    );
-    println!("  blocks:    {} of {} bytes", l.total_blocks, BLOCK_SIZE);
-    println!(
+    )?;
+    outln!("  blocks:    {} of {} bytes", l.total_blocks, BLOCK_SIZE)?;
+    outln!(
         "  inodes:    {} (table of {})",
         l.inode_count - 1,
         bytes(l.bitmap_start - l.itable_start)
-    );
-    println!(
+    )?;
+    outln!(
         "  journals:  {} of {} blocks ({} each)",
         l.journal_count,
         l.journal_blocks,
         human_bytes(l.journal_bytes())
-    );
+    )?;
     let mut data_start = l.data_start;
     if pool_layout != PoolLayout::Classic {
         let r = SplitRegions::for_layout(l, pool_layout == PoolLayout::Lfs);
@@ -222,14 +228,14 @@ fn print_geometry(pool: &Path, l: &Layout, pool_layout: PoolLayout, created: boo
         } else {
             bytes(r.li_blocks)
         };
-        println!(
+        outln!(
             "  split:     attribute logs {} from block {}, logical information {records}",
             bytes(r.attr_blocks),
             r.attr_start,
-        );
+        )?;
         data_start = r.end();
     }
-    println!(
+    outln!(
         "  data area: blocks {}..{}, {} blocks ({}){}",
         data_start,
         l.total_blocks,
@@ -240,5 +246,5 @@ fn print_geometry(pool: &Path, l: &Layout, pool_layout: PoolLayout, created: boo
         } else {
             ""
         }
-    );
+    )
 }
