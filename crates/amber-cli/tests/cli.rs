@@ -292,13 +292,16 @@ fn mkfs_rejects_bad_parameters_without_leaving_a_file() {
     for (args, needle) in [
         (vec!["--size", "64X"], "unknown suffix"),
         (vec!["--size", "M"], "does not start with a number"),
-        (vec!["--size", "100K"], "smallest pool"),
+        (vec!["--size", "100K"], "smallest split-layout pool"),
         (vec!["--size", "8M", "--journals", "0"], "--journals"),
         (
             vec!["--size", "8M", "--journal-blocks", "2"],
             "--journal-blocks",
         ),
-        (vec!["--size", "1M", "--inodes", "100000"], "larger --size"),
+        (
+            vec!["--size", "1M", "--inodes", "100000"],
+            "use --size 51588K or more, or fewer --inodes",
+        ),
         (vec![], "--size is required"),
     ] {
         let mut all = vec!["mkfs", pool.p()];
@@ -306,6 +309,86 @@ fn mkfs_rejects_bad_parameters_without_leaving_a_file() {
         let err = fails(&all);
         assert!(err.contains(needle), "{all:?}: {err}");
         assert!(!pool.path.exists(), "{all:?} left a file");
+    }
+}
+
+/// The smallest pool mkfs makes is named for each layout (with mkfs's
+/// default inodes and journals), and both sides of it hold: one block less
+/// is refused with the size to use, the size itself makes a pool that
+/// mounts, takes a file and checks clean.
+#[test]
+fn mkfs_names_the_smallest_pool_of_each_layout() {
+    for (layout, kib, policy) in [
+        ("split", 828, "policy=amber"),
+        ("classic", 604, "policy=direct"),
+        ("lfs", 812, "policy=hunter-lfs"),
+    ] {
+        let pool = no_pool();
+        let below = format!("{}", kib * 1024 - 4096);
+        let err = fails(&["mkfs", pool.p(), "--size", &below, "--layout", layout]);
+        let want = format!("smallest {layout}-layout pool mkfs makes with these parameters: ");
+        assert!(err.contains(&want), "{err}");
+        assert!(err.contains(&format!("use --size {kib}K or more")), "{err}");
+        assert!(!pool.path.exists(), "{layout}: refused mkfs left a file");
+        let size = format!("{kib}K");
+        ok(&["mkfs", pool.p(), "--size", &size, "--layout", layout]);
+        let local = pool.dir().join("f");
+        std::fs::write(&local, random_bytes(40_000, kib)).unwrap();
+        ok(&["-o", policy, "put", pool.p(), local.to_str().unwrap(), "/f"]);
+        assert_eq!(ok(&["-o", policy, "ls", pool.p()]), "f\n");
+        assert!(ok(&["fsck", pool.p()]).contains("clean"));
+    }
+    // Fewer inodes and journals than the defaults: down to the format's
+    // floor, 256 KiB.
+    let pool = no_pool();
+    let tiny = [
+        "--inodes",
+        "2",
+        "--journals",
+        "1",
+        "--journal-blocks",
+        "8",
+        "--layout",
+        "classic",
+    ];
+    let err = fails(&[&["mkfs", pool.p(), "--size", "252K"][..], &tiny].concat());
+    assert!(err.contains("use --size 256K or more, or fewer"), "{err}");
+    ok(&[&["mkfs", pool.p(), "--size", "256K"][..], &tiny].concat());
+}
+
+/// mkfs makes pool files only where a file system is: a missing directory
+/// is named (not answered with the same mkfs), and a path in /dev that is
+/// no device (a mistyped device-DAX name) is refused and left uncreated.
+#[test]
+fn mkfs_refuses_missing_directories_and_non_devices_in_dev() {
+    let pool = no_pool();
+    let nested = pool.dir().join("no/such/dir/pool");
+    let err = fails(&["mkfs", nested.to_str().unwrap(), "--size", "8M"]);
+    assert!(err.contains("does not exist; create it first"), "{err}");
+    assert!(!err.contains("amberfs mkfs"), "{err}");
+    let typo = format!("/dev/dax{}.99", std::process::id());
+    for cmd in [
+        vec!["mkfs", &typo, "--size", "8M"],
+        vec!["demo", "--pool", &typo],
+    ] {
+        let err = fails(&cmd);
+        assert!(err.contains("no such device exists"), "{err}");
+        assert!(!Path::new(&typo).exists(), "{cmd:?} made {typo}");
+    }
+    let err = fails(&["mkfs", "/dev/null", "--force"]);
+    assert!(err.contains("not device-DAX"), "{err}");
+    // A regular file in /dev (what the typo used to leave) is no pool.
+    if std::fs::write(&typo, b"").is_ok() {
+        struct Remove<'a>(&'a str);
+        impl Drop for Remove<'_> {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_file(self.0);
+            }
+        }
+        let _stray = Remove(&typo);
+        let err = fails(&["mkfs", &typo, "--force"]);
+        assert!(err.contains("is in /dev but is no device"), "{err}");
+        assert_eq!(std::fs::read(&typo).unwrap(), b"", "stray file changed");
     }
 }
 

@@ -49,6 +49,7 @@ fn line(label: &str, bytes: u64, secs: f64, s: &WriteStats, ops: u64) -> CliResu
 pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
     let preset = emulate.unwrap_or("pcm");
     let spec = EmulatorSpec::parse(preset).map_err(|e| CliError::new(format!("--emulate: {e}")))?;
+    super::mkfs::check_new(&args.pool)?;
     if args.pool.exists() {
         std::fs::remove_file(&args.pool)
             .map_err(|e| CliError::new(format!("cannot replace {}: {e}", args.pool.shown())))?;
