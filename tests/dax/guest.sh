@@ -12,8 +12,9 @@ mount -t devtmpfs dev /dev
 mount -t tmpfs tmp /tmp
 mount -t tmpfs run /run
 echo "AMBER-DAX: guest up, kernel $(uname -r), $(grep -c ^processor /proc/cpuinfo) CPU(s)"
+up=$(date +%s)
 
-step() { echo "== $*"; }
+step() { echo "== [$(($(date +%s) - up))s] $*"; }
 fail() {
     echo "AMBER-DAX: FAIL: $*"
     exit 1
@@ -145,6 +146,7 @@ main() {
 
 ( main )
 status=$?
+step "done"
 if [ $status = 0 ]; then
     echo "AMBER-DAX-RESULT: PASS"
 else
