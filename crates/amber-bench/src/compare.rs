@@ -291,7 +291,7 @@ pub fn run_specs(
     }
     for t in opened {
         if let Err(e) = t.close() {
-            eprintln!("warning: clean-up: {e}");
+            crate::progress::note(format_args!("warning: clean-up: {e}"));
         }
     }
     result
@@ -319,19 +319,20 @@ pub fn run_one(
         .collect())
 }
 
-/// Prints rows as a table with the ratio column.
-pub fn print_rows(rows: &[Row]) {
-    println!(
+/// Rows as a table with the ratio column, one line each after the
+/// header (no final newline), for the caller to print.
+pub fn rows_table(rows: &[Row]) -> String {
+    let mut lines = vec![format!(
         "{:<11} {:<26} {:<7} {:>3} {:<20} {:>13} {:<7} {:>6} {:>8}",
         "workload", "target", "preset", "thr", "metric", "median", "unit", "rsd%", "ratio"
-    );
+    )];
     for r in rows {
         let c = &r.record;
         let ratio = r
             .ratio_to_first
             .map(|x| format!("{x:.3}"))
             .unwrap_or_else(|| "-".into());
-        println!(
+        lines.push(format!(
             "{:<11} {:<26} {:<7} {:>3} {:<20} {:>13.2} {:<7} {:>6.1} {:>8}",
             c.benchmark,
             c.target,
@@ -342,6 +343,7 @@ pub fn print_rows(rows: &[Row]) {
             c.unit,
             c.summary.rsd_percent,
             ratio
-        );
+        ));
     }
+    lines.join("\n")
 }

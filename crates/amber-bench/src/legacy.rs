@@ -125,7 +125,7 @@ pub fn ensure_tools() -> Result<(), String> {
     if missing.is_empty() {
         return Ok(());
     }
-    eprintln!("legacy: installing {}", missing.join(" "));
+    crate::progress::note(format_args!("legacy: installing {}", missing.join(" ")));
     let mut args = vec!["install", "-y", "-q"];
     args.extend(&missing);
     run("apt-get", &args)
@@ -193,14 +193,14 @@ impl Drop for LoopFs {
             });
             if !clean {
                 if let Err(e) = run("umount", &["-l", &mnt]) {
-                    eprintln!("legacy: cannot unmount {mnt}: {e}");
+                    crate::progress::note(format_args!("legacy: cannot unmount {mnt}: {e}"));
                 }
             }
         }
         let _ = std::fs::remove_dir(&self.mountpoint);
         if let Some(dev) = &self.device {
             if let Err(e) = run("losetup", &["-d", dev]) {
-                eprintln!("legacy: cannot detach {dev}: {e}");
+                crate::progress::note(format_args!("legacy: cannot detach {dev}: {e}"));
             }
         }
         let _ = std::fs::remove_file(&self.image);

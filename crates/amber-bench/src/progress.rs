@@ -11,6 +11,12 @@ use std::time::{Duration, Instant};
 
 static QUIET: AtomicBool = AtomicBool::new(false);
 
+/// Writes one line to stderr. A closed or broken stderr (`2>&1 | head`)
+/// loses the line, never the run, as `eprintln!` would by panicking.
+pub fn note(line: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
 /// Silences every progress bar of this process (`--quiet`).
 pub fn set_quiet(quiet: bool) {
     QUIET.store(quiet, Ordering::Relaxed);
@@ -74,7 +80,7 @@ impl Progress {
         if drawn.take().is_some() {
             let done = self.done.load(Ordering::Relaxed);
             let line = render(&self.label, done, self.total, self.start.elapsed());
-            eprintln!("\r{line}\x1b[K");
+            note(format_args!("\r{line}\x1b[K"));
         }
     }
 }

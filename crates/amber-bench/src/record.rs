@@ -125,21 +125,22 @@ impl Results {
     }
 }
 
-/// Prints records as an aligned table.
-pub fn print_table(records: &[Record]) {
-    println!(
+/// Records as an aligned table (no final newline), for the caller to print.
+pub fn table(records: &[Record]) -> String {
+    let mut lines = vec![format!(
         "{:<22} {:<18} {:<8} {:<28} {:>14} {:<8} {:>7}",
         "benchmark", "target", "preset", "metric", "median", "unit", "rsd%"
-    );
+    )];
     for r in records {
-        println!(
+        lines.push(format!(
             "{:<22} {:<18} {:<8} {:<28} {:>14.3} {:<8} {:>7.1}",
             r.benchmark, r.target, r.preset, r.metric, r.value, r.unit, r.summary.rsd_percent
-        );
+        ));
         for n in &r.notes {
-            println!("{:<22} {}", "", n);
+            lines.push(format!("{:<22} {}", "", n));
         }
     }
+    lines.join("\n")
 }
 
 /// A byte count for people: `64.0 MiB`, `4.0 KiB`, `512 B`.

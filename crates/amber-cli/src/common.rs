@@ -9,7 +9,7 @@ use std::fmt;
 use std::io::Write;
 use std::path::Path;
 
-use amber_core::{File, Fs, FsError, MountOptions, RecoveryReport};
+use amber_core::{Escaped, File, Fs, FsError, MountOptions, RecoveryReport};
 use amber_format::Timespec;
 use amber_pmem::{
     Emulated, EmulatorSpec, MapError, MapOptions, MmapDevice, PersistError, PmDevice, WriteStats,
@@ -17,17 +17,36 @@ use amber_pmem::{
 
 /// A failure already worded for the user: what went wrong and what to do.
 #[derive(Debug)]
-pub struct CliError(String);
+pub struct CliError {
+    message: String,
+    closed_output: bool,
+}
 
 impl CliError {
     pub fn new(message: impl Into<String>) -> CliError {
-        CliError(message.into())
+        CliError {
+            message: message.into(),
+            closed_output: false,
+        }
+    }
+
+    /// The reader of standard output went away (`| head`): the command
+    /// stops, and exits without a message (crate::output).
+    pub fn closed_output() -> CliError {
+        CliError {
+            message: "standard output was closed".into(),
+            closed_output: true,
+        }
+    }
+
+    pub fn is_closed_output(&self) -> bool {
+        self.closed_output
     }
 }
 
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 
@@ -37,11 +56,7 @@ pub type CliResult<T> = Result<T, CliError>;
 /// vanish, small enough that a file of any size copies in constant memory.
 pub const CHUNK: usize = 1 << 20;
 
-/// Prints a diagnostic the way every amberfs message starts, so scripts and
-/// users can tell it apart from a command's regular output.
-pub fn warn(message: impl fmt::Display) {
-    eprintln!("amberfs: {message}");
-}
+pub use crate::output::{warn, Shown};
 
 /// Parses `64M`, `1G`, `4096`: binary suffixes because pools are mapped in
 /// pages and huge pages, where decimal sizes would never line up.
@@ -81,14 +96,14 @@ pub use amber_bench::record::human_bytes;
 
 /// The `mkfs` hint printed wherever the user has no pool yet.
 pub fn mkfs_hint(pool: &Path) -> String {
-    format!("'amberfs mkfs {} --size 64M'", pool.display())
+    format!("'amberfs mkfs {} --size 64M'", pool.shown())
 }
 
 /// Words a device-layer failure for the CLI. The cases a user hits
 /// everyday (no pool yet, pool busy, a file too small to be a pool) get
 /// advice naming amberfs commands; the rest already say what to do.
 pub fn map_error(pool: &Path, err: MapError) -> CliError {
-    let p = pool.display();
+    let p = pool.shown();
     CliError::new(match err {
         MapError::NotFound { .. } => format!(
             "cannot open pool {p}: no such file — create it with {}",
@@ -149,7 +164,7 @@ pub fn open_for_reading(pool: &Path) -> CliResult<MmapDevice> {
 /// messages for format errors (bad magic, newer version, bad checksum,
 /// truncation) already carry advice.
 pub fn pool_error(pool: &Path, err: FsError) -> CliError {
-    let p = pool.display();
+    let p = pool.shown();
     if err == FsError::NeedsRecovery {
         return CliError::new(format!(
             "cannot read pool {p} read-only: it was not unmounted cleanly, and recovery needs \
@@ -163,19 +178,21 @@ pub fn pool_error(pool: &Path, err: FsError) -> CliError {
 
 /// Words a failure of an operation on `path` inside the pool, with the
 /// amberfs command that helps for the usual causes.
-pub fn path_error(pool: &Path, action: &str, path: &str, err: FsError) -> CliError {
-    let p = pool.display();
+pub fn path_error(pool: &Path, action: &str, path: impl AsRef<[u8]>, err: FsError) -> CliError {
+    let path = path.as_ref();
+    let p = pool.shown();
+    let shown = Escaped(path);
     let advice = match &err {
         FsError::NotFound => format!(
             " — see what exists with 'amberfs ls {p} {}'",
-            parent_of(path)
+            Escaped(parent_of(path))
         ),
         FsError::AlreadyExists => {
-            format!(" — remove it first with 'amberfs rm {p} {path}' or pick another name")
+            format!(" — remove it first with 'amberfs rm {p} {shown}' or pick another name")
         }
         FsError::NotADirectory => " — a component of the path is a file, not a directory".into(),
         FsError::DirectoryNotEmpty => {
-            format!(" — remove its contents too with 'amberfs rm -r {p} {path}'")
+            format!(" — remove its contents too with 'amberfs rm -r {p} {shown}'")
         }
         FsError::NoSpace => " — remove files from the pool or make a larger pool".into(),
         FsError::InvalidName | FsError::NameTooLong => {
@@ -183,14 +200,17 @@ pub fn path_error(pool: &Path, action: &str, path: &str, err: FsError) -> CliErr
         }
         _ => String::new(),
     };
-    CliError::new(format!("cannot {action} {path} in pool {p}: {err}{advice}"))
+    CliError::new(format!(
+        "cannot {action} {shown} in pool {p}: {err}{advice}"
+    ))
 }
 
 /// The directory part of a pool path, for advice about where to look.
-fn parent_of(path: &str) -> &str {
-    match path.trim_end_matches('/').rsplit_once('/') {
-        Some(("", _)) | None => "/",
-        Some((dir, _)) => dir,
+fn parent_of(path: &[u8]) -> &[u8] {
+    let end = path.iter().rposition(|&b| b != b'/').map_or(0, |i| i + 1);
+    match path[..end].iter().rposition(|&b| b == b'/') {
+        Some(0) | None => b"/",
+        Some(i) => &path[..i],
     }
 }
 
@@ -203,13 +223,14 @@ pub fn base_name(path: &str) -> Option<&str> {
         .filter(|n| !n.is_empty() && *n != "." && *n != "..")
 }
 
-/// Joins a directory path inside the pool and an entry name.
-pub fn join(dir: &str, name: &str) -> String {
-    if dir.ends_with('/') {
-        format!("{dir}{name}")
-    } else {
-        format!("{dir}/{name}")
+/// Joins a directory path inside the pool and an entry name (any bytes).
+pub fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
+    let mut path = dir.to_vec();
+    if !dir.ends_with(b"/") {
+        path.push(b'/');
     }
+    path.extend_from_slice(name);
+    path
 }
 
 /// The options that decide how a pool is mounted, checked before the pool
@@ -363,13 +384,13 @@ pub fn with_mounted<T>(
 ) -> CliResult<T> {
     let (fs, report) = mount_pool(pool, config)?;
     if !report.was_clean {
-        warn(format!("{}: {report}", pool.display()));
+        warn(format!("{}: {report}", pool.shown()));
     }
     let result = action(&fs);
     let unmounted = fs.unmount().map_err(|e| {
         CliError::new(format!(
             "could not unmount pool {} cleanly: {e}; the next mount will recover it",
-            pool.display()
+            pool.shown()
         ))
     });
     match (result, unmounted) {
@@ -465,13 +486,14 @@ mod tests {
 
     #[test]
     fn path_helpers() {
-        assert_eq!(parent_of("/a/b"), "/a");
-        assert_eq!(parent_of("/a"), "/");
-        assert_eq!(parent_of("a"), "/");
+        assert_eq!(parent_of(b"/a/b"), b"/a");
+        assert_eq!(parent_of(b"/a/b/"), b"/a");
+        assert_eq!(parent_of(b"/a"), b"/");
+        assert_eq!(parent_of(b"a"), b"/");
         assert_eq!(base_name("/x/y.bin"), Some("y.bin"));
         assert_eq!(base_name("dir/"), Some("dir"));
         assert_eq!(base_name("/"), None);
-        assert_eq!(join("/", "a"), "/a");
-        assert_eq!(join("/d", "a"), "/d/a");
+        assert_eq!(join(b"/", b"a"), b"/a");
+        assert_eq!(join(b"/d\xfe", b"a\xff"), b"/d\xfe/a\xff");
     }
 }

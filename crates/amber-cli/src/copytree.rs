@@ -21,11 +21,11 @@ use std::io::{ErrorKind, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use amber_core::{Attr, Core, DirEntry, FsError};
+use amber_core::{Attr, Core, DirEntry, Escaped, FsError};
 use amber_format::FileKind;
 use amber_pmem::PmDevice;
 
-use crate::common::{human_bytes, CliError, CliResult, CHUNK};
+use crate::common::{human_bytes, CliError, CliResult, Shown, CHUNK};
 
 /// What a copy did.
 #[derive(Default)]
@@ -335,8 +335,10 @@ fn safe_name(name: &[u8]) -> bool {
 }
 
 /// The pool path of entry `name` of directory `dir`, for messages.
+/// The shown path of `name` inside `dir`, escaped as every name amberfs
+/// prints (control characters and bytes that are not UTF-8 as `\xNN`).
 fn child(dir: &str, name: &[u8]) -> String {
-    let name = String::from_utf8_lossy(name);
+    let name = Escaped(name);
     if dir.ends_with('/') {
         format!("{dir}{name}")
     } else {
@@ -360,7 +362,7 @@ fn local_error(local: &Path, e: &std::io::Error) -> CliError {
     CliError::new(format!(
         "writing the copy at {} failed: {e} — free space there or choose another destination; \
          nothing in the pool was changed",
-        local.display()
+        local.shown()
     ))
 }
 

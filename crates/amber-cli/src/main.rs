@@ -5,6 +5,7 @@
 mod cmd;
 mod common;
 mod copytree;
+mod output;
 
 use std::process::ExitCode;
 
@@ -122,22 +123,33 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) if !e.use_stderr() => e.exit(),
+        // --help and --version: output like any command's.
+        Err(e) if !e.use_stderr() => {
+            let help = output::out_line(format_args!("{}", e.render().to_string().trim_end()));
+            return exit_code(help.map(|()| ExitCode::SUCCESS));
+        }
         // Bare `amberfs`: the help is the message.
         Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            eprint!("{}", e.render());
+            output::note(format_args!("{}", e.render().to_string().trim_end()));
             return ExitCode::FAILURE;
         }
         Err(e) => {
             // Usage errors follow the same `amberfs:` form and exit status
             // as every other failure, so scripts need one rule.
             let text = e.render().to_string();
-            eprint!("amberfs: {}", text.strip_prefix("error: ").unwrap_or(&text));
+            warn(text.strip_prefix("error: ").unwrap_or(&text).trim_end());
             return ExitCode::FAILURE;
         }
     };
-    match run(cli) {
+    exit_code(run(cli))
+}
+
+/// A command's exit status: its own, 141 for a closed standard output
+/// (crate::output), or 1 with its message.
+fn exit_code(result: CliResult<ExitCode>) -> ExitCode {
+    match result {
         Ok(code) => code,
+        Err(e) if e.is_closed_output() => ExitCode::from(output::CLOSED_OUTPUT_STATUS),
         Err(e) => {
             warn(e);
             ExitCode::FAILURE

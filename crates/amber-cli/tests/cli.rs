@@ -292,13 +292,16 @@ fn mkfs_rejects_bad_parameters_without_leaving_a_file() {
     for (args, needle) in [
         (vec!["--size", "64X"], "unknown suffix"),
         (vec!["--size", "M"], "does not start with a number"),
-        (vec!["--size", "100K"], "smallest pool"),
+        (vec!["--size", "100K"], "smallest split-layout pool"),
         (vec!["--size", "8M", "--journals", "0"], "--journals"),
         (
             vec!["--size", "8M", "--journal-blocks", "2"],
             "--journal-blocks",
         ),
-        (vec!["--size", "1M", "--inodes", "100000"], "larger --size"),
+        (
+            vec!["--size", "1M", "--inodes", "100000"],
+            "use --size 51588K or more, or fewer --inodes",
+        ),
         (vec![], "--size is required"),
     ] {
         let mut all = vec!["mkfs", pool.p()];
@@ -306,6 +309,86 @@ fn mkfs_rejects_bad_parameters_without_leaving_a_file() {
         let err = fails(&all);
         assert!(err.contains(needle), "{all:?}: {err}");
         assert!(!pool.path.exists(), "{all:?} left a file");
+    }
+}
+
+/// The smallest pool mkfs makes is named for each layout (with mkfs's
+/// default inodes and journals), and both sides of it hold: one block less
+/// is refused with the size to use, the size itself makes a pool that
+/// mounts, takes a file and checks clean.
+#[test]
+fn mkfs_names_the_smallest_pool_of_each_layout() {
+    for (layout, kib, policy) in [
+        ("split", 828, "policy=amber"),
+        ("classic", 604, "policy=direct"),
+        ("lfs", 812, "policy=hunter-lfs"),
+    ] {
+        let pool = no_pool();
+        let below = format!("{}", kib * 1024 - 4096);
+        let err = fails(&["mkfs", pool.p(), "--size", &below, "--layout", layout]);
+        let want = format!("smallest {layout}-layout pool mkfs makes with these parameters: ");
+        assert!(err.contains(&want), "{err}");
+        assert!(err.contains(&format!("use --size {kib}K or more")), "{err}");
+        assert!(!pool.path.exists(), "{layout}: refused mkfs left a file");
+        let size = format!("{kib}K");
+        ok(&["mkfs", pool.p(), "--size", &size, "--layout", layout]);
+        let local = pool.dir().join("f");
+        std::fs::write(&local, random_bytes(40_000, kib)).unwrap();
+        ok(&["-o", policy, "put", pool.p(), local.to_str().unwrap(), "/f"]);
+        assert_eq!(ok(&["-o", policy, "ls", pool.p()]), "f\n");
+        assert!(ok(&["fsck", pool.p()]).contains("clean"));
+    }
+    // Fewer inodes and journals than the defaults: down to the format's
+    // floor, 256 KiB.
+    let pool = no_pool();
+    let tiny = [
+        "--inodes",
+        "2",
+        "--journals",
+        "1",
+        "--journal-blocks",
+        "8",
+        "--layout",
+        "classic",
+    ];
+    let err = fails(&[&["mkfs", pool.p(), "--size", "252K"][..], &tiny].concat());
+    assert!(err.contains("use --size 256K or more, or fewer"), "{err}");
+    ok(&[&["mkfs", pool.p(), "--size", "256K"][..], &tiny].concat());
+}
+
+/// mkfs makes pool files only where a file system is: a missing directory
+/// is named (not answered with the same mkfs), and a path in /dev that is
+/// no device (a mistyped device-DAX name) is refused and left uncreated.
+#[test]
+fn mkfs_refuses_missing_directories_and_non_devices_in_dev() {
+    let pool = no_pool();
+    let nested = pool.dir().join("no/such/dir/pool");
+    let err = fails(&["mkfs", nested.to_str().unwrap(), "--size", "8M"]);
+    assert!(err.contains("does not exist; create it first"), "{err}");
+    assert!(!err.contains("amberfs mkfs"), "{err}");
+    let typo = format!("/dev/dax{}.99", std::process::id());
+    for cmd in [
+        vec!["mkfs", &typo, "--size", "8M"],
+        vec!["demo", "--pool", &typo],
+    ] {
+        let err = fails(&cmd);
+        assert!(err.contains("no such device exists"), "{err}");
+        assert!(!Path::new(&typo).exists(), "{cmd:?} made {typo}");
+    }
+    let err = fails(&["mkfs", "/dev/null", "--force"]);
+    assert!(err.contains("not device-DAX"), "{err}");
+    // A regular file in /dev (what the typo used to leave) is no pool.
+    if std::fs::write(&typo, b"").is_ok() {
+        struct Remove<'a>(&'a str);
+        impl Drop for Remove<'_> {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_file(self.0);
+            }
+        }
+        let _stray = Remove(&typo);
+        let err = fails(&["mkfs", &typo, "--force"]);
+        assert!(err.contains("is in /dev but is no device"), "{err}");
+        assert_eq!(std::fs::read(&typo).unwrap(), b"", "stray file changed");
     }
 }
 
@@ -702,4 +785,106 @@ fn the_demo_passes_and_leaves_nothing_behind() {
         assert!(out.contains(phase), "no {phase:?} in:\n{out}");
     }
     assert!(!pool.exists(), "the demo's pool was left behind");
+}
+
+/// A directory whose names and symlink target are bytes a mount allows but
+/// UTF-8 does not (or a terminal should not see raw): ls lists them all,
+/// escaped, one per line; rm -r removes them.
+#[test]
+fn names_of_any_bytes_are_listed_escaped_and_removed() {
+    use amber_core::{Fs, MountOptions, Owner};
+    use amber_format::{FileKind, ROOT_INO};
+    let pool = new_pool("8M");
+    {
+        let dev = MmapDevice::open(&pool.path, &MapOptions::default()).unwrap();
+        let (fs, _) = Fs::mount(dev, MountOptions::default()).unwrap();
+        let core = fs.core();
+        let me = Owner { uid: 0, gid: 0 };
+        let dir = core.mkdir(ROOT_INO, b"dir", 0o755, me).unwrap().ino;
+        for name in [
+            &b"bad\xff"[..],
+            b"new\nline",
+            b"esc\x1b[31m",
+            b"back\\slash",
+        ] {
+            core.mknod(dir, name, FileKind::Regular, 0o644, 0, me)
+                .unwrap();
+        }
+        core.symlink(dir, b"link", b"/t\xfe\tx", me).unwrap();
+        let sub = core.mkdir(dir, b"sub\xfe", 0o755, me).unwrap().ino;
+        core.mknod(sub, b"in\xff", FileKind::Regular, 0o644, 0, me)
+            .unwrap();
+        fs.unmount().unwrap();
+    }
+    let ls = ok_after_release(&["ls", pool.p(), "/dir"]);
+    assert_eq!(
+        ls,
+        "back\\\\slash\nbad\\xff\nesc\\x1b[31m\nlink\nnew\\nline\nsub\\xfe\n"
+    );
+    let long = ok(&["ls", pool.p(), "/dir", "-l"]);
+    assert_eq!(long.lines().count(), 6, "{long}");
+    assert!(long.contains(" link -> /t\\xfe\\tx\n"), "{long}");
+    assert_eq!(ok(&["ls", pool.p(), "/dir/new\nline"]), "/dir/new\\nline\n");
+    let err = fails(&["ls", pool.p(), "/dir/no\nsuch"]);
+    assert!(err.contains("/dir/no\\nsuch"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one message, one line: {err}");
+    ok(&["rm", pool.p(), "-r", "/dir"]);
+    assert_eq!(ok(&["ls", pool.p()]), "");
+    assert!(ok(&["fsck", pool.p()]).contains("clean"));
+}
+
+/// Runs amberfs with its standard output a pipe whose reader is gone, as
+/// in `amberfs ... | head -0`. The reader is a process that has exited
+/// before amberfs starts, so the first write always meets EPIPE.
+fn with_closed_stdout(args: &[&str]) -> Output {
+    let mut reader = Command::new("true")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("run true");
+    let pipe = reader.stdin.take().expect("pipe to true");
+    reader.wait().expect("wait for true");
+    Command::new(env!("CARGO_BIN_EXE_amberfs"))
+        .args(args)
+        .stdout(pipe)
+        .output()
+        .expect("run amberfs")
+}
+
+/// No command panics on a closed standard output: each stops quietly
+/// with 141 (what a shell shows for a command SIGPIPE ended, as coreutils'
+/// do), and the pool is left cleanly unmounted.
+#[test]
+fn a_closed_stdout_ends_every_printing_command_quietly() {
+    let pool = new_pool("8M");
+    let local = pool.dir().join("f.txt");
+    std::fs::write(&local, vec![b'x'; 200_000]).unwrap();
+    let l = local.to_str().unwrap();
+    ok(&["put", pool.p(), l, "/f"]);
+    ok(&["mkdir", pool.p(), "/d"]);
+    let back = pool.dir().join("back.txt");
+    let fresh = pool.dir().join("fresh.pool");
+    let runs: Vec<Vec<&str>> = vec![
+        vec!["--help"],
+        vec!["--version"],
+        vec!["mkfs", fresh.to_str().unwrap(), "--size", "8M"],
+        vec!["info", pool.p()],
+        vec!["info", pool.p(), "--json"],
+        vec!["fsck", pool.p()],
+        vec!["fsck", pool.p(), "--json"],
+        vec!["ls", pool.p()],
+        vec!["ls", pool.p(), "-l"],
+        vec!["put", pool.p(), l, "/g"],
+        vec!["get", pool.p(), "/f", back.to_str().unwrap()],
+        vec!["cat", pool.p(), "/f"],
+        vec!["crashtest", "--workload", "files", "--max-images", "3"],
+    ];
+    for args in &runs {
+        let out = with_closed_stdout(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(141), "{args:?}: {err}");
+        assert!(err.is_empty(), "{args:?} said something: {err}");
+        let state = ok_after_release(&["info", pool.p(), "--json"]);
+        assert!(state.contains("\"state\": \"clean\""), "{args:?}: {state}");
+    }
+    assert_eq!(ok(&["cat", pool.p(), "/g"]).len(), 200_000);
 }

@@ -227,6 +227,25 @@ fn wrong_link_count() {
     assert_eq!(inode(&*dev, t.linked).nlink, 2);
 }
 
+/// A name is any bytes but '/' and NUL: a report shows it escaped, on
+/// one line (amber_core::escape), never raw.
+#[test]
+fn reports_show_names_escaped() {
+    let dev = Arc::new(MmapDevice::anonymous(1 << 20, &MapOptions::default()).unwrap());
+    format(&*dev, &params(1 << 20)).unwrap();
+    let (fs, _) = mount(dev.clone(), direct()).unwrap();
+    let ino = fs
+        .mknod(ROOT_INO, b"we\nird\xff", FileKind::Regular, 0o644, 0, ME)
+        .unwrap()
+        .ino;
+    fs.unmount().unwrap();
+    drop(fs);
+    let mut i = inode(&*dev, ino);
+    i.nlink = 3;
+    put_inode(&*dev, ino, &i);
+    damage_is_repaired(&dev, "(/we\\nird\\xff) has link count 3 but should have 1");
+}
+
 #[test]
 fn bad_dirent_checksum() {
     let (dev, t) = populated(1 << 20);

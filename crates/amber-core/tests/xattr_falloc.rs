@@ -77,6 +77,44 @@ fn xattrs_set_get_list_remove_and_survive_remount_and_crash() {
     assert_eq!(fs.statfs().blocks_free, free + 1);
 }
 
+/// A value may be as large as the block holds beside its name alone,
+/// 4076 - len(name) bytes (docs/design.md §2.6): exactly that is stored,
+/// one byte more is E2BIG, for short and long names; a value that fits
+/// alone but not beside the inode's other attributes is ENOSPC.
+#[test]
+fn xattr_values_up_to_the_block_beside_their_name() {
+    let (_dev, fs) = fresh();
+    let f = fs
+        .mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, ME)
+        .unwrap();
+    let long = [b"user.".as_slice(), &[b'n'; 250]].concat();
+    for (name, max) in [
+        (&b"user.v"[..], 4070),
+        (b"trusted.sixteen!", 4060),
+        (&long, 3821),
+    ] {
+        assert_eq!(
+            fs.setxattr(f.ino, name, &vec![1u8; max + 1], XattrSet::Either),
+            Err(FsError::AttributeTooLarge),
+            "{} bytes of name",
+            name.len()
+        );
+        fs.setxattr(f.ino, name, &vec![2u8; max], XattrSet::Either)
+            .unwrap();
+        assert_eq!(fs.getxattr(f.ino, name).unwrap(), vec![2u8; max]);
+        fs.removexattr(f.ino, name).unwrap();
+    }
+    fs.setxattr(f.ino, b"user.a", b"1", XattrSet::Either)
+        .unwrap();
+    // user.a takes 4 + 6 + 1 bytes, so user.v now has 4070 - 11.
+    assert_eq!(
+        fs.setxattr(f.ino, b"user.v", &[3u8; 4060], XattrSet::Either),
+        Err(FsError::NoSpace)
+    );
+    fs.setxattr(f.ino, b"user.v", &[3u8; 4059], XattrSet::Either)
+        .unwrap();
+}
+
 #[test]
 fn fallocate_keep_size_punch_and_seek() {
     let (dev, fs) = fresh();

@@ -25,10 +25,21 @@ pub const ENTRY_HEADER: usize = 4;
 pub const MAGIC: u32 = u32::from_le_bytes(*b"XAT1");
 /// Longest attribute name (XATTR_NAME_MAX).
 pub const NAME_MAX: usize = 255;
+/// Shortest attribute name: the shortest namespace prefix ("user.") and
+/// one byte.
+pub const NAME_MIN: usize = 6;
 /// Room for all of an inode's entries.
 pub const SPACE: usize = BLOCK_SIZE as usize - HEADER;
-/// Largest single value (what fits beside a one-byte name).
-pub const VALUE_MAX: usize = SPACE - ENTRY_HEADER - 1;
+
+/// Largest value an attribute named with `name_len` bytes can hold: what
+/// fits beside its name and entry header when it is alone in the block
+/// (4076 - `name_len`: 4070 for `user.v`, 3821 for a 255-byte name).
+/// Other attributes of the inode leave less.
+pub const fn value_max(name_len: usize) -> usize {
+    SPACE.saturating_sub(ENTRY_HEADER + name_len)
+}
+
+const _: () = assert!(value_max(NAME_MIN) == 4070 && value_max(NAME_MAX) == 3821);
 
 /// One attribute.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,16 +159,16 @@ mod tests {
         ];
         let b = encode(&attrs).unwrap();
         assert_eq!(decode(&b).unwrap(), attrs);
-        assert!(encode(&[Xattr {
-            name: b"u".to_vec(),
-            value: vec![0; VALUE_MAX]
-        }])
-        .is_some());
-        assert!(encode(&[Xattr {
-            name: b"uu".to_vec(),
-            value: vec![0; VALUE_MAX]
-        }])
-        .is_none());
+        for name_len in [NAME_MIN, 16, NAME_MAX] {
+            let alone = |value_len| {
+                encode(&[Xattr {
+                    name: vec![b'n'; name_len],
+                    value: vec![0; value_len],
+                }])
+            };
+            assert!(alone(value_max(name_len)).is_some(), "{name_len}");
+            assert!(alone(value_max(name_len) + 1).is_none(), "{name_len}");
+        }
         let mut bad = b.clone();
         bad[HEADER + 5] ^= 1;
         assert_eq!(decode(&bad), Err(XattrError::BadChecksum));

@@ -34,12 +34,12 @@ pub fn errno(e: &FsError) -> Errno {
         FsError::NoAttribute => libc::ENODATA,
         FsError::AttributeTooLarge => libc::E2BIG,
         FsError::Corrupted(_) | FsError::Format(_) => {
-            eprintln!("amberfs: I/O error: {e}");
+            crate::log(format_args!("I/O error: {e}"));
             libc::EIO
         }
         FsError::Poisoned(_) => {
             if !POISON_LOGGED.swap(true, Ordering::Relaxed) {
-                eprintln!("amberfs: I/O error, every later write fails too: {e}");
+                crate::log(format_args!("I/O error, every later write fails too: {e}"));
             }
             libc::EIO
         }
@@ -48,7 +48,7 @@ pub fn errno(e: &FsError) -> Errno {
         // FsError is non-exhaustive: a variant added later is an I/O
         // error until it is given its own errno here.
         _ => {
-            eprintln!("amberfs: I/O error: {e}");
+            crate::log(format_args!("I/O error: {e}"));
             libc::EIO
         }
     };

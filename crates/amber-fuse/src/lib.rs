@@ -57,6 +57,14 @@ use crate::errno::errno;
 use crate::handles::Handles;
 use crate::xattr::Access;
 
+/// Writes a line to the daemon's log (its standard error). A closed or
+/// broken one loses the line, never the daemon, as `eprintln!` would by
+/// panicking in a worker.
+pub(crate) fn log(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(io::stderr(), "amberfs: {line}");
+}
+
 /// How long the kernel may cache attributes and names.
 const TTL: Duration = Duration::from_secs(1);
 
@@ -190,7 +198,9 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
             InitFlags::FUSE_PARALLEL_DIROPS,
         ] {
             if config.add_capabilities(wanted).is_err() {
-                eprintln!("amberfs: kernel lacks {wanted:?}; continuing without it");
+                log(format_args!(
+                    "kernel lacks {wanted:?}; continuing without it"
+                ));
             }
         }
         Ok(())
@@ -201,7 +211,7 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
     fn destroy(&mut self) {
         for ino in self.handles.drain() {
             if let Err(e) = self.core.release(ino) {
-                eprintln!("amberfs: releasing inode {ino} at unmount: {e}");
+                log(format_args!("releasing inode {ino} at unmount: {e}"));
             }
         }
     }

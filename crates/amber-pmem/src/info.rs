@@ -56,14 +56,11 @@ pub struct MapInfo {
     pub cpu_model: String,
 }
 
+/// The mapping's facts, one `key: value` line each. The path is left to
+/// the caller, which prints it (escaped) beside the pool's other facts.
 impl fmt::Display for MapInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let path = match &self.path {
-            Some(p) => p.display().to_string(),
-            None => "-".to_string(),
-        };
         let yes_no = |b: bool| if b { "yes" } else { "no" };
-        writeln!(f, "path:              {path}")?;
         writeln!(f, "kind:              {}", self.kind)?;
         writeln!(
             f,

@@ -1,12 +1,11 @@
 //! `amberfs cat`: write a file from the pool to standard output.
 
-use std::io::{ErrorKind, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::common::{
-    copy_out, path_error, with_mounted, CliError, CliResult, CopyOutError, MountConfig,
-};
+use crate::common::{copy_out, path_error, with_mounted, CliResult, CopyOutError, MountConfig};
+use crate::output::output_error;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -23,11 +22,7 @@ pub fn run(args: Args, config: &MountConfig) -> CliResult<ExitCode> {
         let mut out = std::io::stdout().lock();
         match copy_out(&file, &mut out).and_then(|_| out.flush().map_err(CopyOutError::Output)) {
             Ok(()) => Ok(()),
-            // `amberfs cat ... | head` closing the pipe early is not an error.
-            Err(CopyOutError::Output(e)) if e.kind() == ErrorKind::BrokenPipe => Ok(()),
-            Err(CopyOutError::Output(e)) => Err(CliError::new(format!(
-                "writing to standard output failed: {e}"
-            ))),
+            Err(CopyOutError::Output(e)) => Err(output_error(e)),
             Err(CopyOutError::Pool(e)) => Err(fail(e)),
         }
     })?;

@@ -9,7 +9,8 @@ use std::process::ExitCode;
 
 use amber_crash::{workload_names, CrashConfig};
 
-use crate::common::{CliError, CliResult};
+use crate::common::{CliError, CliResult, Shown};
+use crate::output::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -62,7 +63,7 @@ pub fn run(args: Args) -> CliResult<ExitCode> {
         std::fs::create_dir_all(dir).map_err(|e| {
             CliError::new(format!(
                 "cannot create --save-dir {}: {e} — choose a writable directory",
-                dir.display()
+                dir.shown()
             ))
         })?;
     }
@@ -83,9 +84,9 @@ pub fn run(args: Args) -> CliResult<ExitCode> {
     let report = amber_crash::run(&config)
         .map_err(|e| CliError::new(format!("crash test could not run: {e}")))?;
     if args.json {
-        println!("{}", report.to_json());
+        outln!("{}", report.to_json())?;
     } else {
-        println!("{report}");
+        outln!("{report}")?;
     }
     Ok(if report.is_clean() {
         ExitCode::SUCCESS

@@ -14,7 +14,8 @@ use amber_core::{Fs, MountOptions, OpenOptions};
 use amber_format::FormatParams;
 use amber_pmem::{Emulated, EmulatorSpec, MapOptions, MmapDevice, PmDevice, WriteStats};
 
-use crate::common::{human_bytes, CliError, CliResult};
+use crate::common::{human_bytes, CliError, CliResult, Shown};
+use crate::output::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -35,35 +36,36 @@ fn err(what: &str) -> impl Fn(amber_core::FsError) -> CliError + '_ {
     move |e| CliError::new(format!("demo: {what}: {e}"))
 }
 
-fn line(label: &str, bytes: u64, secs: f64, s: &WriteStats, ops: u64) {
-    println!(
+fn line(label: &str, bytes: u64, secs: f64, s: &WriteStats, ops: u64) -> CliResult<()> {
+    outln!(
         "  {label:<40} {:>9.1} MiB/s {:>10.0} ops/s   PM: {:>6.2} B written per B asked, {:.2} fences/op",
         bytes as f64 / secs / (1 << 20) as f64,
         ops as f64 / secs,
         s.bytes_written() as f64 / bytes.max(1) as f64,
         s.fences as f64 / ops.max(1) as f64,
-    );
+    )
 }
 
 pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
     let preset = emulate.unwrap_or("pcm");
     let spec = EmulatorSpec::parse(preset).map_err(|e| CliError::new(format!("--emulate: {e}")))?;
+    super::mkfs::check_new(&args.pool)?;
     if args.pool.exists() {
         std::fs::remove_file(&args.pool)
-            .map_err(|e| CliError::new(format!("cannot replace {}: {e}", args.pool.display())))?;
+            .map_err(|e| CliError::new(format!("cannot replace {}: {e}", args.pool.shown())))?;
     }
     let dev = MmapDevice::create(&args.pool, POOL_SIZE, &MapOptions::default())
-        .map_err(|e| CliError::new(format!("cannot create {}: {e}", args.pool.display())))?;
-    println!(
+        .map_err(|e| CliError::new(format!("cannot create {}: {e}", args.pool.shown())))?;
+    outln!(
         "amberfs demo: pool {} ({}), emulating {preset} ({spec})",
-        args.pool.display(),
+        args.pool.shown(),
         human_bytes(POOL_SIZE)
-    );
-    println!("{}", dev.info());
+    )?;
+    outln!("{}", dev.info())?;
     // The defaults a user gets: the split layout and policy amber.
     Fs::format(&dev, &FormatParams::for_size(POOL_SIZE)).map_err(err("mkfs"))?;
     let opts = MountOptions::default();
-    println!("  policy {} (the default)", opts.policy);
+    outln!("  policy {} (the default)", opts.policy)?;
     let (fs, _) = Fs::mount(Emulated::new(dev, spec), opts).map_err(err("mount"))?;
     let stats = |fs: &Fs<Emulated<MmapDevice>>| fs.core().device().stats();
 
@@ -82,7 +84,7 @@ pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
         t.elapsed().as_secs_f64(),
         &stats(&fs).since(&before),
         SMALL_FILES,
-    );
+    )?;
 
     // One large file, 4 KiB at a time.
     let chunk: Vec<u8> = (0..4096u32).map(|i| (i * 7 % 251) as u8).collect();
@@ -103,7 +105,7 @@ pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
         t.elapsed().as_secs_f64(),
         &stats(&fs).since(&before),
         BIG / 4096,
-    );
+    )?;
 
     // Small fsync'd overwrites.
     let f = OpenOptions::new()
@@ -128,7 +130,7 @@ pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
         t.elapsed().as_secs_f64(),
         &stats(&fs).since(&before),
         OVERWRITES,
-    );
+    )?;
     drop(f);
 
     // Read everything back.
@@ -150,25 +152,28 @@ pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
     if big.len() as u64 != BIG || !intact {
         return Err(CliError::new("demo: /big read back wrong"));
     }
-    println!("  read back and verified every byte");
+    outln!("  read back and verified every byte")?;
     let s = fs.statfs();
-    println!(
+    outln!(
         "  pool: {} of {} blocks free, {} of {} inodes free",
-        s.blocks_free, s.blocks, s.inodes_free, s.inodes
-    );
+        s.blocks_free,
+        s.blocks,
+        s.inodes_free,
+        s.inodes
+    )?;
     fs.unmount().map_err(err("unmount"))?;
 
     let dev = MmapDevice::open(&args.pool, &MapOptions::default())
-        .map_err(|e| CliError::new(format!("cannot reopen {}: {e}", args.pool.display())))?;
+        .map_err(|e| CliError::new(format!("cannot reopen {}: {e}", args.pool.shown())))?;
     let report = check(&dev, &CheckOptions { repair: false }).map_err(err("fsck"))?;
-    println!(
+    outln!(
         "  fsck: {}",
         if report.is_clean() {
             "clean"
         } else {
             "PROBLEMS"
         }
-    );
+    )?;
     drop(dev);
     if !args.keep {
         let _ = std::fs::remove_file(&args.pool);
@@ -176,12 +181,14 @@ pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
     let mut crash = amber_crash::CrashConfig::new("files", 1);
     crash.max_images = Some(2_000);
     let r = amber_crash::run(&crash).map_err(|e| CliError::new(format!("crash test: {e}")))?;
-    println!(
+    outln!(
         "  crash test (workload files, seed 1): {} images checked at {:.0}/s, {} violations",
-        r.images_checked, r.images_per_sec, r.violation_count
-    );
+        r.images_checked,
+        r.images_per_sec,
+        r.violation_count
+    )?;
     let ok = report.is_clean() && r.is_clean();
-    println!("demo {}", if ok { "passed" } else { "FAILED" });
+    outln!("demo {}", if ok { "passed" } else { "FAILED" })?;
     Ok(if ok {
         ExitCode::SUCCESS
     } else {

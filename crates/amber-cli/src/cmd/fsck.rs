@@ -10,7 +10,8 @@ use std::process::ExitCode;
 use amber_core::check::{check, CheckOptions, CheckReport, Severity};
 use serde::Serialize;
 
-use crate::common::{open_device, open_for_reading, pool_error, warn, CliError, CliResult};
+use crate::common::{open_device, open_for_reading, pool_error, warn, CliError, CliResult, Shown};
+use crate::output::outln;
 
 /// e2fsck's "operational error": the pool could not be checked at all.
 const EXIT_OPERATIONAL: u8 = 8;
@@ -52,6 +53,7 @@ struct JsonProblem<'a> {
 pub fn run(args: Args) -> CliResult<ExitCode> {
     match check_pool(&args) {
         Ok(code) => Ok(code),
+        Err(e) if e.is_closed_output() => Err(e),
         Err(e) => {
             warn(e);
             Ok(ExitCode::from(EXIT_OPERATIONAL))
@@ -73,9 +75,9 @@ fn check_pool(args: &Args) -> CliResult<ExitCode> {
     if args.json {
         let text = serde_json::to_string_pretty(&json(args, &report))
             .map_err(|e| CliError::new(format!("could not encode the report as JSON: {e}")))?;
-        println!("{text}");
+        outln!("{text}")?;
     } else {
-        print_text(args, &report);
+        print_text(args, &report)?;
     }
     let code = u8::try_from(report.exit_code()).unwrap_or(EXIT_OPERATIONAL);
     Ok(ExitCode::from(code))
@@ -91,7 +93,7 @@ fn severity_name(s: Severity) -> &'static str {
 
 fn json<'a>(args: &Args, r: &'a CheckReport) -> Json<'a> {
     Json {
-        pool: args.pool.display().to_string(),
+        pool: args.pool.shown().to_string(),
         clean: r.is_clean(),
         exit_code: r.exit_code(),
         repair: args.repair,
@@ -113,14 +115,14 @@ fn json<'a>(args: &Args, r: &'a CheckReport) -> Json<'a> {
     }
 }
 
-fn print_text(args: &Args, r: &CheckReport) {
-    let p = args.pool.display();
+fn print_text(args: &Args, r: &CheckReport) -> CliResult<()> {
+    let p = args.pool.shown();
     for problem in &r.problems {
-        println!("{problem}");
+        outln!("{problem}")?;
     }
     let count = |s: Severity| r.problems.iter().filter(|p| p.severity == s).count();
     let (errors, repaired) = (count(Severity::Error), count(Severity::Repaired));
-    println!(
+    outln!(
         "{} inodes in use ({} directories, {} regular files), {} blocks in use, {} free; \
          {} committed journal transaction(s) pending; pool was {}",
         r.inodes_in_use,
@@ -134,7 +136,7 @@ fn print_text(args: &Args, r: &CheckReport) {
         } else {
             "not cleanly unmounted"
         }
-    );
+    )?;
     if errors > 0 {
         let advice = if args.repair {
             format!(
@@ -144,10 +146,10 @@ fn print_text(args: &Args, r: &CheckReport) {
         } else {
             format!("run 'amberfs fsck --repair {p}' to fix what can be fixed")
         };
-        println!("{p}: {errors} error(s) found; {advice}");
+        outln!("{p}: {errors} error(s) found; {advice}")
     } else if repaired > 0 {
-        println!("{p}: {repaired} problem(s) repaired; the pool is consistent now");
+        outln!("{p}: {repaired} problem(s) repaired; the pool is consistent now")
     } else {
-        println!("{p}: clean");
+        outln!("{p}: clean")
     }
 }

@@ -3,11 +3,14 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use amber_core::Escaped;
+
 use crate::common::{
     base_name, copy_out, human_bytes, path_error, warn, with_mounted, CliError, CliResult,
-    CopyOutError, MountConfig,
+    CopyOutError, MountConfig, Shown,
 };
 use crate::copytree::{Copied, TreeCopy};
+use crate::output::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -29,19 +32,17 @@ pub fn run(args: Args, config: &MountConfig) -> CliResult<ExitCode> {
     if args.recursive {
         return run_recursive(&args, config);
     }
+    let shown = Escaped(args.path.as_bytes());
     let (dest, bytes) = with_mounted(&args.pool, config, |fs| {
         let fail = |e| path_error(&args.pool, "read", &args.path, e);
         if fs.metadata(&args.path).map_err(fail)?.is_dir() {
             return Err(CliError::new(format!(
-                "{} in pool {} is a directory; copy it with 'amberfs get -r {} {} {}', or \
-                 list it with 'amberfs ls {} {}'",
-                args.path,
-                args.pool.display(),
-                args.pool.display(),
-                args.path,
-                args.local.display(),
-                args.pool.display(),
-                args.path
+                "{shown} in pool {} is a directory; copy it with 'amberfs get -r {} {shown} {}', \
+                 or list it with 'amberfs ls {} {shown}'",
+                args.pool.shown(),
+                args.pool.shown(),
+                args.local.shown(),
+                args.pool.shown(),
             )));
         }
         // Opened before the local file is created, so a pool-side failure
@@ -51,7 +52,7 @@ pub fn run(args: Args, config: &MountConfig) -> CliResult<ExitCode> {
         let mut out = std::fs::File::create(&dest).map_err(|e| {
             CliError::new(format!(
                 "cannot create local file {}: {e} — check the directory exists and is writable",
-                dest.display()
+                dest.shown()
             ))
         })?;
         match copy_out(&file, &mut out) {
@@ -59,25 +60,24 @@ pub fn run(args: Args, config: &MountConfig) -> CliResult<ExitCode> {
             Err(e) => {
                 drop(out);
                 if std::fs::remove_file(&dest).is_ok() {
-                    warn(format!("removed the partial copy {}", dest.display()));
+                    warn(format!("removed the partial copy {}", dest.shown()));
                 }
                 Err(match e {
                     CopyOutError::Pool(e) => fail(e),
                     CopyOutError::Output(e) => CliError::new(format!(
                         "writing local file {} failed: {e} — free space there or choose \
                          another destination",
-                        dest.display()
+                        dest.shown()
                     )),
                 })
             }
         }
     })?;
-    println!(
-        "copied {} to {} ({bytes} bytes, {})",
-        args.path,
-        dest.display(),
+    outln!(
+        "copied {shown} to {} ({bytes} bytes, {})",
+        dest.shown(),
         human_bytes(bytes)
-    );
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -108,7 +108,7 @@ pub fn finish_tree(what: &str, dest: &Path, copied: &Copied) -> CliResult<ExitCo
     for s in &copied.skipped {
         warn(format!("skipped {s}"));
     }
-    println!("copied {what} to {}: {copied}", dest.display());
+    outln!("copied {what} to {}: {copied}", dest.shown())?;
     if copied.skipped.is_empty() {
         return Ok(ExitCode::SUCCESS);
     }
@@ -137,7 +137,7 @@ fn destination(args: &Args) -> CliResult<PathBuf> {
     let name = base_name(&args.path).ok_or_else(|| {
         CliError::new(format!(
             "{} names no file to copy; give a file path in the pool",
-            args.path
+            Escaped(args.path.as_bytes())
         ))
     })?;
     Ok(Path::new(&args.local).join(name))

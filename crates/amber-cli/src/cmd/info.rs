@@ -12,7 +12,10 @@ use amber_format::{PoolState, Superblock, BLOCK_SIZE};
 use amber_pmem::MapInfo;
 use serde::Serialize;
 
-use crate::common::{format_time, human_bytes, open_for_reading, pool_error, CliError, CliResult};
+use crate::common::{
+    format_time, human_bytes, open_for_reading, pool_error, CliError, CliResult, Shown,
+};
+use crate::output::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -118,9 +121,9 @@ pub fn run(args: Args) -> CliResult<ExitCode> {
     if args.json {
         let text = serde_json::to_string_pretty(&info)
             .map_err(|e| CliError::new(format!("could not encode the report as JSON: {e}")))?;
-        println!("{text}");
+        outln!("{text}")?;
     } else {
-        print_text(&info, dev.info());
+        print_text(&info, dev.info())?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -128,7 +131,7 @@ pub fn run(args: Args) -> CliResult<ExitCode> {
 fn describe(args: &Args, sb: &Superblock, map: &MapInfo) -> Info {
     let l = &sb.layout;
     Info {
-        pool: args.pool.display().to_string(),
+        pool: args.pool.shown().to_string(),
         version: sb.version,
         features: Features {
             compat: sb.feature_compat,
@@ -226,46 +229,46 @@ fn when(secs: u64) -> String {
     }
 }
 
-fn print_text(i: &Info, map: &MapInfo) {
-    let row = |label: &str, value: String| println!("{:<20}{value}", format!("{label}:"));
+fn print_text(i: &Info, map: &MapInfo) -> CliResult<()> {
+    let row = |label: &str, value: String| outln!("{:<20}{value}", format!("{label}:"));
     let g = &i.geometry;
     let f = &i.features;
-    row("pool", i.pool.clone());
-    row("format version", i.version.to_string());
+    row("pool", i.pool.clone())?;
+    row("format version", i.version.to_string())?;
     row(
         "features",
         format!(
             "compat {:#x}, incompat {:#x}, ro_compat {:#x}",
             f.compat, f.incompat, f.ro_compat
         ),
-    );
-    row("uuid", i.uuid.clone());
-    row("state", i.state.to_string());
-    row("generation", i.generation.to_string());
-    row("mount count", i.mount_count.to_string());
-    row("last mount", when(i.last_mount_secs));
-    row("last clean unmount", when(i.last_clean_unmount_secs));
+    )?;
+    row("uuid", i.uuid.clone())?;
+    row("state", i.state.to_string())?;
+    row("generation", i.generation.to_string())?;
+    row("mount count", i.mount_count.to_string())?;
+    row("last mount", when(i.last_mount_secs))?;
+    row("last clean unmount", when(i.last_clean_unmount_secs))?;
     row(
         "pool size",
         format!("{} bytes ({})", i.pool_size, human_bytes(i.pool_size)),
-    );
+    )?;
     row(
         "blocks",
         format!("{} of {} bytes", g.total_blocks, g.block_size),
-    );
-    row("inodes", g.inode_count.to_string());
+    )?;
+    row("inodes", g.inode_count.to_string())?;
     row(
         "journals",
         format!(
             "{} of {} blocks, from block {}",
             g.journal_count, g.journal_blocks, g.journal_start
         ),
-    );
-    row("inode table", format!("from block {}", g.inode_table_start));
+    )?;
+    row("inode table", format!("from block {}", g.inode_table_start))?;
     row(
         "bitmap",
         format!("{} block(s) from block {}", g.bitmap_blocks, g.bitmap_start),
-    );
+    )?;
     row(
         "data area",
         format!(
@@ -274,7 +277,7 @@ fn print_text(i: &Info, map: &MapInfo) {
             human_bytes(g.data_blocks * g.block_size),
             g.data_start
         ),
-    );
+    )?;
     if let Some(s) = &i.split {
         let records = if s.records_in_log {
             format!(
@@ -290,7 +293,7 @@ fn print_text(i: &Info, map: &MapInfo) {
                 "attribute logs {} block(s) from block {}, logical information {records}",
                 s.attr_blocks, s.attr_start
             ),
-        );
+        )?;
     }
     if let Some(z) = &i.zone {
         row(
@@ -306,10 +309,11 @@ fn print_text(i: &Info, map: &MapInfo) {
                 z.header_block,
                 z.descriptors_in_use
             ),
-        );
+        )?;
     }
-    println!("device:");
+    outln!("device:")?;
     for line in map.to_string().lines() {
-        println!("  {line}");
+        outln!("  {line}")?;
     }
+    Ok(())
 }

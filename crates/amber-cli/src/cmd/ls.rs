@@ -3,11 +3,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use amber_core::Attr;
+use amber_core::{Attr, Escaped};
 use amber_format::inode::mode;
 use amber_format::FileKind;
 
 use crate::common::{format_time, join, path_error, with_mounted, CliResult, MountConfig, PoolFs};
+use crate::output::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -24,40 +25,51 @@ pub struct Args {
 pub fn run(args: Args, config: &MountConfig) -> CliResult<ExitCode> {
     let lines = with_mounted(&args.pool, config, |fs| listing(fs, &args))?;
     for line in lines {
-        println!("{line}");
+        outln!("{line}")?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// Builds the whole listing before printing, so that the pool is unmounted
-/// before a slow reader of stdout could hold it.
+/// before a slow reader of stdout could hold it. Entries are read by inode,
+/// so names and targets of any bytes are listed (escaped), not only UTF-8.
 fn listing(fs: &PoolFs, args: &Args) -> CliResult<Vec<String>> {
     let fail = |e| path_error(&args.pool, "list", &args.path, e);
     let meta = fs.metadata(&args.path).map_err(fail)?;
     if !meta.is_dir() {
         let shown = fs.symlink_metadata(&args.path).map_err(fail)?;
-        return Ok(vec![line(fs, args, &args.path, &args.path, shown.attr())?]);
+        let path = args.path.as_bytes();
+        return Ok(vec![line(fs, args, path, path, shown.attr())?]);
     }
-    let mut entries = fs.read_dir(&args.path).map_err(fail)?;
+    let core = fs.core();
+    let mut entries = Vec::new();
+    core.readdir(meta.attr().ino, 0, |e| {
+        entries.push(e);
+        true
+    })
+    .map_err(fail)?;
     entries.sort_by(|a, b| a.name.cmp(&b.name));
     entries
         .iter()
         .map(|e| {
-            let full = join(&args.path, &e.name);
-            let meta = fs
-                .symlink_metadata(&full)
+            let full = join(args.path.as_bytes(), &e.name);
+            let attr = core
+                .getattr(e.ino)
                 .map_err(|err| path_error(&args.pool, "list", &full, err))?;
-            line(fs, args, &full, &e.name, meta.attr())
+            line(fs, args, &full, &e.name, &attr)
         })
         .collect()
 }
 
-fn line(fs: &PoolFs, args: &Args, full: &str, name: &str, a: &Attr) -> CliResult<String> {
+/// One line of the listing: `name` (escaped), or with -l its attributes
+/// and, for a symlink, its target; `full` is its path, for errors.
+fn line(fs: &PoolFs, args: &Args, full: &[u8], name: &[u8], a: &Attr) -> CliResult<String> {
+    let shown = Escaped(name);
     if !args.long {
-        return Ok(name.to_string());
+        return Ok(shown.to_string());
     }
     let mut text = format!(
-        "{} {:>3} {:>5} {:>5} {:>10} {} {name}",
+        "{} {:>3} {:>5} {:>5} {:>10} {} {shown}",
         mode_string(a.kind, a.perm),
         a.nlink,
         a.uid,
@@ -67,10 +79,11 @@ fn line(fs: &PoolFs, args: &Args, full: &str, name: &str, a: &Attr) -> CliResult
     );
     if a.kind == FileKind::Symlink {
         let target = fs
-            .read_link(full)
+            .core()
+            .readlink(a.ino)
             .map_err(|e| path_error(&args.pool, "read link", full, e))?;
         text.push_str(" -> ");
-        text.push_str(&target);
+        text.push_str(&Escaped(&target).to_string());
     }
     Ok(text)
 }

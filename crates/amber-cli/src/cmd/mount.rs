@@ -30,8 +30,9 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::common::{
-    format_time, map_error, mount_pool, pool_error, warn, CliError, CliResult, MountConfig,
+    format_time, map_error, mount_pool, pool_error, warn, CliError, CliResult, MountConfig, Shown,
 };
+use crate::output::{note, outln};
 
 /// How long the starting process waits for the daemon's mount to appear.
 const MOUNT_WAIT: Duration = Duration::from_secs(10);
@@ -94,7 +95,7 @@ fn core_options(options: &str) -> String {
 /// component: stat'ing the mount point of a dead FUSE daemon fails
 /// (ENOTCONN), and that is exactly the mount `umount` must still handle.
 pub fn absolute(path: &Path) -> CliResult<PathBuf> {
-    let fail = |e: std::io::Error| CliError::new(format!("cannot resolve {}: {e}", path.display()));
+    let fail = |e: std::io::Error| CliError::new(format!("cannot resolve {}: {e}", path.shown()));
     match (path.parent(), path.file_name()) {
         (Some(parent), Some(name)) => {
             let parent = if parent.as_os_str().is_empty() {
@@ -111,7 +112,7 @@ pub fn absolute(path: &Path) -> CliResult<PathBuf> {
 /// Checks the mount point: absolute, an existing directory, nothing
 /// mounted on it yet.
 fn check_mount_point(dir: &Path) -> CliResult<PathBuf> {
-    let shown = dir.display();
+    let shown = dir.shown();
     let abs = absolute(dir).map_err(|_| {
         CliError::new(format!(
             "mount point {shown} does not exist — create it with 'mkdir -p {shown}'"
@@ -162,7 +163,7 @@ fn check_pool(pool: &Path, read_only: bool) -> CliResult<PathBuf> {
                 Some(at) => CliError::new(format!(
                     "pool {} is already mounted at {at} — unmount it first with \
                      'amberfs umount {at}'",
-                    pool.display()
+                    pool.shown()
                 )),
                 None => map_error(pool, e),
             });
@@ -174,7 +175,7 @@ fn check_pool(pool: &Path, read_only: bool) -> CliResult<PathBuf> {
         return Err(pool_error(pool, FsError::NeedsRecovery));
     }
     pool.canonicalize()
-        .map_err(|e| CliError::new(format!("cannot resolve {}: {e}", pool.display())))
+        .map_err(|e| CliError::new(format!("cannot resolve {}: {e}", pool.shown())))
 }
 
 /// One line of /proc/self/mountinfo, the fields used here.
@@ -302,7 +303,7 @@ struct PidFile(PathBuf);
 impl PidFile {
     /// Writes `pid\npool\n` to the first candidate directory that works.
     fn create(dir: &Path, pool: &Path) -> CliResult<PidFile> {
-        let text = format!("{}\n{}\n", std::process::id(), pool.display());
+        let text = format!("{}\n{}\n", std::process::id(), pool.shown());
         let mut last = None;
         for path in pid_file_candidates(dir) {
             let parent = path.parent().expect("pid files live in a directory");
@@ -314,7 +315,7 @@ impl PidFile {
         let (path, e) = last.expect("two candidates were tried");
         Err(CliError::new(format!(
             "cannot write pid file {}: {e}",
-            path.display()
+            path.shown()
         )))
     }
 }
@@ -322,18 +323,18 @@ impl PidFile {
 impl Drop for PidFile {
     fn drop(&mut self) {
         if let Err(e) = fs::remove_file(&self.0) {
-            log(&format!("cannot remove pid file {}: {e}", self.0.display()));
+            log(&format!("cannot remove pid file {}: {e}", self.0.shown()));
         }
     }
 }
 
 /// A line of the daemon's log: UTC time, pid, message.
 fn log(message: &str) {
-    eprintln!(
+    note(format_args!(
         "{} amberfs[{}]: {message}",
         format_time(amber_core::time::wall()),
         std::process::id()
-    );
+    ));
 }
 
 /// Why the serving loop stops.
@@ -353,7 +354,7 @@ fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliRe
         .map_err(|e| CliError::new(format!("cannot catch SIGTERM, SIGINT and SIGHUP: {e}")))?;
     let pid_file = PidFile::create(dir, pool)?;
     let (fs, report) = mount_pool(pool, config)?;
-    log(&format!("{}: {report}", pool.display()));
+    log(&format!("{}: {report}", pool.shown()));
     // The policy's calibration (hinfs: L_dram, L_pm, whether buffering
     // pays on this device), so a user can see what the model works with.
     let stats = fs.core().policy_stats();
@@ -366,7 +367,7 @@ fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliRe
         ));
     }
     let adapter = AmberFuse::new(fs.core().clone());
-    let fsname = format!("amberfs:{}", pool.display());
+    let fsname = format!("amberfs:{}", pool.shown());
     let mut session_options = session_config(&fsname, threads);
     if config.read_only() {
         // The kernel then refuses every change itself (EROFS), as for
@@ -380,8 +381,8 @@ fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliRe
             drop(pid_file);
             return Err(CliError::new(format!(
                 "cannot mount {} at {}: {e}{}",
-                pool.display(),
-                dir.display(),
+                pool.shown(),
+                dir.shown(),
                 match clean {
                     Ok(()) => String::new(),
                     Err(u) => format!("; and the pool could not be marked clean: {u}"),
@@ -391,8 +392,8 @@ fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliRe
     };
     log(&format!(
         "mounted {} at {} ({threads} thread(s){})",
-        pool.display(),
-        dir.display(),
+        pool.shown(),
+        dir.shown(),
         if config.read_only() {
             ", read-only"
         } else {
@@ -423,17 +424,17 @@ fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliRe
                 SIGINT => "SIGINT",
                 _ => "SIGHUP",
             };
-            log(&format!("{name}: unmounting {}", dir.display()));
+            log(&format!("{name}: unmounting {}", dir.shown()));
             if let Err(e) = unmounter.unmount() {
                 log(&format!(
                     "{} is busy ({e}); detaching it: the pool is unmounted when the last \
                      file open there is closed",
-                    dir.display()
+                    dir.shown()
                 ));
                 detach(dir);
             }
         }
-        Ok(Stop::SessionEnded) | Err(_) => log(&format!("{} was unmounted", dir.display())),
+        Ok(Stop::SessionEnded) | Err(_) => log(&format!("{} was unmounted", dir.shown())),
     }
     let served = runner
         .join()
@@ -447,19 +448,19 @@ fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliRe
         return Err(CliError::new(format!(
             "the FUSE session ended with an error: {e}; pool {} was not marked clean, \
              the next mount recovers it",
-            pool.display()
+            pool.shown()
         )));
     }
     let clean = fs.unmount();
     drop(pid_file);
     match clean {
         Ok(()) => {
-            log(&format!("{} unmounted cleanly", pool.display()));
+            log(&format!("{} unmounted cleanly", pool.shown()));
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => Err(CliError::new(format!(
             "could not unmount pool {} cleanly: {e}; the next mount will recover it",
-            pool.display()
+            pool.shown()
         ))),
     }
 }
@@ -471,10 +472,10 @@ fn detach(dir: &Path) {
         Ok(out) if out.status.success() => {}
         Ok(out) => log(&format!(
             "umount -l {} failed: {}",
-            dir.display(),
+            dir.shown(),
             String::from_utf8_lossy(&out.stderr).trim()
         )),
-        Err(e) => log(&format!("cannot run umount -l {}: {e}", dir.display())),
+        Err(e) => log(&format!("cannot run umount -l {}: {e}", dir.shown())),
     }
 }
 
@@ -497,7 +498,7 @@ fn start_daemon(
         }
     };
     let log_err =
-        |e: std::io::Error| CliError::new(format!("cannot write log {}: {e}", log_path.display()));
+        |e: std::io::Error| CliError::new(format!("cannot write log {}: {e}", log_path.shown()));
     let log_file = File::create(&log_path).map_err(log_err)?;
     let exe = std::env::current_exe()
         .map_err(|e| CliError::new(format!("cannot find the amberfs executable: {e}")))?;
@@ -536,13 +537,13 @@ fn wait_for_mount(child: &mut Child, pool: &Path, dir: &Path, log: &Path) -> Cli
             .map_err(|e| CliError::new(format!("cannot watch the mount daemon: {e}")))?
         {
             for line in log_tail(log) {
-                eprintln!("{line}");
+                note(format_args!("{line}"));
             }
             return Err(CliError::new(format!(
                 "could not mount {} at {}: the daemon exited ({status}); its log is {}",
-                pool.display(),
-                dir.display(),
-                log.display()
+                pool.shown(),
+                dir.shown(),
+                log.shown()
             )));
         }
         if mounted_at(dir)?.is_some_and(|m| m.is_amberfs()) {
@@ -555,13 +556,13 @@ fn wait_for_mount(child: &mut Child, pool: &Path, dir: &Path, log: &Path) -> Cli
                     }
                 }
             }
-            println!(
+            outln!(
                 "mounted {} at {} (pid {}, log {})",
-                pool.display(),
-                dir.display(),
+                pool.shown(),
+                dir.shown(),
                 child.id(),
-                log.display()
-            );
+                log.shown()
+            )?;
             return Ok(ExitCode::SUCCESS);
         }
         thread::sleep(POLL);
@@ -570,13 +571,13 @@ fn wait_for_mount(child: &mut Child, pool: &Path, dir: &Path, log: &Path) -> Cli
     let stopped = child.kill().and_then(|()| child.wait());
     Err(CliError::new(format!(
         "{} did not appear as a mount within {} s; {}; see {}",
-        dir.display(),
+        dir.shown(),
         MOUNT_WAIT.as_secs(),
         match stopped {
             Ok(_) => "the daemon was stopped".to_string(),
             Err(e) => format!("the daemon (pid {}) could not be stopped: {e}", child.id()),
         },
-        log.display()
+        log.shown()
     )))
 }
 

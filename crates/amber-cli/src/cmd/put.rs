@@ -5,12 +5,13 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use amber_core::FsError;
+use amber_core::{Escaped, FsError};
 
 use crate::common::{
     base_name, human_bytes, join, path_error, warn, with_mounted, CliError, CliResult, MountConfig,
-    PoolDevice, PoolFs, CHUNK,
+    PoolDevice, PoolFs, Shown, CHUNK,
 };
+use crate::output::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -26,7 +27,7 @@ pub struct Args {
 pub fn run(args: Args, config: &MountConfig) -> CliResult<ExitCode> {
     // The local side is checked before the pool is mounted: a typo in the
     // local path must not cost a mount (and a superblock update).
-    let local_display = args.local.display().to_string();
+    let local_display = args.local.shown().to_string();
     let mut source = LocalFile::open(&args.local).map_err(|e| {
         CliError::new(format!(
             "cannot read local file {local_display}: {e} — check the path"
@@ -43,10 +44,11 @@ pub fn run(args: Args, config: &MountConfig) -> CliResult<ExitCode> {
         let bytes = copy_in(fs, &mut source, &dest, &args)?;
         Ok((dest, bytes))
     })?;
-    println!(
-        "copied {local_display} to {dest} ({bytes} bytes, {})",
+    outln!(
+        "copied {local_display} to {} ({bytes} bytes, {})",
+        Escaped(dest.as_bytes()),
         human_bytes(bytes)
-    );
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -55,19 +57,16 @@ pub fn run(args: Args, config: &MountConfig) -> CliResult<ExitCode> {
 fn destination(fs: &PoolFs, args: &Args) -> CliResult<String> {
     match fs.metadata(&args.path) {
         Ok(m) if m.is_dir() => {
-            let name = args
-                .local
-                .file_name()
-                .and_then(|n| n.to_str())
-                .and_then(base_name)
+            let name = args.local.file_name().and_then(|n| n.to_str());
+            name.and_then(base_name)
+                .and_then(|n| String::from_utf8(join(args.path.as_bytes(), n.as_bytes())).ok())
                 .ok_or_else(|| {
                     CliError::new(format!(
                         "local file name {} cannot be used in the pool (not UTF-8); \
                          give the full destination path instead of a directory",
-                        args.local.display()
+                        args.local.shown()
                     ))
-                })?;
-            Ok(join(&args.path, name))
+                })
         }
         Ok(_) | Err(FsError::NotFound) => Ok(args.path.clone()),
         Err(e) => Err(path_error(&args.pool, "write", &args.path, e)),
@@ -89,7 +88,7 @@ fn copy_in(fs: &PoolFs, source: &mut LocalFile, dest: &str, args: &Args) -> CliR
             Err(e) => {
                 break Err(CliError::new(format!(
                     "reading {} failed after {at} bytes: {e}",
-                    args.local.display()
+                    args.local.shown()
                 )))
             }
         };
@@ -100,7 +99,10 @@ fn copy_in(fs: &PoolFs, source: &mut LocalFile, dest: &str, args: &Args) -> CliR
     };
     drop(file);
     if copied.is_err() && fs.remove_file(dest).is_ok() {
-        warn(format!("removed the partial copy {dest}"));
+        warn(format!(
+            "removed the partial copy {}",
+            Escaped(dest.as_bytes())
+        ));
     }
     copied
 }

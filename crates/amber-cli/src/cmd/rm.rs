@@ -3,7 +3,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::common::{join, path_error, with_mounted, CliError, CliResult, MountConfig, PoolFs};
+use amber_core::Escaped;
+use amber_format::FileKind;
+
+use crate::common::{
+    join, path_error, with_mounted, CliError, CliResult, MountConfig, PoolFs, Shown,
+};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -21,8 +26,8 @@ pub fn run(args: Args, config: &MountConfig) -> CliResult<ExitCode> {
         return Err(CliError::new(format!(
             "refusing to remove the root directory of pool {}; to start over, use \
              'amberfs mkfs --force {}'",
-            args.pool.display(),
-            args.pool.display()
+            args.pool.shown(),
+            args.pool.shown()
         )));
     }
     with_mounted(&args.pool, config, |fs| remove(fs, &args, &args.path))?;
@@ -38,15 +43,36 @@ fn remove(fs: &PoolFs, args: &Args, path: &str) -> CliResult<()> {
         return fs.remove_file(path).map_err(fail);
     }
     if !args.recursive {
+        let (p, shown) = (args.pool.shown(), Escaped(path.as_bytes()));
         return Err(CliError::new(format!(
-            "{path} in pool {} is a directory; use 'amberfs rm -r {} {path}' to remove it \
-             and everything under it",
-            args.pool.display(),
-            args.pool.display()
+            "{shown} in pool {p} is a directory; use 'amberfs rm -r {p} {shown}' to remove it \
+             and everything under it"
         )));
     }
-    for entry in fs.read_dir(path).map_err(fail)? {
-        remove(fs, args, &join(path, &entry.name))?;
-    }
+    remove_contents(fs, args, meta.attr().ino, path.as_bytes())?;
     fs.remove_dir(path).map_err(fail)
+}
+
+/// Empties directory `dir` (at `path`), depth first. Entries are taken by
+/// inode and name bytes, so names that are not UTF-8 go too; a symlink is
+/// an entry like any other, never followed.
+fn remove_contents(fs: &PoolFs, args: &Args, dir: u64, path: &[u8]) -> CliResult<()> {
+    let core = fs.core();
+    let mut entries = Vec::new();
+    let fail = |at: &[u8], e| path_error(&args.pool, "remove", at, e);
+    core.readdir(dir, 0, |e| {
+        entries.push(e);
+        true
+    })
+    .map_err(|e| fail(path, e))?;
+    for e in entries {
+        let full = join(path, &e.name);
+        if e.kind == FileKind::Directory {
+            remove_contents(fs, args, e.ino, &full)?;
+            core.rmdir(dir, &e.name).map_err(|err| fail(&full, err))?;
+        } else {
+            core.unlink(dir, &e.name).map_err(|err| fail(&full, err))?;
+        }
+    }
+    Ok(())
 }

@@ -17,7 +17,7 @@ use amber_format::ROOT_INO;
 use amber_pmem::{DramOverlay, PmDevice};
 
 use crate::cmd::get::finish_tree;
-use crate::common::{open_read_only, pool_error, warn, CliError, CliResult};
+use crate::common::{open_read_only, pool_error, warn, CliError, CliResult, Shown};
 use crate::copytree::TreeCopy;
 
 /// Most DRAM the overlay holding recovery's changes may take.
@@ -36,7 +36,7 @@ pub fn run(args: Args) -> CliResult<ExitCode> {
         return Err(CliError::new(format!(
             "{} exists already; salvage copies into a new directory, so nothing there is \
              overwritten — name one that does not exist",
-            args.dir.display()
+            args.dir.shown()
         )));
     }
     let dev = open_read_only(&args.pool)?;
@@ -49,13 +49,13 @@ pub fn run(args: Args) -> CliResult<ExitCode> {
     std::fs::create_dir(&args.dir).map_err(|e| {
         CliError::new(format!(
             "cannot create {}: {e} — check its parent exists and is writable",
-            args.dir.display()
+            args.dir.shown()
         ))
     })?;
     let mut walk = TreeCopy::new(core);
     walk.copy_into(ROOT_INO, &args.dir, "/")?;
     lost_and_found(core, &mut walk, &args.dir)?;
-    finish_tree(&args.pool.display().to_string(), &args.dir, &walk.copied)
+    finish_tree(&args.pool.shown().to_string(), &args.dir, &walk.copied)
 }
 
 /// Copies every inode in use with links that the walk from the root did
@@ -82,7 +82,7 @@ fn lost_and_found<D: PmDevice>(
             None => {
                 let p = free_name(dir);
                 std::fs::create_dir(&p)
-                    .map_err(|e| CliError::new(format!("cannot create {}: {e}", p.display())))?;
+                    .map_err(|e| CliError::new(format!("cannot create {}: {e}", p.shown())))?;
                 found = Some(p.clone());
                 p
             }

@@ -12,7 +12,8 @@ use amber_core::fs::read_superblock;
 use amber_format::PoolState;
 
 use super::mount::{absolute, mounted_at, pid_file_candidates, POLL};
-use crate::common::{open_device, CliError, CliResult};
+use crate::common::{open_device, warn, CliError, CliResult, Shown};
+use crate::output::outln;
 
 /// How long to wait for the daemon to mark the pool clean and exit.
 const DAEMON_WAIT: Duration = Duration::from_secs(30);
@@ -24,7 +25,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> CliResult<ExitCode> {
-    let shown = args.dir.display();
+    let shown = args.dir.shown();
     let dir = absolute(&args.dir)?;
     let Some(m) = mounted_at(&dir)? else {
         return Err(CliError::new(format!("{shown} is not mounted")));
@@ -39,7 +40,7 @@ pub fn run(args: Args) -> CliResult<ExitCode> {
     let daemon = read_pid_file(&dir);
     unmount(&dir, &shown.to_string())?;
     let Some((pid, pid_file)) = daemon else {
-        println!("unmounted {shown} (no daemon pid file: not waiting for the pool to be closed)");
+        outln!("unmounted {shown} (no daemon pid file: not waiting for the pool to be closed)")?;
         return Ok(ExitCode::SUCCESS);
     };
     let exit = wait_for_daemon(pid, &pid_file)?;
@@ -47,12 +48,12 @@ pub fn run(args: Args) -> CliResult<ExitCode> {
     // removed) cannot be read, and then the daemon's exit is the word.
     let dirty = pool.as_deref().and_then(pool_state) == Some(PoolState::Dirty);
     if matches!(exit, Exit::Clean) && !dirty {
-        println!("unmounted {shown}; the pool is closed and clean");
+        outln!("unmounted {shown}; the pool is closed and clean")?;
     } else {
-        println!(
+        outln!(
             "unmounted {shown}, but daemon {pid} did not close the pool cleanly (see its log); \
              the next mount recovers it"
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -111,7 +112,7 @@ fn wait_for_daemon(pid: u32, pid_file: &Path) -> CliResult<Exit> {
             // Nobody else removes it: a stale file would name a pid that
             // may be reused.
             if let Err(e) = fs::remove_file(pid_file) {
-                eprintln!("amberfs: cannot remove stale {}: {e}", pid_file.display());
+                warn(format!("cannot remove stale {}: {e}", pid_file.shown()));
             }
             return Ok(Exit::Died);
         }

@@ -4,6 +4,7 @@
 
 use super::inodes::Scan;
 use super::Ctx;
+use crate::escape::Escaped;
 use amber_format::dirent::{self, SLOTS_PER_BLOCK, SLOT_SIZE};
 use amber_format::{FileKind, BLOCK_SIZE};
 use amber_pmem::PmDevice;
@@ -24,7 +25,7 @@ impl Ent {
     pub fn show(&self) -> String {
         format!(
             "entry \"{}\" in directory inode {}",
-            String::from_utf8_lossy(&self.name),
+            Escaped(&self.name),
             self.dir
         )
     }

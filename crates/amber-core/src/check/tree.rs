@@ -6,6 +6,7 @@ use super::dirs::Ent;
 use super::inodes::Scan;
 use super::repair::inode_off;
 use super::Ctx;
+use crate::escape::Escaped;
 use amber_format::{FileKind, ROOT_INO};
 use amber_pmem::PmDevice;
 use rustc_hash::FxHashMap;
@@ -62,7 +63,7 @@ pub(super) fn check<D: PmDevice>(cx: &mut Ctx<'_, D>, scan: &mut Scan, ents: Vec
         let dir_path = paths[&d].clone();
         for &i in by_dir.get(&d).map(Vec::as_slice).unwrap_or_default() {
             let e = &ents[i];
-            let path = format!("{dir_path}{}", String::from_utf8_lossy(&e.name));
+            let path = format!("{dir_path}{}", Escaped(&e.name));
             if scan.recs[&e.ino].kind == Some(FileKind::Directory) {
                 if chosen.get(&e.ino) == Some(&i) {
                     *subdirs.entry(d).or_default() += 1;

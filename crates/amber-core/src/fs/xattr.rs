@@ -11,12 +11,15 @@ use crate::durability::{self, Atomicity, Durability};
 use crate::error::{FsError, Result};
 use crate::inode::{read_xattrs, InodeState};
 use crate::journal::Tx;
-use amber_format::xattr::{self, Xattr, NAME_MAX, VALUE_MAX};
+use amber_format::xattr::{self, Xattr, NAME_MAX};
 use amber_format::FileKind;
 use amber_pmem::PmDevice;
 
 /// Namespaces an attribute name may start with.
 const NAMESPACES: [&[u8]; 4] = [b"user.", b"trusted.", b"security.", b"system."];
+
+// The format's shortest name is the shortest namespace and one byte.
+const _: () = assert!(NAMESPACES[0].len() + 1 == xattr::NAME_MIN);
 
 /// How setxattr treats an existing attribute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -95,7 +98,10 @@ impl<D: PmDevice> Core<D> {
     /// Sets attribute `name` to `value`.
     pub fn setxattr(&self, ino: u64, name: &[u8], value: &[u8], how: XattrSet) -> Result<()> {
         check_name(name)?;
-        if value.len() > VALUE_MAX {
+        // Larger than the block could hold beside this name even alone:
+        // E2BIG. One that fits alone but not beside the inode's other
+        // attributes is ENOSPC, from encoding the new list.
+        if value.len() > xattr::value_max(name.len()) {
             return Err(FsError::AttributeTooLarge);
         }
         let setting = durability::check_set(name, value, self.policy.atomic_writes())?;

@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use amber_bench::foundation;
-use amber_bench::record::{print_table, Results};
+use amber_bench::record::{table, Results};
 
 use crate::common::{parse_size, CliError, CliResult};
+use crate::output::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -65,7 +66,7 @@ pub fn run(a: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
     }
     let records =
         foundation::run(&cfg).map_err(|e| CliError::new(format!("benchmark failed: {e}")))?;
-    print_table(&records);
+    outln!("{}", table(&records))?;
     let results = Results {
         run: super::run_info(),
         records,

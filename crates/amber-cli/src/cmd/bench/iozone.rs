@@ -7,11 +7,12 @@ use std::process::ExitCode;
 
 use amber_bench::iozone::{self, matrix, Matrix, Mode, Test};
 use amber_bench::progress::Progress;
-use amber_bench::record::{print_table, Results};
+use amber_bench::record::{table, Results};
 use amber_bench::spec::TargetSpec;
 use amber_bench::target::DropCaches;
 
 use crate::common::{parse_size, CliError, CliResult};
+use crate::output::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -126,7 +127,7 @@ pub fn run(a: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
     let records = iozone::run(&cfg, &mut |_, _| progress.inc(1))
         .map_err(|e| CliError::new(format!("benchmark failed: {e}")))?;
     progress.finish();
-    print_table(&records);
+    outln!("{}", table(&records))?;
     let results = Results {
         run: super::run_info(),
         records,

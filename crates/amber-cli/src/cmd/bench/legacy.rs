@@ -6,12 +6,13 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use amber_bench::compare::print_rows;
+use amber_bench::compare::rows_table;
 use amber_bench::legacy::{self, Config, AMBER_POLICY, MIN_DEVICE};
 use amber_bench::plot::{self, bars::bars};
 use amber_bench::record::Results;
 
 use crate::common::{parse_size, CliError, CliResult};
+use crate::output::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -70,7 +71,7 @@ pub struct Args {
 
 pub fn run(a: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
     if let Some(why) = legacy::unavailable() {
-        println!("bench legacy: skipped: {why} (run it as root, e.g. with sudo)");
+        outln!("bench legacy: skipped: {why} (run it as root, e.g. with sudo)")?;
         return Ok(ExitCode::SUCCESS);
     }
     let preset = emulate.unwrap_or("dram").to_string();
@@ -108,7 +109,7 @@ pub fn run(a: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
         },
     };
     let rows = legacy::run_study(&cfg).map_err(|e| CliError::new(format!("legacy study: {e}")))?;
-    print_rows(&rows);
+    outln!("{}", rows_table(&rows))?;
     let results = Results {
         run: super::run_info(),
         records: rows.into_iter().map(|r| r.record).collect(),
@@ -127,7 +128,7 @@ pub fn run(a: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
         );
         let (scene, _) = bars(&tput, Some(&a.baseline), &title).map_err(CliError::new)?;
         for p in plot::write_files(&scene, prefix).map_err(CliError::new)? {
-            println!("wrote {}", p.display());
+            outln!("wrote {}", p.display())?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -9,6 +9,7 @@ use amber_bench::plot::{self, bars::bars, lines::lines, lines::XParam};
 use amber_bench::record::Results;
 
 use crate::common::{warn, CliError, CliResult};
+use crate::output::outln;
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum Kind {
@@ -89,9 +90,9 @@ pub fn run(a: Args) -> CliResult<ExitCode> {
     let csv = PathBuf::from(csv);
     results.write_csv(&csv).map_err(CliError::new)?;
     for p in plot::write_files(&scene, &a.out).map_err(CliError::new)? {
-        println!("wrote {}", p.display());
+        outln!("wrote {}", p.display())?;
     }
-    println!("wrote {}", csv.display());
+    outln!("wrote {}", csv.display())?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -6,12 +6,13 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use amber_bench::compare::print_rows;
+use amber_bench::compare::rows_table;
 use amber_bench::record::Results;
 use amber_bench::recovery::{self, default_pool_size, Config};
 
 use super::workload::write_json;
 use crate::common::{parse_size, CliError, CliResult};
+use crate::output::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -70,7 +71,7 @@ pub fn run(a: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
     };
     let rows = recovery::run(&cfg, &a.targets)
         .map_err(|e| CliError::new(format!("benchmark failed: {e}")))?;
-    print_rows(&rows);
+    outln!("{}", rows_table(&rows))?;
     if let Some(path) = &a.json {
         write_json(path, &rows)?;
     }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use amber_bench::seeds::{self, report, Experiment, Scale};
 
 use crate::common::{CliError, CliResult};
+use crate::output::{note, outln};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -92,22 +93,22 @@ pub fn run(a: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
         scale,
     };
     let names: Vec<&str> = cfg.experiments.iter().map(|e| e.name()).collect();
-    eprintln!(
+    note(format_args!(
         "bench seeds: {} ({} mode), expected to take about {}",
         names.join(", "),
         cfg.mode,
         minutes(estimate)
-    );
+    ));
     // Before the run: its own outputs may be tracked files it rewrites,
     // which would mark the build dirty.
     let build = commit();
-    let outcome =
-        seeds::run(&cfg, &mut |line| eprintln!("bench seeds: {line}")).map_err(CliError::new)?;
+    let outcome = seeds::run(&cfg, &mut |line| note(format_args!("bench seeds: {line}")))
+        .map_err(CliError::new)?;
     let md = report::render(&cfg, &outcome, build.as_deref());
     std::fs::write(&cfg.out, md)
         .map_err(|e| CliError::new(format!("cannot write {}: {e}", cfg.out.display())))?;
-    println!("wrote {}", cfg.out.display());
-    println!("elapsed: {}", minutes(outcome.elapsed));
+    outln!("wrote {}", cfg.out.display())?;
+    outln!("elapsed: {}", minutes(outcome.elapsed))?;
     if outcome.failed() {
         return Err(CliError::new(format!(
             "an experiment failed; {} says which and why",

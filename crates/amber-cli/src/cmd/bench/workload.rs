@@ -12,6 +12,7 @@ use amber_bench::spec::{default_drop_caches, parse_drop_caches, SpecOptions, Tar
 use amber_bench::workload::{self, Fsync, Limit, Params};
 
 use crate::common::{parse_size, CliError, CliResult};
+use crate::output::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -194,7 +195,7 @@ pub fn run_plan(name: &str, a: RunArgs, emulate: Option<&str>) -> CliResult<Exit
     let result = compare::run_specs(&plan, &specs, &opts, &mut |_| bar.inc(1));
     bar.finish();
     let rows = result.map_err(|e| CliError::new(format!("benchmark failed: {e}")))?;
-    compare::print_rows(&rows);
+    outln!("{}", compare::rows_table(&rows))?;
     if let Some(path) = &a.json {
         write_json(path, &rows)?;
     }
