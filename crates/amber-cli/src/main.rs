@@ -4,6 +4,7 @@
 
 mod cmd;
 mod common;
+mod daemon_log;
 
 use std::process::ExitCode;
 

@@ -557,3 +557,27 @@ fn bad_input_is_refused_and_changes_nothing() {
     m.umount();
     s.fsck_clean();
 }
+
+/// fuser's own warnings (here: a request the adapter does not implement,
+/// copy_file_range, which std::fs::copy tries first) reach the daemon's
+/// log through the logger the daemon installs.
+#[test]
+fn fuser_warnings_reach_the_daemon_log() {
+    if !can_mount() {
+        return;
+    }
+    let s = Setup::new();
+    let (m, _, log) = s.mount();
+    fs::write(s.at("a"), b"copied").unwrap();
+    fs::copy(s.at("a"), s.at("b")).unwrap();
+    assert_eq!(fs::read(s.at("b")).unwrap(), b"copied");
+    m.umount();
+    let text = fs::read_to_string(&log).unwrap();
+    let warned = text
+        .lines()
+        .find(|l| l.contains("[Not Implemented] copy_file_range"))
+        .unwrap_or_else(|| panic!("no fuser warning in the log:\n{text}"));
+    assert!(warned.contains(" amberfs["), "{warned}");
+    assert!(warned.contains("WARN fuser"), "{warned}");
+    s.fsck_clean();
+}
