@@ -19,6 +19,16 @@
 //!   the kernel would hold dirty pages and a crash of the daemon's machine
 //!   could lose writes the application saw succeed. Reads still use the
 //!   page cache, which stays coherent because this daemon owns the pool.
+//! * Under a policy whose every write is atomic (`DataPolicy::atomic_writes`)
+//!   regular files are opened with FOPEN_DIRECT_IO, so that one write(2)
+//!   is one request and so one core write: the page-cache write path cuts
+//!   a write at page boundaries (it sends a leading partial page that is
+//!   not cached on its own), and the core would commit the pieces apart.
+//!   A direct write is cut only where it exceeds one request: `max_write`
+//!   is set to the most the kernel's page limit allows ([`request_bytes`]),
+//!   and the kernel also stops a request at that many pages of the
+//!   caller's buffer. Reads of those files then bypass the page cache too;
+//!   FUSE_DIRECT_IO_ALLOW_MMAP keeps shared mappings of them working.
 //! * Attribute and entry TTL of 1 s, nanosecond timestamps: nothing but
 //!   this daemon changes the pool, so the kernel's cache is never stale.
 //! * POSIX record locks and flock are not implemented: FUSE then keeps
@@ -64,6 +74,27 @@ const TTL: Duration = Duration::from_secs(1);
 /// (synchronous) write while the other answers lookups and reads.
 pub const DEFAULT_THREADS: usize = 2;
 
+/// Where the kernel says how many pages one FUSE request may carry (on
+/// kernels recent enough to make it a setting).
+const MAX_PAGES_LIMIT: &str = "/proc/sys/fs/fuse/max_pages_limit";
+/// That limit on kernels without the file (FUSE_MAX_MAX_PAGES).
+const DEFAULT_MAX_PAGES: u32 = 256;
+/// The kernel's page size on x86-64, the unit of that limit.
+const PAGE_SIZE: u32 = 4096;
+
+/// The most bytes one FUSE write request carries on this kernel: its page
+/// limit times the page size (1 MiB by default). A direct write(2) larger
+/// than this, or whose buffer spans more pages than the limit, reaches the
+/// daemon as several requests.
+pub fn request_bytes() -> u32 {
+    let pages = std::fs::read_to_string(MAX_PAGES_LIMIT)
+        .ok()
+        .and_then(|t| t.trim().parse::<u32>().ok())
+        .filter(|&p| p > 0)
+        .unwrap_or(DEFAULT_MAX_PAGES);
+    pages.saturating_mul(PAGE_SIZE)
+}
+
 /// The fuser configuration Amber is mounted with (see the crate doc).
 /// `fsname` shows as the mount's source, e.g. `amberfs:/dev/shm/a.pool`.
 pub fn session_config(fsname: &str, threads: usize) -> Config {
@@ -90,22 +121,31 @@ pub struct AmberFuse<D: PmDevice> {
     /// remembers and from then on completes them itself without a round
     /// trip (half the requests of a write + fsync).
     writes_complete: bool,
+    /// How regular files are opened: FOPEN_DIRECT_IO when every write is
+    /// atomic (see the crate doc), so the kernel does not split a write.
+    file_open: FopenFlags,
 }
 
 impl<D: PmDevice> AmberFuse<D> {
     pub fn new(core: Arc<Core<D>>) -> Self {
         let writes_complete = core.sync_writes_are_complete();
+        let file_open = if core.policy_atomic_writes() {
+            FopenFlags::FOPEN_DIRECT_IO
+        } else {
+            FopenFlags::empty()
+        };
         AmberFuse {
             core,
             handles: Handles::default(),
             writes_complete,
+            file_open,
         }
     }
 
-    /// Opens `ino` (file or directory alike) and replies with its handle.
-    fn reply_open(&self, ino: u64, reply: ReplyOpen) {
+    /// Opens `ino` and replies with its handle, opened as `how`.
+    fn reply_open(&self, ino: u64, how: FopenFlags, reply: ReplyOpen) {
         match self.open_handle(ino) {
-            Ok(fh) => reply.opened(fh, FopenFlags::empty()),
+            Ok(fh) => reply.opened(fh, how),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -181,6 +221,39 @@ fn masked(mode: u32, umask: u32) -> u32 {
     mode & 0o7777 & !umask
 }
 
+impl<D: PmDevice> AmberFuse<D> {
+    /// Asks for write requests as large as the kernel allows and, for
+    /// direct-I/O files, for shared mappings (Linux 6.6 and later; an older
+    /// kernel refuses them with ENODEV, and the log says so).
+    fn size_requests(&self, config: &mut KernelConfig) {
+        let wanted = request_bytes();
+        let bytes = match config.set_max_write(wanted) {
+            Ok(_) => wanted,
+            // fuser's own buffer is the bound then.
+            Err(most) => {
+                let _ = config.set_max_write(most);
+                most
+            }
+        };
+        if self.file_open.contains(FopenFlags::FOPEN_DIRECT_IO) {
+            eprintln!(
+                "amberfs: every write(2) of up to {bytes} bytes from one buffer that spans at \
+                 most {} pages is one request, and atomic",
+                bytes / PAGE_SIZE
+            );
+            if config
+                .add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP)
+                .is_err()
+            {
+                eprintln!(
+                    "amberfs: kernel lacks FUSE_DIRECT_IO_ALLOW_MMAP: shared writable \
+                     mappings of files fail with ENODEV on this mount"
+                );
+            }
+        }
+    }
+}
+
 impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
         // Each is an optimization a kernel may lack; without it the kernel
@@ -193,6 +266,7 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
                 eprintln!("amberfs: kernel lacks {wanted:?}; continuing without it");
             }
         }
+        self.size_requests(config);
         Ok(())
     }
 
@@ -359,7 +433,7 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        self.reply_open(ino.0, reply);
+        self.reply_open(ino.0, self.file_open, reply);
     }
 
     fn read(
@@ -455,7 +529,7 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
     /// Directories are counted as open too, so one removed while a
     /// process still lists it stays readable (and empty) until closed.
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        self.reply_open(ino.0, reply);
+        self.reply_open(ino.0, FopenFlags::empty(), reply);
     }
 
     fn readdir(
@@ -622,7 +696,7 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
                 &file_attr(&a),
                 Generation(a.generation.into()),
                 fh,
-                FopenFlags::empty(),
+                self.file_open,
             ),
             Err(e) => reply.error(errno(&e)),
         }
