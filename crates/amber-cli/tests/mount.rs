@@ -788,3 +788,43 @@ fn mmap_and_exec_with_direct_io() {
     m.umount();
     s.fsck_clean();
 }
+
+/// fallocate --zero-range through the mount, with and without keep-size,
+/// under amber and under direct; kept across a remount. (Before: EOPNOTSUPP.)
+#[test]
+fn zero_range_through_the_mount() {
+    if !can_mount() {
+        return;
+    }
+    if !has_tool("fallocate") {
+        eprintln!("skipped: fallocate (package util-linux) not installed");
+        return;
+    }
+    for (s, keeps_blocks_past_end) in [(Setup::new(), false), (Setup::classic(), true)] {
+        let (m, _, _) = s.mount();
+        let f = s.at("z");
+        let p = f.to_str().unwrap();
+        fs::write(&f, vec![7u8; 3 * 4096]).unwrap();
+        run("fallocate", &["-z", "-o", "100", "-l", "8000", p]);
+        run("fallocate", &["-z", "-o", "12000", "-l", "4000", p]);
+        run("fallocate", &["-z", "-n", "-o", "64KiB", "-l", "64KiB", p]);
+        let want = |data: &[u8]| {
+            data.len() == 16_000
+                && data[..100].iter().all(|&b| b == 7)
+                && data[100..8100].iter().all(|&b| b == 0)
+                && data[8100..12_000].iter().all(|&b| b == 7)
+                && data[12_000..].iter().all(|&b| b == 0)
+        };
+        assert!(want(&fs::read(&f).unwrap()));
+        // Keep-size allocated past the end (direct; amber's split layout
+        // keeps no blocks there): 16 more blocks at least.
+        if keeps_blocks_past_end {
+            assert!(fs::metadata(&f).unwrap().blocks() >= (4 + 16) * 8);
+        }
+        m.umount();
+        s.fsck_clean();
+        let (m, _, _) = s.mount();
+        assert!(want(&fs::read(&f).unwrap()));
+        m.umount();
+    }
+}

@@ -87,8 +87,9 @@ pub fn write_range<D: PmDevice>(
             write,
         ),
         // A punch zeroes its edge blocks in place before unmapping the
-        // rest: like a write of zeros, each byte may be old or new.
-        Op::Punch { path, off, len } => (
+        // rest: like a write of zeros, each byte may be old or new. A zero
+        // range is a punch and then an allocation.
+        Op::Punch { path, off, len } | Op::ZeroRange { path, off, len, .. } => (
             resolve(fs, path).ok()?,
             WriteAt::Offset(*off),
             len,
@@ -258,6 +259,19 @@ pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Resul
         Op::Punch { path, off, len } => {
             fs.fallocate(resolve(fs, path)?, *off, *len, FallocMode::PunchHole)
         }
+        Op::ZeroRange {
+            path,
+            off,
+            len,
+            keep_size,
+        } => fs.fallocate(
+            resolve(fs, path)?,
+            *off,
+            *len,
+            FallocMode::ZeroRange {
+                keep_size: *keep_size,
+            },
+        ),
         Op::WriteSync {
             path,
             off,

@@ -702,9 +702,10 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         }
     }
 
-    /// Modes the core has: allocate (0), allocate keeping the size, and
-    /// punch a hole (which Linux requires to keep the size). The kernel
-    /// refuses modes FUSE does not carry before they reach us.
+    /// Modes the core has: allocate (0), allocate keeping the size, punch
+    /// a hole (which Linux requires to keep the size), and zero a range,
+    /// keeping the size or not. Others (collapse, insert, unshare) are
+    /// EOPNOTSUPP.
     fn fallocate(
         &self,
         _req: &Request,
@@ -717,10 +718,13 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
     ) {
         const KEEP: i32 = libc::FALLOC_FL_KEEP_SIZE;
         const PUNCH: i32 = libc::FALLOC_FL_PUNCH_HOLE;
+        const ZERO: i32 = libc::FALLOC_FL_ZERO_RANGE;
         let how = match mode {
             0 => FallocMode::Allocate { keep_size: false },
             KEEP => FallocMode::Allocate { keep_size: true },
             m if m == PUNCH | KEEP => FallocMode::PunchHole,
+            ZERO => FallocMode::ZeroRange { keep_size: false },
+            m if m == ZERO | KEEP => FallocMode::ZeroRange { keep_size: true },
             _ => return reply.error(Errno::EOPNOTSUPP),
         };
         if length == 0 {

@@ -226,7 +226,8 @@ impl<D: PmDevice> Core<D> {
         Ok((self.guard(n)?, at))
     }
 
-    /// Preallocates zeroed blocks or punches a hole (fallocate).
+    /// Preallocates zeroed blocks, punches a hole or zeroes a range
+    /// (fallocate), durable on return.
     pub fn fallocate(&self, ino: u64, off: u64, len: u64, mode: FallocMode) -> Result<()> {
         self.check_writable()?;
         let r = self.inode(ino)?;
@@ -241,8 +242,11 @@ impl<D: PmDevice> Core<D> {
                 "fallocate range is empty or beyond the largest file",
             ));
         }
-        let res = self.policy.fallocate(self, &mut st, off, len, mode);
-        self.guard(res)
+        for step in mode.steps() {
+            let res = self.policy.fallocate(self, &mut st, off, len, step);
+            self.guard(res)?;
+        }
+        Ok(())
     }
 
     /// The next offset at or after `off` that holds data (`data`) or is a

@@ -128,6 +128,14 @@ pub enum Op {
         off: u64,
         len: u64,
     },
+    /// fallocate(ZERO_RANGE): the range zeroed and allocated, growing the
+    /// size unless `keep_size`.
+    ZeroRange {
+        path: String,
+        off: u64,
+        len: u64,
+        keep_size: bool,
+    },
     /// A write with O_SYNC: durable on return under every policy.
     WriteSync {
         path: String,
@@ -197,6 +205,15 @@ impl fmt::Display for Op {
                 keep_size,
             } => write!(f, "fallocate {path} @{off} len {len} keep_size {keep_size}"),
             Op::Punch { path, off, len } => write!(f, "punch {path} @{off} len {len}"),
+            Op::ZeroRange {
+                path,
+                off,
+                len,
+                keep_size,
+            } => write!(
+                f,
+                "zero range {path} @{off} len {len} keep_size {keep_size}"
+            ),
             Op::WriteSync {
                 path,
                 off,
@@ -583,9 +600,16 @@ fn xattrs() -> Vec<Op> {
 }
 
 /// fallocate: allocation with and without keep-size, filling holes inside
-/// the size, punching whole and partial blocks.
+/// the size, punching whole and partial blocks, zeroing ranges over data,
+/// holes and the end of the file.
 fn fallocates() -> Vec<Op> {
     let fa = |off, len, keep_size| Op::Fallocate {
+        path: s("f"),
+        off,
+        len,
+        keep_size,
+    };
+    let zero = |off, len, keep_size| Op::ZeroRange {
         path: s("f"),
         off,
         len,
@@ -608,6 +632,14 @@ fn fallocates() -> Vec<Op> {
             off: 0,
             len: 4 * KIB,
         },
+        write("f", 4 * KIB, 12 * KIB, 3),
+        // Partial blocks at both ends and whole ones inside, some of them
+        // holes the punches left.
+        zero(3000, 10 * KIB, false),
+        // Across the end: the size grows over zeros.
+        zero(20 * KIB, 8 * KIB, false),
+        // Past the end, keeping the size: blocks only.
+        zero(40 * KIB, 8 * KIB, true),
         truncate("f", 100 * KIB),
     ]
 }
