@@ -828,3 +828,68 @@ fn zero_range_through_the_mount() {
         m.umount();
     }
 }
+
+/// Unmounts an overlay when dropped, before the amberfs mount under it.
+struct Overlay(PathBuf);
+
+impl Drop for Overlay {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// The mount as an overlayfs upper directory (containers): the kernel
+/// requires RENAME_WHITEOUT of a FUSE upper layer (it refused the mount
+/// before). Deleting a lower file leaves a whiteout (a character device
+/// 0/0) in the upper directory; renaming one leaves a whiteout at its old
+/// name; both stay after unmounting, with fsck clean.
+#[test]
+fn overlayfs_upper_directory() {
+    use std::os::unix::fs::FileTypeExt;
+    if !can_mount() {
+        return;
+    }
+    let s = Setup::new();
+    let (m, _, _) = s.mount();
+    let (lower, merged) = (s.tmp.path().join("lower"), s.tmp.path().join("merged"));
+    for d in [&lower, &merged] {
+        fs::create_dir(d).unwrap();
+    }
+    fs::create_dir(s.at("upper")).unwrap();
+    fs::create_dir(s.at("work")).unwrap();
+    fs::write(lower.join("gone"), b"lower").unwrap();
+    fs::write(lower.join("moved"), b"moved data").unwrap();
+    let options = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        lower.display(),
+        s.at("upper").display(),
+        s.at("work").display()
+    );
+    run(
+        "mount",
+        &["-t", "overlay", "overlay", "-o", &options, merged.to_str().unwrap()],
+    );
+    let overlay = Overlay(merged.clone());
+    fs::remove_file(merged.join("gone")).unwrap();
+    fs::rename(merged.join("moved"), merged.join("here")).unwrap();
+    fs::write(merged.join("new"), b"upper").unwrap();
+    let mut seen: Vec<String> = fs::read_dir(&merged)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    seen.sort();
+    assert_eq!(seen, ["here", "new"]);
+    assert_eq!(fs::read(merged.join("here")).unwrap(), b"moved data");
+    drop(overlay);
+    let whiteout = |name: &str| {
+        let md = fs::symlink_metadata(s.at("upper").join(name)).unwrap();
+        md.file_type().is_char_device() && md.rdev() == 0
+    };
+    assert!(whiteout("gone") && whiteout("moved"));
+    assert_eq!(fs::read(s.at("upper/new")).unwrap(), b"upper");
+    m.umount();
+    s.fsck_clean();
+    let (m, _, _) = s.mount();
+    assert!(whiteout("gone") && whiteout("moved"));
+    m.umount();
+}

@@ -150,6 +150,11 @@ pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Resul
             let (np, newname) = parent(fs, to)?;
             fs.rename(p, name, np, newname, *mode)
         }
+        Op::RenameWhiteout { from, to } => {
+            let (p, name) = parent(fs, from)?;
+            let (np, newname) = parent(fs, to)?;
+            fs.rename_whiteout(p, name, np, newname, false, OWNER)
+        }
         Op::Truncate { path, size } => set(
             fs,
             path,

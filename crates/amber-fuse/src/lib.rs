@@ -388,9 +388,12 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         entry(reply, r);
     }
 
+    /// renameat2's flags: none, NOREPLACE, EXCHANGE, and WHITEOUT (which
+    /// overlayfs uses on its upper directory) alone or with NOREPLACE. The
+    /// kernel has checked CAP_MKNOD for a whiteout; it is the caller's.
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -398,23 +401,23 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let mode = if flags.is_empty() {
-            RenameMode::Replace
-        } else if flags == RenameFlags::RENAME_NOREPLACE {
-            RenameMode::NoReplace
-        } else if flags == RenameFlags::RENAME_EXCHANGE {
-            RenameMode::Exchange
-        } else {
-            // RENAME_WHITEOUT (overlayfs) and combinations.
-            return reply.error(Errno::EINVAL);
+        const WHITEOUT: RenameFlags = RenameFlags::RENAME_WHITEOUT;
+        const NOREPLACE: RenameFlags = RenameFlags::RENAME_NOREPLACE;
+        let (old, new) = (name.as_bytes(), newname.as_bytes());
+        let (p, np) = (parent.0, newparent.0);
+        let r = match flags {
+            f if f.is_empty() => self.core.rename(p, old, np, new, RenameMode::Replace),
+            NOREPLACE => self.core.rename(p, old, np, new, RenameMode::NoReplace),
+            RenameFlags::RENAME_EXCHANGE => self.core.rename(p, old, np, new, RenameMode::Exchange),
+            WHITEOUT => self
+                .core
+                .rename_whiteout(p, old, np, new, false, owner(req)),
+            f if f == WHITEOUT | NOREPLACE => {
+                self.core.rename_whiteout(p, old, np, new, true, owner(req))
+            }
+            // EXCHANGE with another flag (the kernel refuses it first).
+            _ => return reply.error(Errno::EINVAL),
         };
-        let r = self.core.rename(
-            parent.0,
-            name.as_bytes(),
-            newparent.0,
-            newname.as_bytes(),
-            mode,
-        );
         empty(reply, r);
     }
 

@@ -51,6 +51,12 @@ pub enum Op {
         to: String,
         mode: RenameMode,
     },
+    /// rename with RENAME_WHITEOUT: a whiteout (character device 0/0)
+    /// takes the source name.
+    RenameWhiteout {
+        from: String,
+        to: String,
+    },
     Truncate {
         path: String,
         size: u64,
@@ -164,6 +170,7 @@ impl fmt::Display for Op {
             Op::Unlink { path } => write!(f, "unlink {path}"),
             Op::Rmdir { path } => write!(f, "rmdir {path}"),
             Op::Rename { from, to, mode } => write!(f, "rename({mode:?}) {from} {to}"),
+            Op::RenameWhiteout { from, to } => write!(f, "rename(Whiteout) {from} {to}"),
             Op::Truncate { path, size } => write!(f, "truncate {path} {size}"),
             Op::Write {
                 path,
@@ -370,7 +377,24 @@ fn renames() -> Vec<Op> {
         mkdir("x/e1"),
         create("x/e1/in1"),
         rename("x/e1", "y/sub", Exchange),
+        // Whiteouts (overlayfs): to a new name in another directory, over
+        // an existing file in the same directory, a directory.
+        create("x/w"),
+        write("x/w", 0, 100, 5),
+        whiteout("x/w", "y/w"),
+        create("y/t"),
+        whiteout("y/w", "y/t"),
+        mkdir("x/wd"),
+        create("x/wd/in"),
+        whiteout("x/wd", "y/wd"),
     ]
+}
+
+fn whiteout(from: &str, to: &str) -> Op {
+    Op::RenameWhiteout {
+        from: s(from),
+        to: s(to),
+    }
 }
 
 fn links() -> Vec<Op> {
