@@ -867,7 +867,14 @@ fn overlayfs_upper_directory() {
     );
     run(
         "mount",
-        &["-t", "overlay", "overlay", "-o", &options, merged.to_str().unwrap()],
+        &[
+            "-t",
+            "overlay",
+            "overlay",
+            "-o",
+            &options,
+            merged.to_str().unwrap(),
+        ],
     );
     let overlay = Overlay(merged.clone());
     fs::remove_file(merged.join("gone")).unwrap();
@@ -892,4 +899,86 @@ fn overlayfs_upper_directory() {
     let (m, _, _) = s.mount();
     assert!(whiteout("gone") && whiteout("moved"));
     m.umount();
+}
+
+/// `lsattr` shows `name`'s flags: the first field of its output.
+fn lsattr(path: &Path) -> String {
+    let out = run("lsattr", &["-d", path.to_str().unwrap()]);
+    out.split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// chattr and lsattr through the mount (they failed with ENOTTY):
+/// immutable and append-only are shown, enforced, kept across a remount,
+/// set only by root; other flags are refused.
+#[test]
+fn chattr_and_lsattr_through_the_mount() {
+    use std::io::ErrorKind::PermissionDenied;
+    if !can_mount() {
+        return;
+    }
+    if !(has_tool("chattr") && has_tool("lsattr")) {
+        eprintln!("skipped: chattr/lsattr (package e2fsprogs) not installed");
+        return;
+    }
+    let s = Setup::new();
+    let (m, _, _) = s.mount();
+    let (f, d) = (s.at("f"), s.at("d"));
+    fs::write(&f, b"kept").unwrap();
+    fs::create_dir(&d).unwrap();
+    assert!(!lsattr(&f).contains(['i', 'a']), "{}", lsattr(&f));
+    run("chattr", &["+i", f.to_str().unwrap()]);
+    assert_eq!(lsattr(&f).find('i'), Some(4), "{}", lsattr(&f));
+    let refused = |r: std::io::Result<()>| r.unwrap_err().kind() == PermissionDenied;
+    assert!(refused(fs::write(&f, b"x")));
+    assert!(refused(OpenOptions::new().append(true).open(&f).map(drop)));
+    assert!(refused(fs::remove_file(&f)));
+    assert!(refused(fs::rename(&f, s.at("g"))));
+    assert!(refused(fs::hard_link(&f, s.at("h"))));
+    assert_eq!(fs::read(&f).unwrap(), b"kept");
+    run("chattr", &["-i", f.to_str().unwrap()]);
+    run("chattr", &["+a", f.to_str().unwrap()]);
+    assert_eq!(lsattr(&f).find('a'), Some(5), "{}", lsattr(&f));
+    let mut app = OpenOptions::new().append(true).open(&f).unwrap();
+    app.write_all(b" and more").unwrap();
+    drop(app);
+    assert!(refused(fs::write(&f, b"x")));
+    run("chattr", &["+i", d.to_str().unwrap()]);
+    assert!(refused(fs::write(d.join("n"), b"x")));
+    // Other flags do not exist here; only root changes these two.
+    let noatime = Command::new("chattr")
+        .args(["+A"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(!noatime.status.success());
+    if has_tool("setpriv") {
+        fs::set_permissions(&s.dir, fs::Permissions::from_mode(0o777)).unwrap();
+        let as_nobody = Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "chattr",
+                "-a",
+            ])
+            .arg(&f)
+            .output()
+            .unwrap();
+        assert!(!as_nobody.status.success());
+    }
+    m.umount();
+    s.fsck_clean();
+    let (m, _, _) = s.mount();
+    assert_eq!(lsattr(&f).find('a'), Some(5), "{}", lsattr(&f));
+    assert_eq!(lsattr(&d).find('i'), Some(4), "{}", lsattr(&d));
+    assert_eq!(fs::read(&f).unwrap(), b"kept and more");
+    run("chattr", &["-a", f.to_str().unwrap()]);
+    run("chattr", &["-i", d.to_str().unwrap()]);
+    fs::remove_file(&f).unwrap();
+    fs::remove_dir(&d).unwrap();
+    m.umount();
+    s.fsck_clean();
 }

@@ -204,6 +204,7 @@ pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Resul
             },
         ),
         Op::Fsync { path } => fs.fsync(resolve(fs, path)?),
+        Op::SetFlags { path, flags } => fs.set_flags(resolve(fs, path)?, *flags).map(drop),
         Op::Open { path, handle } => {
             let ino = resolve(fs, path)?;
             fs.open(ino)?;

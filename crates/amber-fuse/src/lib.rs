@@ -42,6 +42,7 @@ mod attr;
 mod dir;
 mod errno;
 mod handles;
+mod ioctl;
 mod xattr;
 
 use std::ffi::OsStr;
@@ -57,9 +58,10 @@ use amber_format::FileKind;
 use amber_pmem::PmDevice;
 use fuser::{
     AccessFlags, Config, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, SessionACL, TimeOrNow, WriteFlags,
+    IoctlFlags, KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl,
+    ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, SessionACL, TimeOrNow,
+    WriteFlags,
 };
 
 use crate::attr::{file_attr, may_access, timespec};
@@ -435,7 +437,14 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         );
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    /// An immutable file opens only for reading, an append-only one for
+    /// writing only with O_APPEND (the core's `may_open`).
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
+        let append = flags.0 & libc::O_APPEND != 0;
+        if let Err(e) = self.core.may_open(ino.0, write, append) {
+            return reply.error(errno(&e));
+        }
         self.reply_open(ino.0, self.file_open, reply);
     }
 
@@ -734,6 +743,24 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
             return reply.error(Errno::EINVAL);
         }
         empty(reply, self.core.fallocate(ino.0, offset, length, how));
+    }
+
+    /// lsattr and chattr (`ioctl.rs`); other ioctls: ENOTTY.
+    fn ioctl(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        match ioctl::answer(&self.core, req.uid(), ino.0, cmd, in_data) {
+            Ok(data) => reply.ioctl(0, &data),
+            Err(e) => reply.error(e),
+        }
     }
 
     /// The kernel sends only SEEK_DATA and SEEK_HOLE: it answers SEEK_SET,

@@ -4,6 +4,7 @@
 
 mod attr;
 mod entry;
+mod flags;
 mod lock;
 mod mount;
 mod namespace;
@@ -209,6 +210,7 @@ impl<D: PmDevice> Core<D> {
         self.check_writable()?;
         let mut st = r.write();
         regular(&st)?;
+        flags::may_write(&st, off)?;
         // A file set to durability=sync, or any file under `-o sync`, is
         // written as if opened O_SYNC: the policies' one sync path,
         // decided here once for every front end.
@@ -233,6 +235,11 @@ impl<D: PmDevice> Core<D> {
         let r = self.inode(ino)?;
         let mut st = r.write();
         regular(&st)?;
+        match mode {
+            // Allocation changes no byte: an append-only file may.
+            FallocMode::Allocate { .. } => flags::not_immutable(&st)?,
+            FallocMode::PunchHole | FallocMode::ZeroRange { .. } => flags::unchangeable(&st)?,
+        }
         // Checked here once, before any policy writes anything back.
         if off
             .checked_add(len)
@@ -418,6 +425,7 @@ pub(crate) fn attr_of(st: &InodeState) -> Attr {
         crtime: d.crtime,
         rdev: d.rdev,
         generation: d.generation,
+        flags: d.flags,
     }
 }
 

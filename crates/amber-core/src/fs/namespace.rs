@@ -5,7 +5,7 @@
 //! threads.
 
 use super::lock::{find, lock_sorted};
-use super::{attr_of, check_name, live, Core};
+use super::{attr_of, check_name, flags, live, Core};
 use crate::dir::{DirIndex, DirSlot};
 use crate::durability::{Atomicity, Durability};
 use crate::error::{FsError, Result};
@@ -140,6 +140,7 @@ impl<D: PmDevice> Core<D> {
         let pr = self.inode(parent)?;
         let mut p = pr.write();
         live_dir(&p)?;
+        flags::may_add_to(&p)?;
         if p.dir()?.get(name).is_some() {
             return Err(FsError::AlreadyExists);
         }
@@ -303,6 +304,8 @@ impl<D: PmDevice> Core<D> {
         if g[ci].kind() == FileKind::Directory {
             return Err(FsError::NotPermitted);
         }
+        flags::unchangeable(&g[ci])?;
+        flags::may_add_to(&g[pi])?;
         if g[ci].disk.nlink >= LINK_MAX {
             return Err(FsError::TooManyLinks);
         }
@@ -361,6 +364,8 @@ impl<D: PmDevice> Core<D> {
                 (true, true) if !g[ci].dir()?.is_empty() => return Err(FsError::DirectoryNotEmpty),
                 _ => {}
             }
+            flags::may_remove_from(&g[pi])?;
+            flags::unchangeable(&g[ci])?;
             let now = self.now();
             let mut tx = Tx::new();
             self.plan_remove_entry(&mut tx, &g[pi], s);

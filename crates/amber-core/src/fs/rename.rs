@@ -7,7 +7,7 @@
 use super::entry::EntryPlace;
 use super::lock::{find, lock_sorted, Locked};
 use super::namespace::NewNode;
-use super::{check_name, live, Core};
+use super::{check_name, flags, live, Core};
 use crate::dir::DirSlot;
 use crate::durability::{Atomicity, Durability};
 use crate::error::{FsError, Result};
@@ -186,6 +186,15 @@ impl<D: PmDevice> Core<D> {
         // locks we now hold: the entries cannot have changed, but check.
         if g[at.op].dir()?.get(m.name) != Some(m.src) || g[at.np].dir()?.get(m.newname) != m.tgt {
             return Err(FsError::Corrupted("directory changed during rename".into()));
+        }
+        flags::may_remove_from(&g[at.op])?;
+        flags::unchangeable(&g[at.si])?;
+        match at.ti {
+            Some(ti) => {
+                flags::may_remove_from(&g[at.np])?;
+                flags::unchangeable(&g[ti])?;
+            }
+            None => flags::may_add_to(&g[at.np])?,
         }
         if let (Some(ti), RenameMode::Replace) = (at.ti, m.mode) {
             match (m.src_is_dir, m.tgt_is_dir) {

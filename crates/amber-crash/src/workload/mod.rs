@@ -9,6 +9,7 @@ mod atomic;
 pub use atomic::{atomic_random, ATOMIC_RANDOM_OPS};
 
 use amber_core::RenameMode;
+use amber_format::inode::flags;
 use amber_format::Timespec;
 use amber_sim::SplitMix64;
 use std::collections::BTreeMap;
@@ -102,6 +103,11 @@ pub enum Op {
     Release {
         handle: usize,
     },
+    /// Sets the inode flags (chattr): format::inode::flags bits.
+    SetFlags {
+        path: String,
+        flags: u32,
+    },
     /// Sets extended attribute `name` to `len` bytes derived from `seed`.
     SetXattr {
         path: String,
@@ -189,6 +195,7 @@ impl fmt::Display for Op {
                 atime.secs, atime.nsecs, mtime.secs, mtime.nsecs
             ),
             Op::Fsync { path } => write!(f, "fsync {path}"),
+            Op::SetFlags { path, flags } => write!(f, "set flags {path} {flags:#x}"),
             Op::Open { path, handle } => write!(f, "open {path} as #{handle}"),
             Op::WriteHandle {
                 handle,
@@ -705,7 +712,27 @@ fn attrs() -> Vec<Op> {
             atime: t(3),
             mtime: t(4),
         },
+        // chattr: append-only, an append, immutable on a directory, and
+        // both cleared.
+        set_flags("d/f", flags::APPEND),
+        Op::Write {
+            path: s("d/f"),
+            at: WriteAt::Append,
+            len: 300,
+            seed: 9,
+        },
+        set_flags("d", flags::IMMUTABLE),
+        set_flags("d/f", flags::APPEND | flags::IMMUTABLE),
+        set_flags("d/f", 0),
+        set_flags("d", 0),
     ]
+}
+
+fn set_flags(path: &str, flags: u32) -> Op {
+    Op::SetFlags {
+        path: s(path),
+        flags,
+    }
 }
 
 fn orphan() -> Vec<Op> {
