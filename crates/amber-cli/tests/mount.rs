@@ -59,6 +59,22 @@ fn has_tool(tool: &str) -> bool {
         .is_ok()
 }
 
+/// Whether a test that needs root, /dev/fuse and `tools` (from Debian's
+/// `package`) cannot run here; says why if so.
+fn cannot_run(tools: &[&str], package: &str) -> bool {
+    if !can_mount() {
+        return true;
+    }
+    let missing: Vec<&str> = tools.iter().copied().filter(|t| !has_tool(t)).collect();
+    if !missing.is_empty() {
+        eprintln!(
+            "skipped: {} (package {package}) not installed",
+            missing.join(", ")
+        );
+    }
+    !missing.is_empty()
+}
+
 fn run(cmd: &str, args: &[&str]) -> String {
     let out = Command::new(cmd).args(args).output().expect(cmd);
     assert!(
@@ -385,11 +401,7 @@ fn posix_operations_through_the_mount() {
 /// keep-size, punch a hole; SEEK_DATA/SEEK_HOLE; kept across a remount.
 #[test]
 fn fallocate_and_seek_through_the_mount() {
-    if !can_mount() {
-        return;
-    }
-    if !has_tool("fallocate") {
-        eprintln!("skipped: fallocate (package util-linux) not installed");
+    if cannot_run(&["fallocate"], "util-linux") {
         return;
     }
     let s = Setup::classic();
@@ -730,11 +742,7 @@ fn writes_stay_atomic_across_kill_dash_nine() {
 /// a program on the mount runs, and the daemon's log states the bound.
 #[test]
 fn mmap_and_exec_with_direct_io() {
-    if !can_mount() {
-        return;
-    }
-    if !has_tool("xfs_io") {
-        eprintln!("skipped: xfs_io (package xfsprogs) not installed");
+    if cannot_run(&["xfs_io"], "xfsprogs") {
         return;
     }
     let s = Setup::new();
@@ -793,11 +801,7 @@ fn mmap_and_exec_with_direct_io() {
 /// under amber and under direct; kept across a remount. (Before: EOPNOTSUPP.)
 #[test]
 fn zero_range_through_the_mount() {
-    if !can_mount() {
-        return;
-    }
-    if !has_tool("fallocate") {
-        eprintln!("skipped: fallocate (package util-linux) not installed");
+    if cannot_run(&["fallocate"], "util-linux") {
         return;
     }
     for (s, keeps_blocks_past_end) in [(Setup::new(), false), (Setup::classic(), true)] {
@@ -916,11 +920,7 @@ fn lsattr(path: &Path) -> String {
 #[test]
 fn chattr_and_lsattr_through_the_mount() {
     use std::io::ErrorKind::PermissionDenied;
-    if !can_mount() {
-        return;
-    }
-    if !(has_tool("chattr") && has_tool("lsattr")) {
-        eprintln!("skipped: chattr/lsattr (package e2fsprogs) not installed");
+    if cannot_run(&["chattr", "lsattr"], "e2fsprogs") {
         return;
     }
     let s = Setup::new();

@@ -254,30 +254,23 @@ pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Resul
             off,
             len,
             keep_size,
-        } => fs.fallocate(
-            resolve(fs, path)?,
-            *off,
-            *len,
-            FallocMode::Allocate {
-                keep_size: *keep_size,
-            },
-        ),
-        Op::Punch { path, off, len } => {
-            fs.fallocate(resolve(fs, path)?, *off, *len, FallocMode::PunchHole)
         }
-        Op::ZeroRange {
+        | Op::ZeroRange {
             path,
             off,
             len,
             keep_size,
-        } => fs.fallocate(
-            resolve(fs, path)?,
-            *off,
-            *len,
-            FallocMode::ZeroRange {
-                keep_size: *keep_size,
-            },
-        ),
+        } => {
+            let keep_size = *keep_size;
+            let mode = match op {
+                Op::Fallocate { .. } => FallocMode::Allocate { keep_size },
+                _ => FallocMode::ZeroRange { keep_size },
+            };
+            fs.fallocate(resolve(fs, path)?, *off, *len, mode)
+        }
+        Op::Punch { path, off, len } => {
+            fs.fallocate(resolve(fs, path)?, *off, *len, FallocMode::PunchHole)
+        }
         Op::WriteSync {
             path,
             off,
