@@ -5,6 +5,7 @@
 mod cmd;
 mod common;
 mod copytree;
+mod daemon_log;
 mod output;
 
 use std::process::ExitCode;

@@ -59,6 +59,22 @@ fn has_tool(tool: &str) -> bool {
         .is_ok()
 }
 
+/// Whether a test that needs root, /dev/fuse and `tools` (from Debian's
+/// `package`) cannot run here; says why if so.
+fn cannot_run(tools: &[&str], package: &str) -> bool {
+    if !can_mount() {
+        return true;
+    }
+    let missing: Vec<&str> = tools.iter().copied().filter(|t| !has_tool(t)).collect();
+    if !missing.is_empty() {
+        eprintln!(
+            "skipped: {} (package {package}) not installed",
+            missing.join(", ")
+        );
+    }
+    !missing.is_empty()
+}
+
 fn run(cmd: &str, args: &[&str]) -> String {
     let out = Command::new(cmd).args(args).output().expect(cmd);
     assert!(
@@ -385,11 +401,7 @@ fn posix_operations_through_the_mount() {
 /// keep-size, punch a hole; SEEK_DATA/SEEK_HOLE; kept across a remount.
 #[test]
 fn fallocate_and_seek_through_the_mount() {
-    if !can_mount() {
-        return;
-    }
-    if !has_tool("fallocate") {
-        eprintln!("skipped: fallocate (package util-linux) not installed");
+    if cannot_run(&["fallocate"], "util-linux") {
         return;
     }
     let s = Setup::classic();
@@ -554,6 +566,419 @@ fn bad_input_is_refused_and_changes_nothing() {
     let err = fails(&["mount", s.p(), second.to_str().unwrap()]);
     assert!(err.contains("already mounted at"), "{err}");
     assert!(!is_mounted(&second));
+    m.umount();
+    s.fsck_clean();
+}
+
+/// fuser's own warnings (here: a request the adapter does not implement,
+/// copy_file_range, which std::fs::copy tries first) reach the daemon's
+/// log through the logger the daemon installs.
+#[test]
+fn fuser_warnings_reach_the_daemon_log() {
+    if !can_mount() {
+        return;
+    }
+    let s = Setup::new();
+    let (m, _, log) = s.mount();
+    fs::write(s.at("a"), b"copied").unwrap();
+    fs::copy(s.at("a"), s.at("b")).unwrap();
+    assert_eq!(fs::read(s.at("b")).unwrap(), b"copied");
+    m.umount();
+    let text = fs::read_to_string(&log).unwrap();
+    let warned = text
+        .lines()
+        .find(|l| l.contains("[Not Implemented] copy_file_range"))
+        .unwrap_or_else(|| panic!("no fuser warning in the log:\n{text}"));
+    assert!(warned.contains(" amberfs["), "{warned}");
+    assert!(warned.contains("WARN fuser"), "{warned}");
+    s.fsck_clean();
+}
+
+/// Slots of the file `killed_while_writing` writes, one write range each.
+const SLOTS: u64 = 48;
+/// Bytes per slot.
+const SLOT: u64 = 64 << 10;
+/// The file's bytes before any write.
+const OLD: u8 = 0xFF;
+
+/// The range write number `k` covers, the same in every round: in slot
+/// `k mod SLOTS`, 40,000 to 48,000 bytes from 924 to 3,924 bytes into a
+/// page (issue 15: 40,000 bytes at 110,420), so the write starts and ends
+/// in partial pages.
+fn range_of(k: u64) -> (u64, usize) {
+    let i = k % SLOTS;
+    let off = i * SLOT + 3_924 - (i * 131 % 3_000);
+    (off, 40_000 + (i * 577 % 8_000) as usize)
+}
+
+/// Write number `k`'s bytes: `k` as a little-endian u32, repeated.
+fn bytes_of(k: u64, len: usize) -> Vec<u8> {
+    (k as u32)
+        .to_le_bytes()
+        .into_iter()
+        .cycle()
+        .take(len)
+        .collect()
+}
+
+/// Which write a slot's range shows (None: the old bytes); fails if it
+/// mixes writes, or old and new bytes.
+fn landed(file: &[u8], slot: u64, writes: u64) -> Option<u64> {
+    let (off, len) = range_of(slot);
+    let got = &file[off as usize..off as usize + len];
+    if got.iter().all(|&b| b == OLD) {
+        return None;
+    }
+    let k = u64::from(u32::from_le_bytes(got[..4].try_into().unwrap()));
+    if !(k % SLOTS == slot && k < writes && got == bytes_of(k, len)) {
+        // Every write of the slot covers its range with the same phase.
+        let mut runs: Vec<(usize, u32)> = Vec::new();
+        for (at, w) in got.chunks_exact(4).enumerate() {
+            let w = u32::from_le_bytes(w.try_into().unwrap());
+            if runs.last().is_none_or(|&(_, last)| last != w) {
+                runs.push((at * 4, w));
+            }
+        }
+        panic!("slot {slot} ({len} bytes at {off}) is torn: (offset, write) runs {runs:x?}");
+    }
+    Some(k)
+}
+
+/// Writes rounds of `range_of` writes (fsync after each round) in a
+/// thread, kills the daemon with SIGKILL in the second round, remounts
+/// and checks that every slot shows one whole write or none, no older
+/// than what returned (`durable_on_return`) or was fsync'd.
+fn killed_while_writing(s: &Setup, durable_on_return: bool) {
+    use std::os::unix::fs::FileExt;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    const ROUNDS: u64 = 1_000;
+    let (m, _, _) = s.mount();
+    let f = File::create(s.at("f")).unwrap();
+    f.write_all_at(&vec![OLD; (SLOTS * SLOT) as usize], 0)
+        .unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    // A fresh mount: nothing of the file in the kernel's page cache.
+    m.umount();
+    let (m, pid, _) = s.mount();
+    let done = Arc::new(AtomicU64::new(0));
+    let synced = Arc::new(AtomicU64::new(0));
+    let (d, sy, path) = (done.clone(), synced.clone(), s.at("f"));
+    let writer = std::thread::spawn(move || {
+        let f = OpenOptions::new().write(true).open(path).unwrap();
+        for k in 0..ROUNDS * SLOTS {
+            let (off, len) = range_of(k);
+            if !matches!(f.write_at(&bytes_of(k, len), off), Ok(n) if n == len) {
+                return;
+            }
+            d.store(k + 1, Ordering::SeqCst);
+            if (k + 1) % SLOTS == 0 {
+                if f.sync_all().is_err() {
+                    return;
+                }
+                sy.store(k + 1, Ordering::SeqCst);
+            }
+        }
+    });
+    let start = Instant::now();
+    while done.load(Ordering::SeqCst) < SLOTS + SLOTS / 2 {
+        assert!(start.elapsed() < Duration::from_secs(60), "writer stuck");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    run("kill", &["-KILL", &pid.to_string()]);
+    wait_gone(pid);
+    writer.join().unwrap();
+    run("umount", &["-l", s.d()]);
+    drop(m);
+    let (returned, fsynced) = (done.load(Ordering::SeqCst), synced.load(Ordering::SeqCst));
+    let (m, _, _) = s.mount();
+    let file = fs::read(s.at("f")).unwrap();
+    assert_eq!(file.len() as u64, SLOTS * SLOT);
+    let mut inside = vec![false; file.len()];
+    for slot in 0..SLOTS {
+        let (off, len) = range_of(slot);
+        inside[off as usize..off as usize + len].fill(true);
+    }
+    let stray = (0..file.len()).find(|&x| !inside[x] && file[x] != OLD);
+    assert_eq!(stray, None, "a byte no write covers changed");
+    let floor = if durable_on_return { returned } else { fsynced };
+    for slot in 0..SLOTS {
+        // The write in flight at the kill (number `returned`) may be there.
+        let got = landed(&file, slot, returned + 1);
+        // The newest write of this slot the floor covers must be there
+        // (or a newer one).
+        let want = (0..floor).rev().find(|k| k % SLOTS == slot);
+        assert!(
+            got >= want,
+            "slot {slot}: shows write {got:?}, but write {want:?} was durable \
+             ({returned} writes returned, {fsynced} fsync'd)"
+        );
+    }
+    m.umount();
+    s.fsck_clean();
+}
+
+/// Under the policies whose every write(2) is atomic, a write(2) through
+/// the mount is all old or all new after the daemon is killed while
+/// writing. `amber` keeps its queued metadata until fsync here
+/// (`hunter_interval=never`), so a write the kernel split, whose first
+/// partial page went through the zone (durable) and the rest into the
+/// data log (queued), showed that first piece alone every time.
+#[test]
+fn writes_stay_atomic_across_kill_dash_nine() {
+    if !can_mount() {
+        return;
+    }
+    let amber = Setup::made_with(&[], vec!["-o", "hunter_interval=never"]);
+    killed_while_writing(&amber, false);
+    let cow = Setup::made_with(&["--layout", "classic"], vec!["-o", "policy=cow"]);
+    killed_while_writing(&cow, true);
+}
+
+/// Files under an atomic policy are opened for direct I/O (one write(2),
+/// one request); shared mappings still work: stores through a mapping
+/// reach the file at msync, a write(2) shows in a mapping made before it,
+/// a program on the mount runs, and the daemon's log states the bound.
+#[test]
+fn mmap_and_exec_with_direct_io() {
+    if cannot_run(&["xfs_io"], "xfsprogs") {
+        return;
+    }
+    let s = Setup::new();
+    let (m, _, log) = s.mount();
+    let f = s.at("f");
+    let p = f.to_str().unwrap();
+    fs::write(&f, vec![b'.'; 10_000]).unwrap();
+    let ops = [
+        "mmap -rw 0 8192",
+        "mwrite -S 0x61 100 5000",
+        "msync -s 0 8192",
+    ];
+    let args: Vec<&str> = ops.iter().flat_map(|c| ["-c", *c]).chain([p]).collect();
+    run("xfs_io", &args);
+    let want = |data: &[u8]| {
+        data.len() == 10_000
+            && data[..100].iter().all(|&b| b == b'.')
+            && data[100..5100].iter().all(|&b| b == b'a')
+            && data[5100..].iter().all(|&b| b == b'.')
+    };
+    assert!(want(&fs::read(&f).unwrap()));
+    let seen = run(
+        "xfs_io",
+        &[
+            "-c",
+            "mmap -rw 0 8192",
+            "-c",
+            "mread 0 8",
+            "-c",
+            "pwrite -S 0x42 4 4",
+        ]
+        .into_iter()
+        .chain(["-c", "mread -v 0 12", p])
+        .collect::<Vec<_>>(),
+    );
+    assert!(
+        seen.contains("2e 2e 2e 2e 42 42 42 42 2e 2e 2e 2e"),
+        "{seen}"
+    );
+    fs::copy("/bin/true", s.at("true")).unwrap();
+    fs::set_permissions(s.at("true"), fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(Command::new(s.at("true")).status().unwrap().success());
+    m.umount();
+    let text = fs::read_to_string(&log).unwrap();
+    assert!(text.contains("is one request, and atomic"), "{text}");
+    let (m, _, _) = s.mount();
+    let mut back = fs::read(&f).unwrap();
+    assert_eq!(&back[4..8], b"BBBB");
+    back[4..8].copy_from_slice(b"....");
+    assert!(want(&back));
+    m.umount();
+    s.fsck_clean();
+}
+
+/// fallocate --zero-range through the mount, with and without keep-size,
+/// under amber and under direct; kept across a remount. (Before: EOPNOTSUPP.)
+#[test]
+fn zero_range_through_the_mount() {
+    if cannot_run(&["fallocate"], "util-linux") {
+        return;
+    }
+    for (s, keeps_blocks_past_end) in [(Setup::new(), false), (Setup::classic(), true)] {
+        let (m, _, _) = s.mount();
+        let f = s.at("z");
+        let p = f.to_str().unwrap();
+        fs::write(&f, vec![7u8; 3 * 4096]).unwrap();
+        run("fallocate", &["-z", "-o", "100", "-l", "8000", p]);
+        run("fallocate", &["-z", "-o", "12000", "-l", "4000", p]);
+        run("fallocate", &["-z", "-n", "-o", "64KiB", "-l", "64KiB", p]);
+        let want = |data: &[u8]| {
+            data.len() == 16_000
+                && data[..100].iter().all(|&b| b == 7)
+                && data[100..8100].iter().all(|&b| b == 0)
+                && data[8100..12_000].iter().all(|&b| b == 7)
+                && data[12_000..].iter().all(|&b| b == 0)
+        };
+        assert!(want(&fs::read(&f).unwrap()));
+        // Keep-size allocated past the end (direct; amber's split layout
+        // keeps no blocks there): 16 more blocks at least.
+        if keeps_blocks_past_end {
+            assert!(fs::metadata(&f).unwrap().blocks() >= (4 + 16) * 8);
+        }
+        m.umount();
+        s.fsck_clean();
+        let (m, _, _) = s.mount();
+        assert!(want(&fs::read(&f).unwrap()));
+        m.umount();
+    }
+}
+
+/// Unmounts an overlay when dropped, before the amberfs mount under it.
+struct Overlay(PathBuf);
+
+impl Drop for Overlay {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// The mount as an overlayfs upper directory (containers): the kernel
+/// requires RENAME_WHITEOUT of a FUSE upper layer (it refused the mount
+/// before). Deleting a lower file leaves a whiteout (a character device
+/// 0/0) in the upper directory; renaming one leaves a whiteout at its old
+/// name; both stay after unmounting, with fsck clean.
+#[test]
+fn overlayfs_upper_directory() {
+    use std::os::unix::fs::FileTypeExt;
+    if !can_mount() {
+        return;
+    }
+    let s = Setup::new();
+    let (m, _, _) = s.mount();
+    let (lower, merged) = (s.tmp.path().join("lower"), s.tmp.path().join("merged"));
+    for d in [&lower, &merged] {
+        fs::create_dir(d).unwrap();
+    }
+    fs::create_dir(s.at("upper")).unwrap();
+    fs::create_dir(s.at("work")).unwrap();
+    fs::write(lower.join("gone"), b"lower").unwrap();
+    fs::write(lower.join("moved"), b"moved data").unwrap();
+    let options = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        lower.display(),
+        s.at("upper").display(),
+        s.at("work").display()
+    );
+    run(
+        "mount",
+        &[
+            "-t",
+            "overlay",
+            "overlay",
+            "-o",
+            &options,
+            merged.to_str().unwrap(),
+        ],
+    );
+    let overlay = Overlay(merged.clone());
+    fs::remove_file(merged.join("gone")).unwrap();
+    fs::rename(merged.join("moved"), merged.join("here")).unwrap();
+    fs::write(merged.join("new"), b"upper").unwrap();
+    let mut seen: Vec<String> = fs::read_dir(&merged)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    seen.sort();
+    assert_eq!(seen, ["here", "new"]);
+    assert_eq!(fs::read(merged.join("here")).unwrap(), b"moved data");
+    drop(overlay);
+    let whiteout = |name: &str| {
+        let md = fs::symlink_metadata(s.at("upper").join(name)).unwrap();
+        md.file_type().is_char_device() && md.rdev() == 0
+    };
+    assert!(whiteout("gone") && whiteout("moved"));
+    assert_eq!(fs::read(s.at("upper/new")).unwrap(), b"upper");
+    m.umount();
+    s.fsck_clean();
+    let (m, _, _) = s.mount();
+    assert!(whiteout("gone") && whiteout("moved"));
+    m.umount();
+}
+
+/// `lsattr` shows `name`'s flags: the first field of its output.
+fn lsattr(path: &Path) -> String {
+    let out = run("lsattr", &["-d", path.to_str().unwrap()]);
+    out.split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// chattr and lsattr through the mount (they failed with ENOTTY):
+/// immutable and append-only are shown, enforced, kept across a remount,
+/// set only by root; other flags are refused.
+#[test]
+fn chattr_and_lsattr_through_the_mount() {
+    use std::io::ErrorKind::PermissionDenied;
+    if cannot_run(&["chattr", "lsattr"], "e2fsprogs") {
+        return;
+    }
+    let s = Setup::new();
+    let (m, _, _) = s.mount();
+    let (f, d) = (s.at("f"), s.at("d"));
+    fs::write(&f, b"kept").unwrap();
+    fs::create_dir(&d).unwrap();
+    assert!(!lsattr(&f).contains(['i', 'a']), "{}", lsattr(&f));
+    run("chattr", &["+i", f.to_str().unwrap()]);
+    assert_eq!(lsattr(&f).find('i'), Some(4), "{}", lsattr(&f));
+    let refused = |r: std::io::Result<()>| r.unwrap_err().kind() == PermissionDenied;
+    assert!(refused(fs::write(&f, b"x")));
+    assert!(refused(OpenOptions::new().append(true).open(&f).map(drop)));
+    assert!(refused(fs::remove_file(&f)));
+    assert!(refused(fs::rename(&f, s.at("g"))));
+    assert!(refused(fs::hard_link(&f, s.at("h"))));
+    assert_eq!(fs::read(&f).unwrap(), b"kept");
+    run("chattr", &["-i", f.to_str().unwrap()]);
+    run("chattr", &["+a", f.to_str().unwrap()]);
+    assert_eq!(lsattr(&f).find('a'), Some(5), "{}", lsattr(&f));
+    let mut app = OpenOptions::new().append(true).open(&f).unwrap();
+    app.write_all(b" and more").unwrap();
+    drop(app);
+    assert!(refused(fs::write(&f, b"x")));
+    run("chattr", &["+i", d.to_str().unwrap()]);
+    assert!(refused(fs::write(d.join("n"), b"x")));
+    // Other flags do not exist here; only root changes these two.
+    let noatime = Command::new("chattr")
+        .args(["+A"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(!noatime.status.success());
+    if has_tool("setpriv") {
+        fs::set_permissions(&s.dir, fs::Permissions::from_mode(0o777)).unwrap();
+        let as_nobody = Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "chattr",
+                "-a",
+            ])
+            .arg(&f)
+            .output()
+            .unwrap();
+        assert!(!as_nobody.status.success());
+    }
+    m.umount();
+    s.fsck_clean();
+    let (m, _, _) = s.mount();
+    assert_eq!(lsattr(&f).find('a'), Some(5), "{}", lsattr(&f));
+    assert_eq!(lsattr(&d).find('i'), Some(4), "{}", lsattr(&d));
+    assert_eq!(fs::read(&f).unwrap(), b"kept and more");
+    run("chattr", &["-a", f.to_str().unwrap()]);
+    run("chattr", &["-i", d.to_str().unwrap()]);
+    fs::remove_file(&f).unwrap();
+    fs::remove_dir(&d).unwrap();
     m.umount();
     s.fsck_clean();
 }

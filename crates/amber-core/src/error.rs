@@ -26,6 +26,9 @@ pub enum FsError {
     /// The operation is not allowed on this kind of file (e.g. a hard link
     /// to a directory).
     NotPermitted,
+    /// An immutable or append-only flag (chattr +i, +a) forbids the
+    /// operation; the text says which (EPERM).
+    Protected(&'static str),
     /// Too many symbolic links while resolving a path.
     SymlinkLoop,
     /// The file would exceed the largest size format v1 describes.
@@ -72,6 +75,7 @@ impl std::fmt::Display for FsError {
             FsError::NoSpace => f.write_str("no space left in the pool"),
             FsError::TooManyLinks => f.write_str("too many links"),
             FsError::NotPermitted => f.write_str("operation not permitted"),
+            FsError::Protected(why) => write!(f, "operation not permitted: {why}"),
             FsError::SymlinkLoop => f.write_str("too many levels of symbolic links"),
             FsError::FileTooLarge => f.write_str("file too large"),
             FsError::BadHandle => f.write_str("operation not allowed by how the file was opened"),
@@ -137,7 +141,9 @@ impl From<FsError> for std::io::Error {
             FsError::NoSpace => K::StorageFull,
             FsError::FileTooLarge => K::FileTooLarge,
             FsError::Unsupported(_) => K::Unsupported,
-            FsError::BadHandle | FsError::NotPermitted => K::PermissionDenied,
+            FsError::BadHandle | FsError::NotPermitted | FsError::Protected(_) => {
+                K::PermissionDenied
+            }
             FsError::Corrupted(_) | FsError::Format(_) => K::InvalidData,
             FsError::ReadOnly | FsError::NeedsRecovery => K::ReadOnlyFilesystem,
             _ => K::Other,

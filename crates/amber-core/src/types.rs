@@ -43,6 +43,9 @@ pub struct Attr {
     pub crtime: Timespec,
     pub rdev: u64,
     pub generation: u32,
+    /// Inode flags (format::inode::flags: immutable, append-only), as
+    /// FS_IOC_GETFLAGS reports them.
+    pub flags: u32,
 }
 
 /// A time to set: now, or a given instant.

@@ -125,6 +125,73 @@ fn rename_modes_and_directory_rules() {
     );
 }
 
+/// RENAME_WHITEOUT: the source name becomes a character device 0/0 with
+/// no permission bits, owned by the caller, in the rename's transaction;
+/// to a new name, over an existing file (freed), of a directory (link
+/// counts move as for a plain rename); refused with NoReplace over an
+/// existing name, changing nothing; all kept across a remount, fsck clean.
+#[test]
+fn rename_whiteout_leaves_a_device_at_the_source() {
+    let dev = fresh(8 << 20);
+    let (fs, _) = mount(dev.clone(), MountOptions::default()).unwrap();
+    let is_whiteout = |fs: &amber_core::Core<MmapDevice>, dir: u64, name: &[u8]| {
+        let a = fs.lookup(dir, name).unwrap();
+        (a.kind, a.rdev, a.perm, a.uid, a.nlink) == (FileKind::CharDevice, 0, 0, 7, 1)
+    };
+    let who = Owner { uid: 7, gid: 8 };
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, ME).unwrap();
+    let f = fs
+        .mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, ME)
+        .unwrap();
+    fs.write(f.ino, Some(0), b"data", false).unwrap();
+    let free = fs.statfs().inodes_free;
+    fs.rename_whiteout(ROOT_INO, b"f", d.ino, b"g", false, who)
+        .unwrap();
+    assert_eq!(fs.lookup(d.ino, b"g").unwrap().ino, f.ino);
+    assert!(is_whiteout(&fs, ROOT_INO, b"f"));
+    assert_eq!(fs.statfs().inodes_free, free - 1);
+    // Over an existing file, which is freed.
+    let t = fs
+        .mknod(d.ino, b"t", FileKind::Regular, 0o644, 0, ME)
+        .unwrap();
+    fs.rename_whiteout(d.ino, b"g", d.ino, b"t", false, who)
+        .unwrap();
+    assert_eq!(fs.lookup(d.ino, b"t").unwrap().ino, f.ino);
+    assert!(is_whiteout(&fs, d.ino, b"g"));
+    assert!(fs.getattr(t.ino).is_err());
+    // NoReplace over an existing name: refused, no whiteout made.
+    let free = fs.statfs().inodes_free;
+    assert_eq!(
+        fs.rename_whiteout(d.ino, b"t", d.ino, b"g", true, who),
+        Err(amber_core::FsError::AlreadyExists)
+    );
+    assert_eq!(fs.statfs().inodes_free, free);
+    // A directory: the root loses the subdirectory link, d gains it.
+    let sub = fs.mkdir(ROOT_INO, b"sub", 0o755, ME).unwrap();
+    let (root_links, d_links) = (
+        fs.getattr(ROOT_INO).unwrap().nlink,
+        fs.getattr(d.ino).unwrap().nlink,
+    );
+    fs.rename_whiteout(ROOT_INO, b"sub", d.ino, b"sub", false, who)
+        .unwrap();
+    assert!(is_whiteout(&fs, ROOT_INO, b"sub"));
+    assert_eq!(fs.getattr(ROOT_INO).unwrap().nlink, root_links - 1);
+    assert_eq!(fs.getattr(d.ino).unwrap().nlink, d_links + 1);
+    assert_eq!(fs.lookup(sub.ino, b"..").unwrap().ino, d.ino);
+    fs.unmount().unwrap();
+    drop(fs);
+    let rep = amber_core::check::check(&*dev, &Default::default()).unwrap();
+    assert!(rep.is_clean(), "fsck: {rep}");
+    let (fs, _) = mount(dev, MountOptions::default()).unwrap();
+    assert!(is_whiteout(&fs, ROOT_INO, b"f"));
+    assert!(is_whiteout(&fs, ROOT_INO, b"sub"));
+    assert!(is_whiteout(&fs, d.ino, b"g"));
+    assert_eq!(names(&fs, d.ino), ["g", "sub", "t"]);
+    let mut back = [0u8; 4];
+    fs.read(f.ino, 0, &mut back).unwrap();
+    assert_eq!(&back, b"data");
+}
+
 #[test]
 fn many_entries_and_enospc() {
     let dev = fresh(2 << 20);

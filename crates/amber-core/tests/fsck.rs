@@ -383,6 +383,22 @@ fn bad_attribute_block() {
     assert_eq!(inode(&*dev, t.small).xattr_block, 0);
 }
 
+/// Immutable and append-only are flags a pool may hold; any other bit
+/// of the field is reported and cleared, the known ones kept.
+#[test]
+fn unknown_inode_flags() {
+    use amber_format::inode::flags::{APPEND, IMMUTABLE};
+    let (dev, t) = populated(1 << 20);
+    let mut i = inode(&*dev, t.small);
+    i.flags = IMMUTABLE | APPEND;
+    put_inode(&*dev, t.small, &i);
+    assert!(check(&*dev, &CHECK).unwrap().is_clean());
+    i.flags |= 0x4000_0100;
+    put_inode(&*dev, t.small, &i);
+    damage_is_repaired(&dev, "flags 0x40000100, which have no meaning");
+    assert_eq!(inode(&*dev, t.small).flags, IMMUTABLE | APPEND);
+}
+
 #[test]
 fn wrong_type_and_dirty_free_slot() {
     let (dev, _) = populated(1 << 20);

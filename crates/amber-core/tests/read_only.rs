@@ -126,6 +126,15 @@ fn every_change_is_refused<D: PmDevice>(fs: &Fs<D>) {
             "fallocate",
             core.fallocate(a, 0, 4096, FallocMode::Allocate { keep_size: false }),
         ),
+        (
+            "zero range",
+            core.fallocate(a, 0, 4096, FallocMode::ZeroRange { keep_size: true }),
+        ),
+        ("chattr", core.set_flags(a, 0).map(|_| ())),
+        (
+            "rename with a whiteout",
+            core.rename_whiteout(root, b"a", root, b"w", false, owner),
+        ),
         ("write_back", core.write_back(10).map(|_| ())),
         (
             "open for writing",

@@ -3,8 +3,8 @@
 
 use amber_core::data::FallocMode;
 use amber_core::fs::{format, mount, XattrSet};
-use amber_core::{Core, FsError, Owner};
-use amber_format::{FileKind, ROOT_INO};
+use amber_core::{Core, FsError, MountOptions, Owner};
+use amber_format::{FileKind, FormatParams, PoolLayout, ROOT_INO};
 use amber_pmem::{MapOptions, MmapDevice};
 use std::sync::Arc;
 
@@ -201,4 +201,94 @@ fn allocating_more_than_the_pool_fails_cleanly() {
     let mut buf = vec![0u8; 10];
     fs.read(f.ino, 0, &mut buf).unwrap();
     assert_eq!(buf, [5u8; 10]);
+}
+
+/// A fresh pool in the layout `policy` needs, mounted with it.
+fn fresh_under(policy: &str) -> (Arc<MmapDevice>, Core<MmapDevice>, MountOptions) {
+    let size = 32 << 20;
+    let opts = MountOptions::parse(&format!("policy={policy}")).unwrap();
+    let dev = Arc::new(MmapDevice::anonymous(size, &MapOptions::default()).unwrap());
+    let params = FormatParams {
+        layout: amber_core::data::layout_for(&opts),
+        ..FormatParams::for_size(size)
+    };
+    format(&*dev, &params).unwrap();
+    let (fs, _) = mount(dev.clone(), opts.clone()).unwrap();
+    (dev, fs, opts)
+}
+
+/// `len` bytes of `f` from `off`.
+fn read_range(fs: &Core<MmapDevice>, ino: u64, off: u64, len: usize) -> Vec<u8> {
+    let mut buf = vec![1u8; len];
+    let n = fs.read(ino, off, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+/// FALLOC_FL_ZERO_RANGE under every policy: over data with partial
+/// blocks at both ends and a hole inside, the range reads as zeros and is
+/// allocated (no hole left in it); across the end the size grows, with
+/// keep-size it does not (blocks past the end are allocated where the
+/// layout keeps any); everything is there after a crash (durable on
+/// return, like the other modes).
+#[test]
+fn zero_range_under_every_policy() {
+    const B: u64 = 4096;
+    for &policy in amber_core::data::POLICIES {
+        let (dev, fs, opts) = fresh_under(policy);
+        let f = fs
+            .mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, ME)
+            .unwrap();
+        fs.write(f.ino, Some(0), &vec![7u8; (4 * B) as usize], false)
+            .unwrap();
+        fs.fallocate(f.ino, 2 * B, B, FallocMode::PunchHole)
+            .unwrap();
+        fs.fsync(f.ino).unwrap();
+        let zero = |off, len, keep_size| {
+            fs.fallocate(f.ino, off, len, FallocMode::ZeroRange { keep_size })
+                .unwrap_or_else(|e| panic!("{policy}: zero range @{off}+{len}: {e}"))
+        };
+        zero(100, 3 * B, false);
+        assert_eq!(fs.getattr(f.ino).unwrap().size, 4 * B, "{policy}");
+        assert!(
+            fs.seek_data(f.ino, 0, false).unwrap() >= 4 * B,
+            "{policy}: a hole is left in the zeroed range"
+        );
+        zero(4 * B - 10, 2 * B, false);
+        assert_eq!(fs.getattr(f.ino).unwrap().size, 6 * B - 10, "{policy}");
+        let before = fs.getattr(f.ino).unwrap().blocks;
+        zero(8 * B, 2 * B, true);
+        let after = fs.getattr(f.ino).unwrap();
+        assert_eq!(after.size, 6 * B - 10, "{policy}: keep_size grew the file");
+        // The split layout keeps no blocks past the size (design §12.7).
+        if amber_core::data::layout_for(&opts) == PoolLayout::Classic {
+            assert!(
+                after.blocks > before,
+                "{policy}: keep_size allocated nothing"
+            );
+        }
+        let want = |data: &[u8]| {
+            data.len() as u64 == 6 * B - 10
+                && data[..100].iter().all(|&b| b == 7)
+                && data[100..(3 * B + 100) as usize].iter().all(|&b| b == 0)
+                && data[(3 * B + 100) as usize..(4 * B - 10) as usize]
+                    .iter()
+                    .all(|&b| b == 7)
+                && data[(4 * B - 10) as usize..].iter().all(|&b| b == 0)
+        };
+        assert!(
+            want(&read_range(&fs, f.ino, 0, (8 * B) as usize)),
+            "{policy}"
+        );
+        drop(fs); // a crash: nothing but what is durable survives
+        let (fs, _) = mount(dev, opts).unwrap();
+        let got = read_range(&fs, f.ino, 0, (8 * B) as usize);
+        assert!(want(&got), "{policy}: after a crash");
+        assert_eq!(
+            fs.fallocate(f.ino, 0, 0, FallocMode::ZeroRange { keep_size: false }),
+            Err(FsError::InvalidArgument(
+                "fallocate range is empty or beyond the largest file"
+            ))
+        );
+    }
 }

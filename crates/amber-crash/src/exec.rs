@@ -87,8 +87,9 @@ pub fn write_range<D: PmDevice>(
             write,
         ),
         // A punch zeroes its edge blocks in place before unmapping the
-        // rest: like a write of zeros, each byte may be old or new.
-        Op::Punch { path, off, len } => (
+        // rest: like a write of zeros, each byte may be old or new. A zero
+        // range is a punch and then an allocation.
+        Op::Punch { path, off, len } | Op::ZeroRange { path, off, len, .. } => (
             resolve(fs, path).ok()?,
             WriteAt::Offset(*off),
             len,
@@ -149,6 +150,11 @@ pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Resul
             let (np, newname) = parent(fs, to)?;
             fs.rename(p, name, np, newname, *mode)
         }
+        Op::RenameWhiteout { from, to } => {
+            let (p, name) = parent(fs, from)?;
+            let (np, newname) = parent(fs, to)?;
+            fs.rename_whiteout(p, name, np, newname, false, OWNER)
+        }
         Op::Truncate { path, size } => set(
             fs,
             path,
@@ -198,6 +204,7 @@ pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Resul
             },
         ),
         Op::Fsync { path } => fs.fsync(resolve(fs, path)?),
+        Op::SetFlags { path, flags } => fs.set_flags(resolve(fs, path)?, *flags).map(drop),
         Op::Open { path, handle } => {
             let ino = resolve(fs, path)?;
             fs.open(ino)?;
@@ -247,14 +254,20 @@ pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Resul
             off,
             len,
             keep_size,
-        } => fs.fallocate(
-            resolve(fs, path)?,
-            *off,
-            *len,
-            FallocMode::Allocate {
-                keep_size: *keep_size,
-            },
-        ),
+        }
+        | Op::ZeroRange {
+            path,
+            off,
+            len,
+            keep_size,
+        } => {
+            let keep_size = *keep_size;
+            let mode = match op {
+                Op::Fallocate { .. } => FallocMode::Allocate { keep_size },
+                _ => FallocMode::ZeroRange { keep_size },
+            };
+            fs.fallocate(resolve(fs, path)?, *off, *len, mode)
+        }
         Op::Punch { path, off, len } => {
             fs.fallocate(resolve(fs, path)?, *off, *len, FallocMode::PunchHole)
         }

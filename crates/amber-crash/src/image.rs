@@ -90,11 +90,14 @@ fn prove_usable(dev: Arc<OverlayDevice>, opts: &MountOptions) -> Result<(), Stri
     fs.unmount().map_err(|e| format!("final unmount: {e}"))
 }
 
-/// Deletes everything under directory `dir` (depth-first).
+/// Deletes everything under directory `dir` (depth-first), clearing
+/// immutable and append-only flags first, as a user must (chattr -ia).
 fn remove_all<D: PmDevice>(fs: &Core<D>, dir: u64, path: &str, depth: usize) -> Result<(), String> {
     if depth > MAX_DEPTH {
         return Err(format!("/{path} is deeper than {MAX_DEPTH}: a cycle?"));
     }
+    fs.set_flags(dir, 0)
+        .map_err(|e| format!("clearing the flags of /{path}: {e}"))?;
     let mut entries = Vec::new();
     fs.readdir(dir, 0, |e| {
         entries.push(e);
@@ -108,6 +111,8 @@ fn remove_all<D: PmDevice>(fs: &Core<D>, dir: u64, path: &str, depth: usize) -> 
             fs.rmdir(dir, &e.name)
                 .map_err(|err| format!("rmdir {child}: {err}"))?;
         } else {
+            fs.set_flags(e.ino, 0)
+                .map_err(|err| format!("clearing the flags of {child}: {err}"))?;
             fs.unlink(dir, &e.name)
                 .map_err(|err| format!("unlink {child}: {err}"))?;
         }

@@ -514,11 +514,13 @@ impl Runner<'_> {
                     Op::SyncAll => History::files(&after),
                     _ => Vec::new(),
                 };
-                // A punch, like truncate and fallocate, is durable on
-                // return under every policy (design.md §14.2): its
-                // zeroed range stays zero.
+                // A punch or a zero range, like truncate and fallocate,
+                // is durable on return under every policy (design.md
+                // §14.2): its zeroed range stays zero.
                 let sync_range = match op {
-                    Op::WriteSync { .. } | Op::Punch { .. } => range.as_ref(),
+                    Op::WriteSync { .. } | Op::Punch { .. } | Op::ZeroRange { .. } => {
+                        range.as_ref()
+                    }
                     Op::Write { .. } | Op::WriteHandle { .. } => {
                         range.as_ref().filter(|r| asks(r.ino) == Durability::Sync)
                     }

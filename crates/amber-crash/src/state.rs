@@ -43,6 +43,8 @@ pub struct Node {
     pub gid: u32,
     pub nlink: u32,
     pub size: u64,
+    /// Inode flags (immutable, append-only).
+    pub flags: u32,
     pub content: Content,
     /// Extended attributes, by name.
     pub xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
@@ -147,6 +149,7 @@ pub fn capture<D: PmDevice>(fs: &Core<D>) -> Result<FsState, String> {
             gid: a.gid,
             nlink: a.nlink,
             size: a.size,
+            flags: a.flags,
             content,
         };
         if st.nodes.insert(path.clone(), node).is_some() {
@@ -215,6 +218,11 @@ fn node_diff(path: &str, got: &Node, want: &Node) -> String {
     field("gid", got.gid.to_string(), want.gid.to_string());
     field("nlink", got.nlink.to_string(), want.nlink.to_string());
     field("size", got.size.to_string(), want.size.to_string());
+    field(
+        "flags",
+        format!("{:#x}", got.flags),
+        format!("{:#x}", want.flags),
+    );
     match (&got.content, &want.content) {
         (Content::File(g), Content::File(w)) if g != w => {
             let at = g

@@ -12,7 +12,7 @@
 //!   4   4  link count                   72   4  atime nanoseconds
 //!   8   4  uid                          76   4  crtime nanoseconds
 //!  12   4  gid                          80   8  crtime seconds
-//!  16   4  flags                        88   8  rdev (device nodes)
+//!  16   4  flags (see [`flags`])        88   8  rdev (device nodes)
 //!  20   4  generation                   96   8  block-map root block (0: none)
 //!  24   8  size in bytes               104   1  block-map height (0..=4)
 //!  32   8  blocks allocated (data+map) 105   7  reserved, zero
@@ -44,6 +44,20 @@ pub const OFF_MAP_ROOT: usize = 96;
 pub const OFF_ZONE_SEQ: usize = 240;
 
 const OFF_INLINE: usize = 128;
+
+/// Bits of the `flags` field: Linux's FS_IOC_GETFLAGS values (chattr,
+/// lsattr), so the FUSE adapter passes them through unchanged. Older
+/// versions wrote 0 and ignore the field; other bits are not used (fsck
+/// reports and clears them).
+pub mod flags {
+    /// FS_IMMUTABLE_FL (`chattr +i`): no change at all but of the flags.
+    pub const IMMUTABLE: u32 = 0x10;
+    /// FS_APPEND_FL (`chattr +a`): data only appended; not removed,
+    /// renamed, truncated or relinked.
+    pub const APPEND: u32 = 0x20;
+    /// Every bit with a meaning.
+    pub const KNOWN: u32 = IMMUTABLE | APPEND;
+}
 
 /// POSIX file-type bits of `mode`.
 pub mod mode {

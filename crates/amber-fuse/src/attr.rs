@@ -122,6 +122,7 @@ mod tests {
             crtime: t,
             rdev: 0,
             generation: 1,
+            flags: 0,
         }
     }
 

@@ -24,7 +24,7 @@ pub fn errno(e: &FsError) -> Errno {
         FsError::InvalidArgument(_) => libc::EINVAL,
         FsError::NoSpace => libc::ENOSPC,
         FsError::TooManyLinks => libc::EMLINK,
-        FsError::NotPermitted => libc::EPERM,
+        FsError::NotPermitted | FsError::Protected(_) => libc::EPERM,
         FsError::SymlinkLoop => libc::ELOOP,
         FsError::FileTooLarge => libc::EFBIG,
         FsError::BadHandle => libc::EBADF,
@@ -68,6 +68,7 @@ mod tests {
             (FsError::NoSuchOffset, libc::ENXIO),
             (FsError::NoAttribute, libc::ENODATA),
             (FsError::AttributeTooLarge, libc::E2BIG),
+            (FsError::Protected("immutable"), libc::EPERM),
             (FsError::Corrupted("x".into()), libc::EIO),
             (FsError::ReadOnly, libc::EROFS),
         ];

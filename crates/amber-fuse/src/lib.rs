@@ -19,6 +19,16 @@
 //!   the kernel would hold dirty pages and a crash of the daemon's machine
 //!   could lose writes the application saw succeed. Reads still use the
 //!   page cache, which stays coherent because this daemon owns the pool.
+//! * Under a policy whose every write is atomic (`DataPolicy::atomic_writes`)
+//!   regular files are opened with FOPEN_DIRECT_IO, so that one write(2)
+//!   is one request and so one core write: the page-cache write path cuts
+//!   a write at page boundaries (it sends a leading partial page that is
+//!   not cached on its own), and the core would commit the pieces apart.
+//!   A direct write is cut only where it exceeds one request: `max_write`
+//!   is set to the most the kernel's page limit allows ([`request_bytes`]),
+//!   and the kernel also stops a request at that many pages of the
+//!   caller's buffer. Reads of those files then bypass the page cache too;
+//!   FUSE_DIRECT_IO_ALLOW_MMAP keeps shared mappings of them working.
 //! * Attribute and entry TTL of 1 s, nanosecond timestamps: nothing but
 //!   this daemon changes the pool, so the kernel's cache is never stale.
 //! * POSIX record locks and flock are not implemented: FUSE then keeps
@@ -32,6 +42,7 @@ mod attr;
 mod dir;
 mod errno;
 mod handles;
+mod ioctl;
 mod xattr;
 
 use std::ffi::OsStr;
@@ -47,9 +58,10 @@ use amber_format::FileKind;
 use amber_pmem::PmDevice;
 use fuser::{
     AccessFlags, Config, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, SessionACL, TimeOrNow, WriteFlags,
+    IoctlFlags, KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl,
+    ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, SessionACL, TimeOrNow,
+    WriteFlags,
 };
 
 use crate::attr::{file_attr, may_access, timespec};
@@ -71,6 +83,27 @@ const TTL: Duration = Duration::from_secs(1);
 /// Session threads when the caller does not say: one can wait in a slow
 /// (synchronous) write while the other answers lookups and reads.
 pub const DEFAULT_THREADS: usize = 2;
+
+/// Where the kernel says how many pages one FUSE request may carry (on
+/// kernels recent enough to make it a setting).
+const MAX_PAGES_LIMIT: &str = "/proc/sys/fs/fuse/max_pages_limit";
+/// That limit on kernels without the file (FUSE_MAX_MAX_PAGES).
+const DEFAULT_MAX_PAGES: u32 = 256;
+/// The kernel's page size on x86-64, the unit of that limit.
+const PAGE_SIZE: u32 = 4096;
+
+/// The most bytes one FUSE write request carries on this kernel: its page
+/// limit times the page size (1 MiB by default). A direct write(2) larger
+/// than this, or whose buffer spans more pages than the limit, reaches the
+/// daemon as several requests.
+pub fn request_bytes() -> u32 {
+    let pages = std::fs::read_to_string(MAX_PAGES_LIMIT)
+        .ok()
+        .and_then(|t| t.trim().parse::<u32>().ok())
+        .filter(|&p| p > 0)
+        .unwrap_or(DEFAULT_MAX_PAGES);
+    pages.saturating_mul(PAGE_SIZE)
+}
 
 /// The fuser configuration Amber is mounted with (see the crate doc).
 /// `fsname` shows as the mount's source, e.g. `amberfs:/dev/shm/a.pool`.
@@ -98,22 +131,31 @@ pub struct AmberFuse<D: PmDevice> {
     /// remembers and from then on completes them itself without a round
     /// trip (half the requests of a write + fsync).
     writes_complete: bool,
+    /// How regular files are opened: FOPEN_DIRECT_IO when every write is
+    /// atomic (see the crate doc), so the kernel does not split a write.
+    file_open: FopenFlags,
 }
 
 impl<D: PmDevice> AmberFuse<D> {
     pub fn new(core: Arc<Core<D>>) -> Self {
         let writes_complete = core.sync_writes_are_complete();
+        let file_open = if core.policy_atomic_writes() {
+            FopenFlags::FOPEN_DIRECT_IO
+        } else {
+            FopenFlags::empty()
+        };
         AmberFuse {
             core,
             handles: Handles::default(),
             writes_complete,
+            file_open,
         }
     }
 
-    /// Opens `ino` (file or directory alike) and replies with its handle.
-    fn reply_open(&self, ino: u64, reply: ReplyOpen) {
+    /// Opens `ino` and replies with its handle, opened as `how`.
+    fn reply_open(&self, ino: u64, how: FopenFlags, reply: ReplyOpen) {
         match self.open_handle(ino) {
-            Ok(fh) => reply.opened(fh, FopenFlags::empty()),
+            Ok(fh) => reply.opened(fh, how),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -189,6 +231,39 @@ fn masked(mode: u32, umask: u32) -> u32 {
     mode & 0o7777 & !umask
 }
 
+impl<D: PmDevice> AmberFuse<D> {
+    /// Asks for write requests as large as the kernel allows and, for
+    /// direct-I/O files, for shared mappings (Linux 6.6 and later; an older
+    /// kernel refuses them with ENODEV, and the log says so).
+    fn size_requests(&self, config: &mut KernelConfig) {
+        let wanted = request_bytes();
+        let bytes = match config.set_max_write(wanted) {
+            Ok(_) => wanted,
+            // fuser's own buffer is the bound then.
+            Err(most) => {
+                let _ = config.set_max_write(most);
+                most
+            }
+        };
+        if self.file_open.contains(FopenFlags::FOPEN_DIRECT_IO) {
+            eprintln!(
+                "amberfs: every write(2) of up to {bytes} bytes from one buffer that spans at \
+                 most {} pages is one request, and atomic",
+                bytes / PAGE_SIZE
+            );
+            if config
+                .add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP)
+                .is_err()
+            {
+                eprintln!(
+                    "amberfs: kernel lacks FUSE_DIRECT_IO_ALLOW_MMAP: shared writable \
+                     mappings of files fail with ENODEV on this mount"
+                );
+            }
+        }
+    }
+}
+
 impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
         // Each is an optimization a kernel may lack; without it the kernel
@@ -203,6 +278,7 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
                 ));
             }
         }
+        self.size_requests(config);
         Ok(())
     }
 
@@ -324,9 +400,12 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         entry(reply, r);
     }
 
+    /// renameat2's flags: none, NOREPLACE, EXCHANGE, and WHITEOUT (which
+    /// overlayfs uses on its upper directory) alone or with NOREPLACE. The
+    /// kernel has checked CAP_MKNOD for a whiteout; it is the caller's.
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -334,23 +413,23 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let mode = if flags.is_empty() {
-            RenameMode::Replace
-        } else if flags == RenameFlags::RENAME_NOREPLACE {
-            RenameMode::NoReplace
-        } else if flags == RenameFlags::RENAME_EXCHANGE {
-            RenameMode::Exchange
-        } else {
-            // RENAME_WHITEOUT (overlayfs) and combinations.
-            return reply.error(Errno::EINVAL);
+        const WHITEOUT: RenameFlags = RenameFlags::RENAME_WHITEOUT;
+        const NOREPLACE: RenameFlags = RenameFlags::RENAME_NOREPLACE;
+        let (old, new) = (name.as_bytes(), newname.as_bytes());
+        let (p, np) = (parent.0, newparent.0);
+        let r = match flags {
+            f if f.is_empty() => self.core.rename(p, old, np, new, RenameMode::Replace),
+            NOREPLACE => self.core.rename(p, old, np, new, RenameMode::NoReplace),
+            RenameFlags::RENAME_EXCHANGE => self.core.rename(p, old, np, new, RenameMode::Exchange),
+            WHITEOUT => self
+                .core
+                .rename_whiteout(p, old, np, new, false, owner(req)),
+            f if f == WHITEOUT | NOREPLACE => {
+                self.core.rename_whiteout(p, old, np, new, true, owner(req))
+            }
+            // EXCHANGE with another flag (the kernel refuses it first).
+            _ => return reply.error(Errno::EINVAL),
         };
-        let r = self.core.rename(
-            parent.0,
-            name.as_bytes(),
-            newparent.0,
-            newname.as_bytes(),
-            mode,
-        );
         empty(reply, r);
     }
 
@@ -368,8 +447,15 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         );
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        self.reply_open(ino.0, reply);
+    /// An immutable file opens only for reading, an append-only one for
+    /// writing only with O_APPEND (the core's `may_open`).
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
+        let append = flags.0 & libc::O_APPEND != 0;
+        if let Err(e) = self.core.may_open(ino.0, write, append) {
+            return reply.error(errno(&e));
+        }
+        self.reply_open(ino.0, self.file_open, reply);
     }
 
     fn read(
@@ -465,7 +551,7 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
     /// Directories are counted as open too, so one removed while a
     /// process still lists it stays readable (and empty) until closed.
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        self.reply_open(ino.0, reply);
+        self.reply_open(ino.0, FopenFlags::empty(), reply);
     }
 
     fn readdir(
@@ -632,15 +718,16 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
                 &file_attr(&a),
                 Generation(a.generation.into()),
                 fh,
-                FopenFlags::empty(),
+                self.file_open,
             ),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
-    /// Modes the core has: allocate (0), allocate keeping the size, and
-    /// punch a hole (which Linux requires to keep the size). The kernel
-    /// refuses modes FUSE does not carry before they reach us.
+    /// Modes the core has: allocate (0), allocate keeping the size, punch
+    /// a hole (which Linux requires to keep the size), and zero a range,
+    /// keeping the size or not. Others (collapse, insert, unshare) are
+    /// EOPNOTSUPP.
     fn fallocate(
         &self,
         _req: &Request,
@@ -653,16 +740,37 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
     ) {
         const KEEP: i32 = libc::FALLOC_FL_KEEP_SIZE;
         const PUNCH: i32 = libc::FALLOC_FL_PUNCH_HOLE;
+        const ZERO: i32 = libc::FALLOC_FL_ZERO_RANGE;
         let how = match mode {
             0 => FallocMode::Allocate { keep_size: false },
             KEEP => FallocMode::Allocate { keep_size: true },
             m if m == PUNCH | KEEP => FallocMode::PunchHole,
+            ZERO => FallocMode::ZeroRange { keep_size: false },
+            m if m == ZERO | KEEP => FallocMode::ZeroRange { keep_size: true },
             _ => return reply.error(Errno::EOPNOTSUPP),
         };
         if length == 0 {
             return reply.error(Errno::EINVAL);
         }
         empty(reply, self.core.fallocate(ino.0, offset, length, how));
+    }
+
+    /// lsattr and chattr (`ioctl.rs`); other ioctls: ENOTTY.
+    fn ioctl(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        match ioctl::answer(&self.core, req.uid(), ino.0, cmd, in_data) {
+            Ok(data) => reply.ioctl(0, &data),
+            Err(e) => reply.error(e),
+        }
     }
 
     /// The kernel sends only SEEK_DATA and SEEK_HOLE: it answers SEEK_SET,

@@ -30,8 +30,9 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::common::{
-    format_time, map_error, mount_pool, pool_error, warn, CliError, CliResult, MountConfig, Shown,
+    map_error, mount_pool, pool_error, warn, CliError, CliResult, MountConfig, Shown,
 };
+use crate::daemon_log;
 use crate::output::{note, outln};
 
 /// How long the starting process waits for the daemon's mount to appear.
@@ -328,13 +329,9 @@ impl Drop for PidFile {
     }
 }
 
-/// A line of the daemon's log: UTC time, pid, message.
+/// A line of the daemon's log.
 fn log(message: &str) {
-    note(format_args!(
-        "{} amberfs[{}]: {message}",
-        format_time(amber_core::time::wall()),
-        std::process::id()
-    ));
+    daemon_log::line(message);
 }
 
 /// Why the serving loop stops.
@@ -346,6 +343,7 @@ enum Stop {
 /// `--foreground`: mount and serve until unmounted or signalled, then
 /// mark the pool clean.
 fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliResult<ExitCode> {
+    daemon_log::install();
     // Registered before mounting, so a signal that arrives during the
     // mount unmounts cleanly instead of killing us with the pool dirty.
     // SIGHUP too: a terminal closing under a --foreground mount ends it

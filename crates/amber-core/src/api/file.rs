@@ -118,6 +118,7 @@ impl OpenOptions {
                 Err(e) => return Err(e),
             }
         };
+        core.may_open(ino, writable, self.append)?;
         let attr = core.open(ino)?;
         let file = File {
             fs: fs.clone(),

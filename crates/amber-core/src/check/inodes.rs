@@ -4,7 +4,7 @@
 use super::repair::inode_off;
 use super::Ctx;
 use amber_format::blockmap::{capacity_blocks, MAX_FILE_SIZE, MAX_HEIGHT};
-use amber_format::inode::{INLINE_MAX, OFF_MAP_ROOT};
+use amber_format::inode::{flags, INLINE_MAX, OFF_MAP_ROOT};
 use amber_format::{xattr, FileKind, Inode, BLOCK_SIZE, INODE_SIZE, ROOT_INO};
 use amber_pmem::PmDevice;
 use rustc_hash::FxHashMap;
@@ -17,6 +17,8 @@ const SYMLINK_MAX: u64 = 4095;
 const RESERVED: [(usize, usize); 2] = [(105, 112), (248, 256)];
 /// Byte offset of the xattr-block field.
 const OFF_XATTR: u64 = 112;
+/// Byte offset of the flags field.
+const OFF_FLAGS: u64 = 16;
 
 /// One in-use inode.
 pub(super) struct Rec {
@@ -118,6 +120,14 @@ fn check_inode<D: PmDevice>(
                 f.zero(base + s as u64, e - s)
             });
         }
+    }
+    let unknown = rec.disk.flags & !flags::KNOWN;
+    if unknown != 0 {
+        let what = format!("inode {ino} has flags {unknown:#x}, which have no meaning");
+        let kept = rec.disk.flags & flags::KNOWN;
+        cx.fixable(what, "they are cleared", |f| {
+            f.write(base + OFF_FLAGS, &kept.to_le_bytes())
+        });
     }
     let walked = walk(cx, owners, ino, &rec.disk, kind);
     rec.blocks = walked.blocks;

@@ -19,7 +19,7 @@
 //!   the line). An overwrite is not atomic: after a crash each byte is old
 //!   or new.
 
-use super::{DataPolicy, FallocMode};
+use super::{DataPolicy, FallocStep};
 use crate::error::{FsError, Result};
 use crate::fs::Core;
 use crate::inode::{plan_insert, plan_punch, plan_truncate, InodeState, MapPlan};
@@ -362,12 +362,12 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         st: &mut InodeState,
         off: u64,
         len: u64,
-        mode: FallocMode,
+        mode: FallocStep,
     ) -> Result<()> {
         let end = off + len;
         match mode {
-            FallocMode::Allocate { keep_size } => allocate_zeroed(fs, st, off, end, keep_size),
-            FallocMode::PunchHole => punch(fs, st, off, end),
+            FallocStep::Allocate { keep_size } => allocate_zeroed(fs, st, off, end, keep_size),
+            FallocStep::PunchHole => punch(fs, st, off, end),
         }
     }
 

@@ -61,14 +61,15 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
 
     /// Allocates (zeroed) or punches out the blocks of `[off, off + len)`,
     /// a range `Core::fallocate` has checked (not empty, inside the largest
-    /// file), so `off + len` cannot overflow. By default `direct`'s.
+    /// file), so `off + len` cannot overflow; one step of a [`FallocMode`].
+    /// By default `direct`'s.
     fn fallocate(
         &self,
         fs: &Core<D>,
         st: &mut InodeState,
         off: u64,
         len: u64,
-        mode: FallocMode,
+        mode: FallocStep,
     ) -> Result<()> {
         Direct.fallocate(fs, st, off, len, mode)
     }
@@ -212,9 +213,41 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
     }
 }
 
-/// What fallocate does.
+/// What fallocate does: the modes of Linux's fallocate(2) Amber has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FallocMode {
+    /// Allocate zeroed blocks; grow the size unless `keep_size` (mode 0,
+    /// FALLOC_FL_KEEP_SIZE).
+    Allocate { keep_size: bool },
+    /// Free the blocks of the range; it reads as zeros (size unchanged;
+    /// FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE).
+    PunchHole,
+    /// Make the range read as zeros with its blocks allocated; grow the
+    /// size unless `keep_size` (FALLOC_FL_ZERO_RANGE). A punch, then an
+    /// allocation of the range: each policy's own two steps, each durable
+    /// on return, so a crash between them leaves the range zero or old
+    /// byte by byte and the size old.
+    ZeroRange { keep_size: bool },
+}
+
+impl FallocMode {
+    /// The policy steps this mode takes, in order.
+    pub(crate) fn steps(self) -> impl Iterator<Item = FallocStep> {
+        let (first, then) = match self {
+            FallocMode::Allocate { keep_size } => (FallocStep::Allocate { keep_size }, None),
+            FallocMode::PunchHole => (FallocStep::PunchHole, None),
+            FallocMode::ZeroRange { keep_size } => (
+                FallocStep::PunchHole,
+                Some(FallocStep::Allocate { keep_size }),
+            ),
+        };
+        std::iter::once(first).chain(then)
+    }
+}
+
+/// One step of a fallocate, as a policy carries it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FallocStep {
     /// Allocate zeroed blocks; grow the size unless `keep_size`.
     Allocate { keep_size: bool },
     /// Free the blocks of the range; it reads as zeros (size unchanged).

@@ -1,13 +1,28 @@
 //! setattr: permissions, ownership, times (one journal transaction), and
 //! size (through the data policy's truncate).
 
-use super::{attr_of, live, Core};
+use super::{attr_of, flags, live, Core};
 use crate::error::{FsError, Result};
+use crate::inode::InodeState;
 use crate::journal::Tx;
 use crate::types::{Attr, SetAttr, TimeSet};
 use amber_format::inode::mode;
 use amber_format::FileKind;
 use amber_pmem::PmDevice;
+
+/// What the file's flags allow of `set`: times set to now on an
+/// append-only file, nothing on an immutable one (Linux's notify_change).
+fn check_flags(st: &InodeState, set: &SetAttr) -> Result<()> {
+    let explicit = |t: Option<TimeSet>| matches!(t, Some(TimeSet::At(_)));
+    let owner_or_size = set.perm.is_some() || set.uid.is_some() || set.gid.is_some();
+    if owner_or_size || set.size.is_some() || explicit(set.atime) || explicit(set.mtime) {
+        flags::unchangeable(st)
+    } else if set.atime.is_some() || set.mtime.is_some() {
+        flags::not_immutable(st)
+    } else {
+        Ok(())
+    }
+}
 
 impl<D: PmDevice> Core<D> {
     /// Changes the attributes `set` names. A size change is applied first
@@ -17,6 +32,7 @@ impl<D: PmDevice> Core<D> {
         let r = self.inode(ino)?;
         let mut st = r.write();
         live(&st)?;
+        check_flags(&st, set)?;
         let now = self.now();
         if let Some(size) = set.size {
             match st.kind() {

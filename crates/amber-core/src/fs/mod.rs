@@ -4,6 +4,7 @@
 
 mod attr;
 mod entry;
+mod flags;
 mod lock;
 mod mount;
 mod namespace;
@@ -225,6 +226,7 @@ impl<D: PmDevice> Core<D> {
         self.check_writable()?;
         let mut st = r.write();
         regular(&st)?;
+        flags::may_write(&st, off)?;
         // A file set to durability=sync, or any file under `-o sync`, is
         // written as if opened O_SYNC: the policies' one sync path,
         // decided here once for every front end.
@@ -242,12 +244,18 @@ impl<D: PmDevice> Core<D> {
         Ok((self.guard(n)?, at))
     }
 
-    /// Preallocates zeroed blocks or punches a hole (fallocate).
+    /// Preallocates zeroed blocks, punches a hole or zeroes a range
+    /// (fallocate), durable on return.
     pub fn fallocate(&self, ino: u64, off: u64, len: u64, mode: FallocMode) -> Result<()> {
         self.check_writable()?;
         let r = self.inode(ino)?;
         let mut st = r.write();
         regular(&st)?;
+        match mode {
+            // Allocation changes no byte: an append-only file may.
+            FallocMode::Allocate { .. } => flags::not_immutable(&st)?,
+            FallocMode::PunchHole | FallocMode::ZeroRange { .. } => flags::unchangeable(&st)?,
+        }
         // Checked here once, before any policy writes anything back.
         if off
             .checked_add(len)
@@ -257,8 +265,11 @@ impl<D: PmDevice> Core<D> {
                 "fallocate range is empty or beyond the largest file",
             ));
         }
-        let res = self.policy.fallocate(self, &mut st, off, len, mode);
-        self.guard(res)
+        for step in mode.steps() {
+            let res = self.policy.fallocate(self, &mut st, off, len, step);
+            self.guard(res)?;
+        }
+        Ok(())
     }
 
     /// The next offset at or after `off` that holds data (`data`) or is a
@@ -432,6 +443,7 @@ pub(crate) fn attr_of(st: &InodeState) -> Attr {
         crtime: d.crtime,
         rdev: d.rdev,
         generation: d.generation,
+        flags: d.flags,
     }
 }
 

@@ -5,8 +5,9 @@
 //! threads.
 
 use super::lock::{find, lock_sorted};
-use super::{attr_of, check_name, live, Core};
+use super::{attr_of, check_name, flags, live, Core};
 use crate::dir::{DirIndex, DirSlot};
+use crate::durability::{Atomicity, Durability};
 use crate::error::{FsError, Result};
 use crate::inode::{read_inode, walk, BlockIndex, InodeState};
 use crate::journal::Tx;
@@ -139,6 +140,7 @@ impl<D: PmDevice> Core<D> {
         let pr = self.inode(parent)?;
         let mut p = pr.write();
         live_dir(&p)?;
+        flags::may_add_to(&p)?;
         if p.dir()?.get(name).is_some() {
             return Err(FsError::AlreadyExists);
         }
@@ -147,28 +149,8 @@ impl<D: PmDevice> Core<D> {
             return Err(FsError::TooManyLinks);
         }
         let ino = self.inos.alloc().ok_or(FsError::NoSpace)?;
-        let old = read_inode(&*self.dev, &self.layout, ino);
         let now = self.now();
-        let mut child = Inode::free();
-        let setgid_dir = p.disk.mode & mode::S_ISGID_BIT != 0;
-        let mut perm = n.perm & mode::PERM_MASK;
-        if setgid_dir && is_dir {
-            perm |= mode::S_ISGID_BIT;
-        }
-        child.mode = n.kind.mode_bits() | perm;
-        child.nlink = if is_dir { 2 } else { 1 };
-        child.uid = n.owner.uid;
-        child.gid = if setgid_dir { p.disk.gid } else { n.owner.gid };
-        child.generation = old.generation.wrapping_add(1).max(1);
-        // The zone commit number carries over: superseded (DOOMED)
-        // descriptors of the number's last file stay dead (format::zone).
-        child.zone_seq = old.zone_seq;
-        child.atime = now;
-        child.mtime = now;
-        child.ctime = now;
-        child.crtime = now;
-        child.rdev = n.rdev;
-        child.parent = if is_dir { parent } else { 0 };
+        let mut child = self.new_inode(ino, &p, &n, now);
         let mut map = BlockIndex::default();
         let mut target_block = None;
         if let Some(t) = n.target {
@@ -241,9 +223,58 @@ impl<D: PmDevice> Core<D> {
         }
         p.disk = pd;
         self.apply_add_entry(&mut p, place, name, ino, dtype);
+        Ok(self.cache_new(ino, child, map, durability, atomicity))
+    }
+
+    /// The on-media image of new inode `ino`, created now in directory
+    /// `p` as `n` says: the directory's set-group-id rule applied, the
+    /// slot's generation advanced and its zone commit number kept.
+    pub(crate) fn new_inode(
+        &self,
+        ino: u64,
+        p: &InodeState,
+        n: &NewNode<'_>,
+        now: amber_format::Timespec,
+    ) -> Inode {
+        let is_dir = n.kind == FileKind::Directory;
+        let old = read_inode(&*self.dev, &self.layout, ino);
+        let mut child = Inode::free();
+        let setgid_dir = p.disk.mode & mode::S_ISGID_BIT != 0;
+        let mut perm = n.perm & mode::PERM_MASK;
+        if setgid_dir && is_dir {
+            perm |= mode::S_ISGID_BIT;
+        }
+        child.mode = n.kind.mode_bits() | perm;
+        child.nlink = if is_dir { 2 } else { 1 };
+        child.uid = n.owner.uid;
+        child.gid = if setgid_dir { p.disk.gid } else { n.owner.gid };
+        child.generation = old.generation.wrapping_add(1).max(1);
+        // The zone commit number carries over: superseded (DOOMED)
+        // descriptors of the number's last file stay dead (format::zone).
+        child.zone_seq = old.zone_seq;
+        child.atime = now;
+        child.mtime = now;
+        child.ctime = now;
+        child.crtime = now;
+        child.rdev = n.rdev;
+        child.parent = if is_dir { p.ino } else { 0 };
+        child
+    }
+
+    /// Puts an inode whose creation committed into the cache; returns its
+    /// attributes.
+    pub(crate) fn cache_new(
+        &self,
+        ino: u64,
+        disk: Inode,
+        map: BlockIndex,
+        durability: Durability,
+        atomicity: Atomicity,
+    ) -> Attr {
+        let is_dir = disk.mode & mode::S_IFMT == mode::S_IFDIR;
         let state = InodeState {
             ino,
-            disk: child,
+            disk,
             map,
             dir: is_dir.then(DirIndex::default),
             open_count: 0,
@@ -256,7 +287,7 @@ impl<D: PmDevice> Core<D> {
         };
         let attr = attr_of(&state);
         self.cache.insert(ino, state);
-        Ok(attr)
+        attr
     }
 
     /// Adds a hard link `newname` in `newparent` to `ino`.
@@ -273,6 +304,8 @@ impl<D: PmDevice> Core<D> {
         if g[ci].kind() == FileKind::Directory {
             return Err(FsError::NotPermitted);
         }
+        flags::unchangeable(&g[ci])?;
+        flags::may_add_to(&g[pi])?;
         if g[ci].disk.nlink >= LINK_MAX {
             return Err(FsError::TooManyLinks);
         }
@@ -331,6 +364,8 @@ impl<D: PmDevice> Core<D> {
                 (true, true) if !g[ci].dir()?.is_empty() => return Err(FsError::DirectoryNotEmpty),
                 _ => {}
             }
+            flags::may_remove_from(&g[pi])?;
+            flags::unchangeable(&g[ci])?;
             let now = self.now();
             let mut tx = Tx::new();
             self.plan_remove_entry(&mut tx, &g[pi], s);

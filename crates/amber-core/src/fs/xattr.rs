@@ -6,7 +6,7 @@
 //! `user.amberfs.` names are Amber's own (crate::durability): their values
 //! are checked here, and the DRAM inode's parsed copy follows every change.
 
-use super::{live, Core};
+use super::{flags, live, Core};
 use crate::durability::{self, Atomicity, Durability};
 use crate::error::{FsError, Result};
 use crate::inode::{read_xattrs, InodeState};
@@ -182,6 +182,7 @@ impl<D: PmDevice> Core<D> {
         let r = self.inode(ino)?;
         let mut st = r.write();
         live(&st)?;
+        flags::unchangeable(&st)?;
         let mut attrs = self.xattrs_of(&st)?;
         f(st.kind(), &mut attrs)?;
         let mut d = st.disk.clone();

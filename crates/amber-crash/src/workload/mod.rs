@@ -9,6 +9,7 @@ mod atomic;
 pub use atomic::{atomic_random, ATOMIC_RANDOM_OPS};
 
 use amber_core::RenameMode;
+use amber_format::inode::flags;
 use amber_format::Timespec;
 use amber_sim::SplitMix64;
 use std::collections::BTreeMap;
@@ -50,6 +51,12 @@ pub enum Op {
         from: String,
         to: String,
         mode: RenameMode,
+    },
+    /// rename with RENAME_WHITEOUT: a whiteout (character device 0/0)
+    /// takes the source name.
+    RenameWhiteout {
+        from: String,
+        to: String,
     },
     Truncate {
         path: String,
@@ -96,6 +103,11 @@ pub enum Op {
     Release {
         handle: usize,
     },
+    /// Sets the inode flags (chattr): format::inode::flags bits.
+    SetFlags {
+        path: String,
+        flags: u32,
+    },
     /// Sets extended attribute `name` to `len` bytes derived from `seed`.
     SetXattr {
         path: String,
@@ -128,6 +140,14 @@ pub enum Op {
         off: u64,
         len: u64,
     },
+    /// fallocate(ZERO_RANGE): the range zeroed and allocated, growing the
+    /// size unless `keep_size`.
+    ZeroRange {
+        path: String,
+        off: u64,
+        len: u64,
+        keep_size: bool,
+    },
     /// A write with O_SYNC: durable on return under every policy.
     WriteSync {
         path: String,
@@ -156,6 +176,7 @@ impl fmt::Display for Op {
             Op::Unlink { path } => write!(f, "unlink {path}"),
             Op::Rmdir { path } => write!(f, "rmdir {path}"),
             Op::Rename { from, to, mode } => write!(f, "rename({mode:?}) {from} {to}"),
+            Op::RenameWhiteout { from, to } => write!(f, "rename(Whiteout) {from} {to}"),
             Op::Truncate { path, size } => write!(f, "truncate {path} {size}"),
             Op::Write {
                 path,
@@ -174,6 +195,7 @@ impl fmt::Display for Op {
                 atime.secs, atime.nsecs, mtime.secs, mtime.nsecs
             ),
             Op::Fsync { path } => write!(f, "fsync {path}"),
+            Op::SetFlags { path, flags } => write!(f, "set flags {path} {flags:#x}"),
             Op::Open { path, handle } => write!(f, "open {path} as #{handle}"),
             Op::WriteHandle {
                 handle,
@@ -197,6 +219,15 @@ impl fmt::Display for Op {
                 keep_size,
             } => write!(f, "fallocate {path} @{off} len {len} keep_size {keep_size}"),
             Op::Punch { path, off, len } => write!(f, "punch {path} @{off} len {len}"),
+            Op::ZeroRange {
+                path,
+                off,
+                len,
+                keep_size,
+            } => write!(
+                f,
+                "zero range {path} @{off} len {len} keep_size {keep_size}"
+            ),
             Op::WriteSync {
                 path,
                 off,
@@ -353,7 +384,24 @@ fn renames() -> Vec<Op> {
         mkdir("x/e1"),
         create("x/e1/in1"),
         rename("x/e1", "y/sub", Exchange),
+        // Whiteouts (overlayfs): to a new name in another directory, over
+        // an existing file in the same directory, a directory.
+        create("x/w"),
+        write("x/w", 0, 100, 5),
+        whiteout("x/w", "y/w"),
+        create("y/t"),
+        whiteout("y/w", "y/t"),
+        mkdir("x/wd"),
+        create("x/wd/in"),
+        whiteout("x/wd", "y/wd"),
     ]
+}
+
+fn whiteout(from: &str, to: &str) -> Op {
+    Op::RenameWhiteout {
+        from: s(from),
+        to: s(to),
+    }
 }
 
 fn links() -> Vec<Op> {
@@ -583,9 +631,16 @@ fn xattrs() -> Vec<Op> {
 }
 
 /// fallocate: allocation with and without keep-size, filling holes inside
-/// the size, punching whole and partial blocks.
+/// the size, punching whole and partial blocks, zeroing ranges over data,
+/// holes and the end of the file.
 fn fallocates() -> Vec<Op> {
     let fa = |off, len, keep_size| Op::Fallocate {
+        path: s("f"),
+        off,
+        len,
+        keep_size,
+    };
+    let zero = |off, len, keep_size| Op::ZeroRange {
         path: s("f"),
         off,
         len,
@@ -608,6 +663,14 @@ fn fallocates() -> Vec<Op> {
             off: 0,
             len: 4 * KIB,
         },
+        write("f", 4 * KIB, 12 * KIB, 3),
+        // Partial blocks at both ends and whole ones inside, some of them
+        // holes the punches left.
+        zero(3000, 10 * KIB, false),
+        // Across the end: the size grows over zeros.
+        zero(20 * KIB, 8 * KIB, false),
+        // Past the end, keeping the size: blocks only.
+        zero(40 * KIB, 8 * KIB, true),
         truncate("f", 100 * KIB),
     ]
 }
@@ -649,7 +712,27 @@ fn attrs() -> Vec<Op> {
             atime: t(3),
             mtime: t(4),
         },
+        // chattr: append-only, an append, immutable on a directory, and
+        // both cleared.
+        set_flags("d/f", flags::APPEND),
+        Op::Write {
+            path: s("d/f"),
+            at: WriteAt::Append,
+            len: 300,
+            seed: 9,
+        },
+        set_flags("d", flags::IMMUTABLE),
+        set_flags("d/f", flags::APPEND | flags::IMMUTABLE),
+        set_flags("d/f", 0),
+        set_flags("d", 0),
     ]
+}
+
+fn set_flags(path: &str, flags: u32) -> Op {
+    Op::SetFlags {
+        path: s(path),
+        flags,
+    }
 }
 
 fn orphan() -> Vec<Op> {

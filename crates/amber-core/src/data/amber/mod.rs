@@ -32,7 +32,7 @@ mod table;
 use super::hinfs::buffer::LINE;
 use super::hinfs::calibrate;
 use super::lawn::slices;
-use super::{DataPolicy, FallocMode, Hunter, Lawn};
+use super::{DataPolicy, FallocStep, Hunter, Lawn};
 use crate::error::Result;
 use crate::fs::{Core, MountOptions};
 use crate::inode::InodeState;
@@ -242,7 +242,7 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         st: &mut InodeState,
         off: u64,
         len: u64,
-        mode: FallocMode,
+        mode: FallocStep,
     ) -> Result<()> {
         self.buffer.flush(fs, &self.hunter, st)?;
         slices::flush_for_fallocate(fs, Lawn::zone(fs), st, off, len, mode)?;

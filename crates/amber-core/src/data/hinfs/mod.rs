@@ -19,7 +19,7 @@ mod index;
 mod writeback;
 
 use super::direct::{self, Direct};
-use super::{DataPolicy, FallocMode};
+use super::{DataPolicy, FallocStep};
 use crate::error::{FsError, Result};
 use crate::fs::{Core, MountOptions};
 use crate::inode::InodeState;
@@ -610,7 +610,7 @@ impl<D: PmDevice> DataPolicy<D> for Hinfs {
         st: &mut InodeState,
         off: u64,
         len: u64,
-        mode: FallocMode,
+        mode: FallocStep,
     ) -> Result<()> {
         index::with(st, |st, file| self.shared.flush_and_evict(fs, st, file))?;
         Direct.fallocate(fs, st, off, len, mode)

@@ -17,7 +17,7 @@ mod log;
 mod queue;
 mod worker;
 
-use super::{DataPolicy, Direct, FallocMode};
+use super::{DataPolicy, Direct, FallocStep};
 use crate::error::{FsError, Result};
 use crate::fs::{Core, HunterOptions};
 use crate::inode::InodeState;
@@ -817,12 +817,12 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
         st: &mut InodeState,
         off: u64,
         len: u64,
-        mode: FallocMode,
+        mode: FallocStep,
     ) -> Result<()> {
         let end = off + len;
         match mode {
-            FallocMode::Allocate { keep_size } => self.allocate(fs, st, off, end, keep_size),
-            FallocMode::PunchHole => self.punch(fs, st, off, end),
+            FallocStep::Allocate { keep_size } => self.allocate(fs, st, off, end, keep_size),
+            FallocStep::PunchHole => self.punch(fs, st, off, end),
         }
     }
 

@@ -23,7 +23,7 @@ pub(super) mod slices;
 
 use super::cow::{merge_write, write_cow, CowStage};
 use super::direct::{block_range, note_write, write_first_line, Direct, FSYNC_HEAVY_WRITES};
-use super::{DataPolicy, FallocMode};
+use super::{DataPolicy, FallocStep};
 use crate::error::Result;
 use crate::fs::{Core, MountOptions};
 use crate::inode::InodeState;
@@ -578,7 +578,7 @@ impl<D: PmDevice> DataPolicy<D> for Lawn {
         st: &mut InodeState,
         off: u64,
         len: u64,
-        mode: FallocMode,
+        mode: FallocStep,
     ) -> Result<()> {
         slices::flush_for_fallocate(fs, Self::zone(fs), st, off, len, mode)?;
         Direct.fallocate(fs, st, off, len, mode)

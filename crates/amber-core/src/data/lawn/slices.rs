@@ -9,7 +9,7 @@
 //! a fence, then the descriptor is cleared and fenced. A crash in between
 //! leaves the slot valid and its copy equal to the file's.
 
-use crate::data::FallocMode;
+use crate::data::FallocStep;
 use crate::error::Result;
 use crate::fs::Core;
 use crate::inode::InodeState;
@@ -127,14 +127,14 @@ pub(in crate::data) fn flush_for_fallocate<D: PmDevice>(
     st: &InodeState,
     off: u64,
     len: u64,
-    mode: FallocMode,
+    mode: FallocStep,
 ) -> Result<usize> {
     match mode {
-        FallocMode::PunchHole if len > 0 => {
+        FallocStep::PunchHole if len > 0 => {
             let last = off.saturating_add(len - 1) / BLOCK_SIZE;
             flush_blocks(fs, zone, st, off / BLOCK_SIZE, last)
         }
-        FallocMode::Allocate { keep_size: false } => flush_from(fs, zone, st, st.disk.size),
+        FallocStep::Allocate { keep_size: false } => flush_from(fs, zone, st, st.disk.size),
         _ => Ok(0),
     }
 }
