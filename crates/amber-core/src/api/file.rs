@@ -113,6 +113,16 @@ impl OpenOptions {
                 Err(e) => return Err(e),
             }
         };
+        self.open_inode(fs, ino)
+    }
+
+    /// Opens the file or directory `ino` found by the caller's own path
+    /// resolution (the C ABI resolves paths as the kernel does): counts
+    /// the handle, refuses write access to a directory, truncates if
+    /// asked. `create` and `create_new` play no part here.
+    pub fn open_inode<D: PmDevice>(&self, fs: &Fs<D>, ino: u64) -> Result<File<D>> {
+        let core = &fs.core;
+        let writable = self.write || self.append;
         let attr = core.open(ino)?;
         let file = File {
             fs: fs.clone(),
@@ -177,6 +187,21 @@ impl<D: PmDevice> File<D> {
         }
         let at = (!self.append).then_some(off);
         Ok(self.fs.core.write_ref(&self.inode, at, data, self.sync)?.0)
+    }
+
+    /// Writes at `at`, or at the end of the file when `at` is None (found
+    /// under the inode lock, as O_APPEND), durable on return when `sync`
+    /// or the handle was opened `sync`; the cursor does not move. Returns
+    /// the bytes written and the offset they went to. For callers that
+    /// keep their own cursor and per-call flags (O_APPEND changed by
+    /// fcntl, RWF_SYNC).
+    pub fn write_to(&self, data: &[u8], at: Option<u64>, sync: bool) -> Result<(usize, u64)> {
+        if !self.writable {
+            return Err(FsError::BadHandle);
+        }
+        self.fs
+            .core
+            .write_ref(&self.inode, at, data, sync || self.sync)
     }
 
     /// Makes data and metadata durable.
