@@ -16,43 +16,47 @@ use crate::preload::real;
 use crate::preload::state;
 
 pub unsafe fn read(fd: c_int, b: *mut c_void, n: size_t) -> ssize_t {
-    // SAFETY (both closures): the caller's contract for `b`.
-    on_fd(
-        fd,
-        || unsafe { real::read(fd, b, n) },
-        |_, f| Ok(f.read(unsafe { buf_mut(b, n) }?)? as ssize_t),
-        -1,
-    )
+    // SAFETY: the caller's contract for `b`.
+    let kernel = || unsafe { real::read(fd, b, n) };
+    let served = |_: &Pool, f: &Arc<OpenFile>| {
+        // SAFETY: the caller's contract for `b`.
+        let b = unsafe { buf_mut(b, n) }?;
+        Ok(f.read(b)? as ssize_t)
+    };
+    on_fd(fd, kernel, served, -1)
 }
 
 pub unsafe fn write(fd: c_int, b: *const c_void, n: size_t) -> ssize_t {
-    // SAFETY (both closures): the caller's contract for `b`.
-    on_fd(
-        fd,
-        || unsafe { real::write(fd, b, n) },
-        |_, f| Ok(f.write(unsafe { buf(b, n) }?)? as ssize_t),
-        -1,
-    )
+    // SAFETY: the caller's contract for `b`.
+    let kernel = || unsafe { real::write(fd, b, n) };
+    let served = |_: &Pool, f: &Arc<OpenFile>| {
+        // SAFETY: the caller's contract for `b`.
+        let b = unsafe { buf(b, n) }?;
+        Ok(f.write(b)? as ssize_t)
+    };
+    on_fd(fd, kernel, served, -1)
 }
 
 pub unsafe fn pread64(fd: c_int, b: *mut c_void, n: size_t, o: off64_t) -> ssize_t {
-    // SAFETY (both closures): the caller's contract for `b`.
-    on_fd(
-        fd,
-        || unsafe { real::pread64(fd, b, n, o) },
-        |_, f| Ok(f.pread(unsafe { buf_mut(b, n) }?, offset(o)?)? as ssize_t),
-        -1,
-    )
+    // SAFETY: the caller's contract for `b`.
+    let kernel = || unsafe { real::pread64(fd, b, n, o) };
+    let served = |_: &Pool, f: &Arc<OpenFile>| {
+        // SAFETY: the caller's contract for `b`.
+        let b = unsafe { buf_mut(b, n) }?;
+        Ok(f.pread(b, offset(o)?)? as ssize_t)
+    };
+    on_fd(fd, kernel, served, -1)
 }
 
 pub unsafe fn pwrite64(fd: c_int, b: *const c_void, n: size_t, o: off64_t) -> ssize_t {
-    // SAFETY (both closures): the caller's contract for `b`.
-    on_fd(
-        fd,
-        || unsafe { real::pwrite64(fd, b, n, o) },
-        |_, f| Ok(f.pwrite(unsafe { buf(b, n) }?, offset(o)?, false)? as ssize_t),
-        -1,
-    )
+    // SAFETY: the caller's contract for `b`.
+    let kernel = || unsafe { real::pwrite64(fd, b, n, o) };
+    let served = |_: &Pool, f: &Arc<OpenFile>| {
+        // SAFETY: the caller's contract for `b`.
+        let b = unsafe { buf(b, n) }?;
+        Ok(f.pwrite(b, offset(o)?, false)? as ssize_t)
+    };
+    on_fd(fd, kernel, served, -1)
 }
 
 pub unsafe fn pread(fd: c_int, b: *mut c_void, n: size_t, o: off64_t) -> ssize_t {
@@ -73,9 +77,10 @@ unsafe fn readv_at(
     at: Option<u64>,
     kernel: impl FnOnce() -> ssize_t,
 ) -> ssize_t {
-    // SAFETY: the caller's contract for the iovecs.
     let served = |_: &Pool, f: &Arc<OpenFile>| {
-        Ok(vectored::read(f, &mut unsafe { scatter(iovecs(v, n)?) }?, at)? as ssize_t)
+        // SAFETY: the caller's contract for the iovecs.
+        let mut bufs = unsafe { scatter(iovecs(v, n)?) }?;
+        Ok(vectored::read(f, &mut bufs, at)? as ssize_t)
     };
     on_fd(fd, kernel, served, -1)
 }
@@ -89,9 +94,10 @@ unsafe fn writev_at(
     sync: bool,
     kernel: impl FnOnce() -> ssize_t,
 ) -> ssize_t {
-    // SAFETY: the caller's contract for the iovecs.
     let served = |_: &Pool, f: &Arc<OpenFile>| {
-        Ok(vectored::write(f, &unsafe { gather(iovecs(v, n)?) }?, at, sync)? as ssize_t)
+        // SAFETY: the caller's contract for the iovecs.
+        let bufs = unsafe { gather(iovecs(v, n)?) }?;
+        Ok(vectored::write(f, &bufs, at, sync)? as ssize_t)
     };
     on_fd(fd, kernel, served, -1)
 }

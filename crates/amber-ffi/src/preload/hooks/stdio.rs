@@ -191,6 +191,7 @@ pub unsafe fn freopen64(p: *const c_char, mode: *const c_char, s: *mut FILE) -> 
         // SAFETY: the caller's contract for `p`.
         let to_pool = !p.is_null()
             && state::config().is_some_and(|cfg| {
+                // SAFETY: non-null and NUL-terminated by the caller's contract.
                 let b = unsafe { CStr::from_ptr(p) }.to_bytes();
                 crate::posix::resolve::under_mount(&cfg.mount, b).is_some()
                     && state::own(cfg).is_some()
