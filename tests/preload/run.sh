@@ -8,8 +8,8 @@
 #
 #   bash tests/preload/run.sh [TARGET_DIR]     (default target/debug)
 #
-# Needs amberfs and libamberfs_preload.so built in TARGET_DIR (cargo build
-# --bin amberfs -p amber-ffi-preload). Installs sqlite3, fio, g++ and
+# Needs amberfs and libamberfs_preload.so built in TARGET_DIR (cargo build -p
+# amber-cli -p amber-ffi-preload). Installs sqlite3, fio, g++ and
 # libleveldb-dev from Debian when root and missing. Any failure exits
 # non-zero; the FUSE step is skipped (said so) without root or /dev/fuse.
 set -euo pipefail
@@ -18,7 +18,7 @@ top=$(cd "$here/../.." && pwd)
 bin=${1:-$top/target/debug}
 amberfs=$bin/amberfs
 lib=$bin/libamberfs_preload.so
-[ -x "$amberfs" ] && [ -f "$lib" ] || { echo "tests/preload: build first: cargo build --bin amberfs -p amber-ffi-preload"; exit 1; }
+[ -x "$amberfs" ] && [ -f "$lib" ] || { echo "tests/preload: build first: cargo build -p amber-cli -p amber-ffi-preload"; exit 1; }
 
 need=()
 command -v sqlite3 >/dev/null || need+=(sqlite3)
