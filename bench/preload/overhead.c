@@ -5,8 +5,10 @@
  *   overhead served FILE N        pread(2) of 128 B from FILE, N times
  *                                 (run under LD_PRELOAD, FILE in the pool)
  *   overhead library POOL N       the same through libamberfs on POOL
- *   overhead kernel FILE N        pread(2) and stat(2) of a kernel FILE
- *                                 (run with and without LD_PRELOAD)
+ *   overhead kernel FILE N [TOUCH] pread(2) and stat(2) of a kernel FILE
+ *                                 (run with and without LD_PRELOAD; with
+ *                                 TOUCH, a path in the pool, stat'ed
+ *                                 first so the interposer holds the pool)
  *
  * Prints "name ns_per_call" lines; the best of 5 rounds of N calls.
  */
@@ -48,8 +50,8 @@ static void need(int ok, const char *what) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s served|library|kernel FILE|POOL N\n", argv[0]);
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: %s served|library|kernel FILE|POOL N [TOUCH]\n", argv[0]);
         return 2;
     }
     long n = atol(argv[3]);
@@ -63,6 +65,8 @@ int main(int argc, char **argv) {
         amberfs_close(fs, fd);
         return amberfs_unmount(fs);
     }
+    struct stat touched;
+    if (argc == 5) stat(argv[4], &touched);
     int fd = open(argv[2], O_CREAT | O_RDWR, 0644);
     need(fd >= 0 && pwrite(fd, buf, sizeof buf, 0) == sizeof buf, "write");
     if (strcmp(argv[1], "served") == 0) {

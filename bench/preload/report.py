@@ -43,13 +43,15 @@ for size, job in [(128, "rand-overwrite-128b-fsync"), (4096, "rand-write-4k-fsyn
     med[job, "library"] = lib["value"]
     records.append(dict(lib, benchmark=job, target="library", notes=["bench compare randwrite, fsync every"]))
 
-sql = {}
+marks = {}
 for line in open(os.path.join(out, f"{preset}.sqlite.txt")):
-    t, _rep, tx_ns, bulk_ns = line.split()
-    sql.setdefault(t, []).append((txs / (int(tx_ns) / 1e9), rows / (int(bulk_ns) / 1e9)))
-for t, xs in sql.items():
-    med["sqlite-tx", t] = record("sqlite-10k-fsync-tx", t, [x[0] for x in xs], "tx/s")
-    med["sqlite-bulk", t] = record("sqlite-1m-rows-1-tx", t, [x[1] for x in xs], "rows/s")
+    t, rep, rest = line.split(" ", 2)
+    mark, secs = rest.strip().split("|")
+    marks[t, rep, mark] = float(secs)
+for t in ["interposer", "fuse", "ext4"]:
+    span = lambda a, b: [marks[t, str(r), b] - marks[t, str(r), a] for r in range(1, reps + 1)]
+    med["sqlite-tx", t] = record("sqlite-10k-fsync-tx", t, [txs / s for s in span("tx0", "tx1")], "tx/s")
+    med["sqlite-bulk", t] = record("sqlite-1m-rows-1-tx", t, [rows / s for s in span("bulk0", "bulk1")], "rows/s")
 
 ov = {}
 for line in open(os.path.join(out, f"{preset}.overhead.txt")):

@@ -14,7 +14,7 @@ use parking_lot::RwLock;
 
 use super::state::{self, Config, Inside};
 use crate::abi::{bytes, ret};
-use crate::posix::resolve::{under_mount, Found, Place};
+use crate::posix::resolve::{is_plain, under_mount, Found, Place};
 use crate::posix::{Dev, Errno, PResult, Pool};
 
 /// The working directory as the process names it (absolute).
@@ -56,6 +56,26 @@ pub fn pool_cwd(cfg: &Config) -> Option<Vec<u8>> {
 
 fn has_dotdot(p: &[u8]) -> bool {
     p.split(|&b| b == b'/').any(|c| c == b"..")
+}
+
+/// Whether `p` (relative to `dirfd`) surely goes to the kernel, decided
+/// without allocating or thread-local state, as most calls a program
+/// makes are: a literal absolute path away from the mount, a literal
+/// relative one from a working directory away from it, or one relative
+/// to a kernel directory descriptor.
+fn surely_kernel(cfg: &Config, dirfd: c_int, p: &[u8]) -> bool {
+    let m = &cfg.mount[..];
+    if p.starts_with(b"/") {
+        let spelled = p.starts_with(m) && (p.len() == m.len() || p[m.len()] == b'/' || m == b"/");
+        return !spelled && is_plain(p);
+    }
+    if dirfd != libc::AT_FDCWD {
+        return !state::is_served(dirfd);
+    }
+    CWD_READ.is_completed()
+        && !CWD_NEAR.load(Ordering::Relaxed)
+        && !p.starts_with(b".")
+        && is_plain(p)
 }
 
 /// Where `path` (relative to `dirfd`) leads.
@@ -119,11 +139,17 @@ pub unsafe fn on_path<T>(
     served: impl FnOnce(&'static Pool, &Found) -> PResult<T>,
     fail: T,
 ) -> T {
-    let (Some(cfg), Some(_inside)) = (state::config(), Inside::enter()) else {
+    let Some(cfg) = state::config() else {
         return kernel(path);
     };
     // SAFETY: the caller's contract.
     let Ok(p) = (unsafe { bytes(path) }) else {
+        return kernel(path);
+    };
+    if surely_kernel(cfg, dirfd, p) {
+        return kernel(path);
+    }
+    let Some(_inside) = Inside::enter() else {
         return kernel(path);
     };
     match route(cfg, dirfd, p, follow) {

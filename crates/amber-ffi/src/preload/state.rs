@@ -147,6 +147,12 @@ pub fn served_fd(fd: i32) -> Option<PResult<(&'static Pool, Pass<'static>, Optio
     Some(pool.enter().map(|pass| (pool, pass, Inside::enter())))
 }
 
+/// Whether `fd` is a served descriptor (of this process or, after fork,
+/// its parent's).
+pub fn is_served(fd: i32) -> bool {
+    pool_any().is_some_and(|p| p.files.is_served(fd))
+}
+
 /// Whether this is a forked child of the pool's owner.
 pub fn forked() -> bool {
     FORKED.load(Ordering::Relaxed)
