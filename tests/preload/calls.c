@@ -152,6 +152,11 @@ static void descriptors(void) {
     CHECK(flock(fd, LOCK_UN) == 0 && flock(other, LOCK_SH | LOCK_NB) == 0);
     char *p = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, other, 0);
     CHECK(p != MAP_FAILED && memcmp(p, "line 1\n", 7) == 0 && p[20] == 0 && munmap(p, 4096) == 0);
+    /* A writable private mapping is the program's own copy. */
+    p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    CHECK(p != MAP_FAILED && (p[0] = 'L') == 'L' && munmap(p, 4096) == 0);
+    char first;
+    CHECK(pread(fd, &first, 1, 0) == 1 && first == 'l');
     CHECK(mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED && errno == ENODEV);
     CHECK(close(other) == 0 && close(d) == 0 && close(100) == 0 && close(fd) == 0);
     CHECK(close(fd) == -1 && errno == EBADF);

@@ -73,7 +73,9 @@ pub unsafe fn mmap64(
     off: off64_t,
 ) -> *mut c_void {
     let served = |_: &_, f: &Arc<OpenFile>| {
-        let shared = flags & (libc::MAP_SHARED | libc::MAP_SHARED_VALIDATE) != 0;
+        // The mapping type is the low two bits: MAP_PRIVATE (2) shares
+        // a bit with MAP_SHARED_VALIDATE (3).
+        let shared = matches!(flags & 3, libc::MAP_SHARED | libc::MAP_SHARED_VALIDATE);
         if shared && prot & libc::PROT_WRITE != 0 {
             tell_once(&SHARED_TOLD, "a writable MAP_SHARED mapping of a served file cannot be served (ENODEV); MAP_PRIVATE and read-only mappings can");
             return Err(Errno(libc::ENODEV));
