@@ -255,3 +255,39 @@ fn reads_move_atime_by_relatime_rules_and_unmount_persists_it() {
     let (fs, _) = mount(dev, MountOptions::default()).unwrap();
     assert_eq!(fs.getattr(f.ino).unwrap().atime, moved);
 }
+
+/// What the C ABI builds on: a file opened by inode with its own
+/// resolution, written at an offset or at the end chosen per call.
+#[test]
+fn open_by_inode_and_write_at_end_per_call() {
+    use amber_core::{Fs, OpenOptions};
+    let dev = MmapDevice::anonymous(16 << 20, &MapOptions::default()).unwrap();
+    Fs::format(&dev, &FormatParams::for_size(16 << 20)).unwrap();
+    let (fs, _) = Fs::mount(dev, MountOptions::default()).unwrap();
+    fs.write("/f", b"abc").unwrap();
+    let ino = fs.metadata("/f").unwrap().attr().ino;
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open_inode(&fs, ino)
+        .unwrap();
+    assert_eq!(f.write_to(b"Z", Some(1), false).unwrap(), (1, 1));
+    assert_eq!(f.write_to(b"de", None, true).unwrap(), (2, 3));
+    assert_eq!(fs.read("/f").unwrap(), b"aZcde");
+    let ro = OpenOptions::new().read(true).open_inode(&fs, ino).unwrap();
+    assert!(matches!(
+        ro.write_to(b"x", None, false),
+        Err(amber_core::FsError::BadHandle)
+    ));
+    OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open_inode(&fs, ino)
+        .unwrap();
+    assert_eq!(fs.metadata("/f").unwrap().len(), 0);
+    let dir = fs.metadata("/").unwrap().attr().ino;
+    assert!(matches!(
+        OpenOptions::new().write(true).open_inode(&fs, dir),
+        Err(amber_core::FsError::IsADirectory)
+    ));
+}

@@ -95,11 +95,6 @@ impl OpenOptions {
             ));
         }
         let core = &fs.core;
-        // As open(2) on a read-only mount: refused before anything is
-        // looked up, so the caller learns at once, not at the first write.
-        if writable && core.is_read_only() {
-            return Err(FsError::ReadOnly);
-        }
         let ino = if self.create_new {
             let (parent, name) = path::resolve_parent(core, p)?;
             core.mknod(parent, name, FileKind::Regular, self.mode, 0, fs.owner)?
@@ -118,6 +113,16 @@ impl OpenOptions {
                 Err(e) => return Err(e),
             }
         };
+        self.open_inode(fs, ino)
+    }
+
+    /// Opens the file or directory `ino` found by the caller's own path
+    /// resolution (the C ABI resolves paths as the kernel does): counts
+    /// the handle, refuses write access to a directory, truncates if
+    /// asked. `create` and `create_new` play no part here.
+    pub fn open_inode<D: PmDevice>(&self, fs: &Fs<D>, ino: u64) -> Result<File<D>> {
+        let core = &fs.core;
+        let writable = self.write || self.append;
         core.may_open(ino, writable, self.append)?;
         let attr = core.open(ino)?;
         let file = File {
@@ -183,6 +188,21 @@ impl<D: PmDevice> File<D> {
         }
         let at = (!self.append).then_some(off);
         Ok(self.fs.core.write_ref(&self.inode, at, data, self.sync)?.0)
+    }
+
+    /// Writes at `at`, or at the end of the file when `at` is None (found
+    /// under the inode lock, as O_APPEND), durable on return when `sync`
+    /// or the handle was opened `sync`; the cursor does not move. Returns
+    /// the bytes written and the offset they went to. For callers that
+    /// keep their own cursor and per-call flags (O_APPEND changed by
+    /// fcntl, RWF_SYNC).
+    pub fn write_to(&self, data: &[u8], at: Option<u64>, sync: bool) -> Result<(usize, u64)> {
+        if !self.writable {
+            return Err(FsError::BadHandle);
+        }
+        self.fs
+            .core
+            .write_ref(&self.inode, at, data, sync || self.sync)
     }
 
     /// Makes data and metadata durable.

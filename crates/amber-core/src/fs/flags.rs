@@ -104,8 +104,13 @@ impl<D: PmDevice> Core<D> {
 
     /// Whether `ino` may be opened for writing (`write`), and with O_APPEND
     /// (`append`): never when immutable, only with O_APPEND when
-    /// append-only (Linux's may_open).
+    /// append-only (Linux's may_open); never on a read-only mount.
     pub fn may_open(&self, ino: u64, write: bool, append: bool) -> Result<()> {
+        // As open(2) on a read-only mount: refused at open, so the caller
+        // learns at once, not at the first write.
+        if write && self.is_read_only() {
+            return Err(FsError::ReadOnly);
+        }
         let r = self.inode(ino)?;
         let st = r.read();
         live(&st)?;

@@ -1,0 +1,152 @@
+//! The interposer in real processes: tests/preload/calls.c call by call,
+//! a busy pool passing through to the kernel, kill -9 and recovery, exec.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use amber_core::{Fs, MountOptions};
+use amber_format::FormatParams;
+use amber_pmem::{MapOptions, MmapDevice};
+
+/// The directory cargo put this build's shared libraries in.
+fn lib() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    let dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>");
+    dir.join("libamberfs_preload.so")
+}
+
+/// A fresh formatted pool in /dev/shm.
+fn pool(name: &str) -> PathBuf {
+    let p = PathBuf::from(format!(
+        "/dev/shm/ffi-preload-{name}-{}.pool",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&p);
+    let dev = MmapDevice::create(&p, 64 << 20, &MapOptions::default()).expect("create pool");
+    Fs::format(&dev, &FormatParams::for_size(64 << 20)).expect("format");
+    p
+}
+
+/// `cmd` with the interposer serving `mount` from `pool`.
+fn preloaded(cmd: &str, pool: &Path, mount: &Path) -> Command {
+    let mut c = Command::new(cmd);
+    c.env("LD_PRELOAD", lib())
+        .env("AMBERFS_POOL", pool)
+        .env("AMBERFS_MOUNT", mount);
+    c
+}
+
+fn ok(mut c: Command) -> Output {
+    let out = c
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{c:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Mounts `pool` in this process (recovering it), runs `f`, unmounts.
+fn with_pool<T>(pool: &Path, f: impl FnOnce(&Fs<MmapDevice>) -> T) -> T {
+    let dev = MmapDevice::open(pool, &MapOptions::default()).expect("open pool");
+    let (fs, _) = Fs::mount(dev, MountOptions::default()).expect("mount");
+    let r = f(&fs);
+    fs.unmount().expect("unmount");
+    r
+}
+
+#[test]
+fn every_covered_call_under_the_interposer() {
+    let work = tempfile::tempdir().unwrap();
+    let exe = work.path().join("calls");
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/preload/calls.c");
+    let mut cc = Command::new("cc");
+    cc.args(["-Wall", "-Werror", "-o"]).arg(&exe).arg(src);
+    ok(cc);
+    let p = pool("calls");
+    // The mount directory need not exist in the kernel at all.
+    let mount = work.path().join("not-in-the-kernel");
+    let mut c = preloaded(exe.to_str().unwrap(), &p, &mount);
+    c.arg(&mount);
+    let out = ok(c);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("calls.c: ok"));
+    let text = with_pool(&p, |fs| fs.read("/s.txt").unwrap());
+    assert_eq!(text, b"line 1\nline 2\nx");
+    std::fs::remove_file(p).unwrap();
+}
+
+#[test]
+fn a_busy_pool_passes_calls_to_the_kernel() {
+    let work = tempfile::tempdir().unwrap();
+    let p = pool("busy");
+    let held = MmapDevice::open(&p, &MapOptions::default()).expect("hold the pool");
+    let target = work.path().join("f");
+    let mut c = preloaded("cp", &p, work.path());
+    c.arg("/etc/hostname").arg(&target);
+    ok(c);
+    drop(held);
+    assert_eq!(
+        std::fs::read(&target).unwrap(),
+        std::fs::read("/etc/hostname").unwrap()
+    );
+    assert!(
+        with_pool(&p, |fs| !fs.exists("/f")),
+        "the held pool was not touched"
+    );
+    std::fs::remove_file(p).unwrap();
+}
+
+#[test]
+fn kill_9_loses_nothing_fsynced() {
+    let work = tempfile::tempdir().unwrap();
+    let p = pool("kill");
+    let m = work.path().join("m");
+    let script = format!(
+        "import os, sys, time\n\
+         fd = os.open('{m}/data', os.O_CREAT | os.O_WRONLY, 0o644)\n\
+         for i in range(200):\n\
+         \x20   os.write(fd, b'%06d\\n' % i)\n\
+         os.fsync(fd)\n\
+         os.write(fd, b'not synced\\n')\n\
+         print('ready', flush=True)\n\
+         time.sleep(60)\n",
+        m = m.display()
+    );
+    let mut c = preloaded("python3", &p, &m);
+    c.arg("-c").arg(script).stdout(Stdio::piped());
+    let mut child = c.spawn().expect("python3");
+    let mut ready = [0u8; 6];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut ready).unwrap();
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let data = with_pool(&p, |fs| fs.read("/data").unwrap());
+    let want: Vec<u8> = (0..200)
+        .flat_map(|i| format!("{i:06}\n").into_bytes())
+        .collect();
+    assert!(data.starts_with(&want), "fsync'd data intact after kill -9");
+    std::fs::remove_file(p).unwrap();
+}
+
+#[test]
+fn exec_hands_the_pool_to_the_new_program() {
+    let work = tempfile::tempdir().unwrap();
+    let p = pool("exec");
+    let m = work.path().join("m");
+    let script = format!(
+        "import os\n\
+         with open('{m}/note', 'w') as f: f.write('written before exec')\n\
+         os.execv('/bin/cat', ['cat', '{m}/note'])\n",
+        m = m.display()
+    );
+    let mut c = preloaded("python3", &p, &m);
+    c.arg("-c").arg(script);
+    let out = ok(c);
+    assert_eq!(out.stdout, b"written before exec");
+    std::fs::remove_file(p).unwrap();
+}

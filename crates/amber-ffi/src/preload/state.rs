@@ -1,0 +1,219 @@
+//! Who serves what in this process. Read once from the environment
+//! (AMBERFS_POOL, AMBERFS_MOUNT, AMBERFS_OPTIONS, AMBERFS_EMULATE); the
+//! pool is opened lazily, at the first call on a path under the mount
+//! directory, so a process that never touches it never holds it. If the
+//! pool is busy (a FUSE daemon or another process holds its lock), every
+//! call goes to the kernel for the rest of the process's life. A forked
+//! child never uses its parent's mapping: its calls go to the kernel and
+//! the descriptors it inherited fail. At exit the pool is unmounted
+//! cleanly; before an exec it is synced.
+
+use std::cell::Cell;
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
+use std::sync::OnceLock;
+
+use crate::posix::errno::tell_once;
+use crate::posix::gate::Pass;
+use crate::posix::{Errno, PResult, Pool};
+
+use super::real;
+
+pub struct Config {
+    /// The mount directory, absolute, without a trailing slash.
+    pub mount: Vec<u8>,
+    pool: PathBuf,
+    options: String,
+    emulate: String,
+}
+
+static CONFIG: OnceLock<Option<Config>> = OnceLock::new();
+/// The pool once this process owns it; null before, and for good if it
+/// was busy.
+static POOL: AtomicPtr<Pool> = AtomicPtr::new(std::ptr::null_mut());
+static DECIDED: OnceLock<()> = OnceLock::new();
+/// Set in a forked child: nothing of the parent's pool may be used.
+static FORKED: AtomicBool = AtomicBool::new(false);
+static UMASK: AtomicU32 = AtomicU32::new(0o022);
+static FORK_TOLD: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// Set while this thread runs Amber's code: calls the library itself
+    /// makes (std opening /proc, the pool's own mapping) go to the kernel.
+    static INSIDE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks this thread inside the library until dropped.
+pub struct Inside(());
+
+impl Inside {
+    /// None if this thread is already inside (a call the library made).
+    pub fn enter() -> Option<Inside> {
+        if INSIDE.with(|i| i.replace(true)) {
+            return None;
+        }
+        Some(Inside(()))
+    }
+}
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        INSIDE.with(|i| i.set(false));
+    }
+}
+
+/// The configuration, if the environment names a pool and a mount.
+pub fn config() -> Option<&'static Config> {
+    CONFIG.get_or_init(read_config).as_ref()
+}
+
+fn read_config() -> Option<Config> {
+    let var = |name| std::env::var_os(name).filter(|v| !v.is_empty());
+    let (pool, mount) = (var("AMBERFS_POOL")?, var("AMBERFS_MOUNT")?);
+    let mut mount = OsString::into_vec(mount);
+    while mount.len() > 1 && mount.ends_with(b"/") {
+        mount.pop();
+    }
+    if !mount.starts_with(b"/") {
+        eprintln!("amberfs: AMBERFS_MOUNT must be an absolute path; serving nothing");
+        return None;
+    }
+    let text = |name| {
+        var(name)
+            .map(|v| v.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    Some(Config {
+        mount,
+        pool: PathBuf::from(pool),
+        options: text("AMBERFS_OPTIONS"),
+        emulate: text("AMBERFS_EMULATE"),
+    })
+}
+
+/// The pool, if this process owns it (and is not a forked child).
+pub fn owned() -> Option<&'static Pool> {
+    let p = POOL.load(Ordering::Acquire);
+    if p.is_null() || FORKED.load(Ordering::Relaxed) {
+        return None;
+    }
+    // SAFETY: POOL only ever holds a leaked Box<Pool>, never freed.
+    Some(unsafe { &*p })
+}
+
+/// The pool, opening it on first use; None if it is busy or failed
+/// (then the kernel serves everything).
+pub fn own(cfg: &Config) -> Option<&'static Pool> {
+    if FORKED.load(Ordering::Relaxed) {
+        return None;
+    }
+    DECIDED.get_or_init(|| {
+        let _inside = Inside::enter();
+        match Pool::open(&cfg.pool, &cfg.options, &cfg.emulate) {
+            Ok(pool) => {
+                POOL.store(Box::into_raw(Box::new(pool)), Ordering::Release);
+                register_handlers();
+            }
+            Err(e) if e.errno == Errno(libc::EBUSY) => {}
+            Err(e) => eprintln!(
+                "amberfs: {}; the kernel serves {} instead",
+                e.message,
+                String::from_utf8_lossy(&cfg.mount)
+            ),
+        }
+    });
+    owned()
+}
+
+/// A served descriptor's pool and a pass through its gate; None for a
+/// kernel descriptor. In a forked child an inherited served descriptor
+/// fails with EBADF.
+pub fn served_fd(fd: i32) -> Option<PResult<(&'static Pool, Pass<'static>, Option<Inside>)>> {
+    let p = POOL.load(Ordering::Acquire);
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: POOL only ever holds a leaked Box<Pool>, never freed.
+    let pool: &'static Pool = unsafe { &*p };
+    if !pool.files.is_served(fd) {
+        return None;
+    }
+    if FORKED.load(Ordering::Relaxed) {
+        tell_once(&FORK_TOLD, "a descriptor of a served file was used after fork: the child cannot use its parent's pool (EBADF)");
+        return Some(Err(Errno(libc::EBADF)));
+    }
+    Some(pool.enter().map(|pass| (pool, pass, Inside::enter())))
+}
+
+/// Whether `fd` is a served descriptor (of this process or, after fork,
+/// its parent's).
+pub fn is_served(fd: i32) -> bool {
+    pool_any().is_some_and(|p| p.files.is_served(fd))
+}
+
+/// Whether this is a forked child of the pool's owner.
+pub fn forked() -> bool {
+    FORKED.load(Ordering::Relaxed)
+}
+
+/// The raw pool pointer, for a forked child forgetting inherited
+/// descriptors.
+pub fn pool_any() -> Option<&'static Pool> {
+    let p = POOL.load(Ordering::Acquire);
+    // SAFETY: POOL only ever holds a leaked Box<Pool>, never freed.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
+pub fn umask() -> u32 {
+    UMASK.load(Ordering::Relaxed)
+}
+
+pub fn set_umask(m: u32) {
+    UMASK.store(m & 0o777, Ordering::Relaxed);
+}
+
+extern "C" fn at_exit() {
+    if let Some(pool) = owned() {
+        let _inside = Inside::enter();
+        if let Err(Errno(e)) = pool.close() {
+            if e != libc::EBADF {
+                eprintln!("amberfs: unmounting the pool at exit failed (errno {e}); the next open recovers it");
+            }
+        }
+    }
+}
+
+extern "C" fn in_child() {
+    FORKED.store(true, Ordering::Relaxed);
+}
+
+/// Makes everything written durable: before an exec replaces the
+/// process (the pool's descriptor closes without an unmount).
+pub fn sync_before_exec() {
+    if let Some(pool) = owned() {
+        let _inside = Inside::enter();
+        if let Err(e) = pool.core().sync_all() {
+            eprintln!("amberfs: syncing the pool before exec failed: {e}");
+        }
+    }
+}
+
+/// Unmounts now, as at exit: for _exit, which skips atexit handlers.
+pub fn exit_now() {
+    at_exit();
+}
+
+fn register_handlers() {
+    // SAFETY: reading the umask means setting it; set it straight back.
+    let m = unsafe { real::umask(0o022) };
+    // SAFETY: as above.
+    unsafe { real::umask(m) };
+    set_umask(m);
+    // SAFETY: registering plain extern "C" functions with no arguments.
+    unsafe {
+        libc::atexit(at_exit);
+        libc::pthread_atfork(None, None, Some(in_child));
+    }
+}

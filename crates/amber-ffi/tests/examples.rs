@@ -1,0 +1,67 @@
+//! The C and Python examples of libamberfs, built and run against the
+//! library this build made (the same programs CI and README show).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The directory cargo put this build's libamberfs.so in.
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    exe.parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>")
+        .to_path_buf()
+}
+
+fn pool(name: &str) -> PathBuf {
+    let p = PathBuf::from(format!(
+        "/dev/shm/ffi-example-{name}-{}.pool",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+fn run(cmd: &mut Command) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn c_example() {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let lib = lib_dir();
+    let work = tempfile::tempdir().unwrap();
+    let exe = work.path().join("example");
+    run(Command::new("cc")
+        .args(["-Wall", "-Werror", "-I"])
+        .arg(format!("{dir}/include"))
+        .arg(format!("{dir}/examples/example.c"))
+        .arg("-L")
+        .arg(&lib)
+        .arg("-lamberfs")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-o")
+        .arg(&exe));
+    let p = pool("c");
+    run(Command::new(&exe).arg(&p));
+    std::fs::remove_file(p).unwrap();
+}
+
+#[test]
+fn python_example() {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let p = pool("py");
+    run(Command::new("python3")
+        .arg(format!("{dir}/examples/example.py"))
+        .arg(lib_dir().join("libamberfs.so"))
+        .arg(&p));
+    std::fs::remove_file(p).unwrap();
+}
