@@ -7,6 +7,7 @@
 pub mod alloc;
 pub mod api;
 pub mod check;
+mod chunked;
 pub mod data;
 pub mod dir;
 pub mod durability;

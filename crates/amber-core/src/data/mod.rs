@@ -221,6 +221,11 @@ pub enum FallocMode {
     PunchHole,
 }
 
+/// Blocks one piece of a fallocate fills: a large range goes in several
+/// changes, so no single one outgrows hunter's queue or holds a list of
+/// every block of the range.
+const FALLOC_CHUNK: usize = 4096;
+
 /// Names of the policies this build offers.
 pub const POLICIES: &[&str] = &[
     "amber",

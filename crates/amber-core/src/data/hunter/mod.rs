@@ -17,7 +17,8 @@ mod log;
 mod queue;
 mod worker;
 
-use super::{DataPolicy, Direct, FallocMode};
+use super::direct::partial_edges;
+use super::{DataPolicy, Direct, FallocMode, FALLOC_CHUNK};
 use crate::error::{FsError, Result};
 use crate::fs::{Core, HunterOptions};
 use crate::inode::InodeState;
@@ -143,13 +144,11 @@ impl Hunter {
             head,
             eff.blocks,
         )?;
-        let mut index = FileIndex::with_capacity(
-            self.shared
-                .sizer
-                .capacity()
-                .max(chain.first().map_or(0, |&(fb, _)| fb as usize + 1)),
-        );
-        for (fb, b) in chain {
+        // The chain runs from the head down: the first is the highest.
+        let mut index = FileIndex::with_capacity(self.shared.sizer.capacity());
+        let highest = chain.first().map_or(0, |&(fb, _)| fb);
+        index.make_room(0, highest, chain.len() as u64)?;
+        for (fb, b) in chain.into_iter().rev() {
             index.set(fb, b);
         }
         if eff.blocks > 0 {
@@ -415,6 +414,8 @@ impl Hunter {
             "write-back images ascending, each file block once"
         );
         self.with_file(fs, st, |hf, st| {
+            let (first, last) = (images[0].0, images[images.len() - 1].0);
+            hf.index.make_room(first, last, images.len() as u64)?;
             let mut blocks = std::mem::take(&mut hf.blocks);
             let mut ops = std::mem::take(&mut hf.ops);
             self.take_blocks(fs, images.len(), &mut blocks)?;
@@ -490,10 +491,6 @@ impl Hunter {
         self.queue(fs, st, &[], snap, false)
     }
 }
-
-/// Blocks one fallocate change fills: a large range goes in several
-/// changes, so no single one outgrows a queue.
-const FALLOC_CHUNK: usize = 4096;
 
 /// Zeros for fallocate's blocks and a punch's edges.
 static ZEROS: [u8; BLOCK_SIZE as usize] = [0; BLOCK_SIZE as usize];
@@ -587,21 +584,9 @@ impl Hunter {
         }
         let first_whole = off.div_ceil(BLOCK_SIZE);
         let end_whole = end / BLOCK_SIZE;
-        // Only the first and last blocks can be partial.
-        let (head, tail) = (off / BLOCK_SIZE, (end - 1) / BLOCK_SIZE);
-        let edges = if head == tail {
-            vec![head]
-        } else {
-            vec![head, tail]
-        };
-        for fb in edges {
-            if (first_whole..end_whole).contains(&fb) {
-                continue;
-            }
+        for (fb, s, e) in partial_edges(off, end) {
             let mapped = self.with_file(fs, st, |hf, _| Ok(hf.index.get(fb).is_some()))?;
             if mapped {
-                let bstart = fb * BLOCK_SIZE;
-                let (s, e) = (off.max(bstart), end.min(bstart + BLOCK_SIZE));
                 DataPolicy::<D>::write(self, fs, st, s, &ZEROS[..(e - s) as usize], false)?;
             }
         }
@@ -741,6 +726,7 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
             }
             // The write's scratch lists live with the file (kept empty),
             // so a small write allocates nothing.
+            hf.index.make_room(first, last, last - first + 1)?;
             let mut blocks = std::mem::take(&mut hf.blocks);
             let mut ops = std::mem::take(&mut hf.ops);
             self.take_blocks(fs, (last - first + 1) as usize, &mut blocks)?;
