@@ -12,11 +12,11 @@ mod rename;
 mod xattr;
 
 pub(crate) use mount::write_superblock;
-pub use mount::{format, mount, read_superblock, RecoveryReport};
-pub use options::{AmberBuffer, HunterOptions, MountOptions, ZoneOptions};
+pub use mount::{format, format_for_replay, mount, read_superblock, RecoveryReport};
+pub use options::{AmberBuffer, HunterOptions, MountOptions, ZoneOptions, SIMULATED_CPUS};
 pub use xattr::XattrSet;
 
-use crate::alloc::{BlockAllocator, InodeAllocator};
+use crate::alloc::{BlockAllocator, Homes, InodeAllocator};
 use crate::data::{DataPolicy, FallocMode};
 use crate::durability::{Atomicity, Durability};
 use crate::error::{FsError, Result};
@@ -41,6 +41,8 @@ pub struct Core<D: PmDevice> {
     pub(crate) journals: Journals,
     pub(crate) blocks: BlockAllocator,
     pub(crate) inos: InodeAllocator,
+    /// Each thread's home among the per-CPU structures, numbered per mount.
+    pub(crate) homes: Homes,
     pub(crate) cache: InodeCache,
     /// Serializes renames so the directory-cycle check sees a stable tree
     /// (Linux's s_vfs_rename_mutex).

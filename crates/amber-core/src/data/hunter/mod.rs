@@ -111,7 +111,6 @@ impl HunterFile {
 impl Hunter {
     pub fn new(opts: &crate::fs::MountOptions, sync: bool, lfs: bool) -> Hunter {
         let h = opts.hunter;
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let default_blocks = (h.index_bytes / 8) as usize;
         Hunter {
             sync,
@@ -119,7 +118,7 @@ impl Hunter {
             shared: Arc::new(Shared {
                 opts: h,
                 queues: Queues::new(h.queues, h.queue_max),
-                logs: DataLogs::new(cpus.clamp(1, 16)),
+                logs: DataLogs::new(opts.cpus.clamp(1, 16)),
                 sizer: Sizer::new(default_blocks, h.window),
                 stats: Stats::default(),
                 control: Control::default(),
@@ -206,10 +205,11 @@ impl Hunter {
     /// again (gap-write without a cleaner).
     fn take_blocks<D: PmDevice>(&self, fs: &Core<D>, n: usize, out: &mut Vec<u64>) -> Result<()> {
         debug_assert!(out.is_empty());
-        self.shared.logs.take(&fs.blocks, n, out);
+        let logs = &self.shared.logs;
+        logs.take(&fs.blocks, &fs.homes, n, out);
         if out.len() < n {
             self.shared.queues.drain_all(fs, &self.shared.stats)?;
-            self.shared.logs.take(&fs.blocks, n - out.len(), out);
+            logs.take(&fs.blocks, &fs.homes, n - out.len(), out);
         }
         if out.len() < n {
             out.drain(..).for_each(|b| fs.blocks.free(b));
