@@ -151,7 +151,7 @@ impl<D: PmDevice> Core<D> {
         StatFs {
             block_size: BLOCK_SIZE,
             blocks: self.layout.data_blocks(),
-            blocks_free: self.blocks.free_count() + self.policy.reserved_blocks(),
+            blocks_free: self.blocks.free_count() + self.policy.free_held_blocks(),
             inodes: self.layout.inode_count - 1,
             inodes_free: self.inos.free_count(),
             name_max: NAME_MAX as u64,

@@ -381,8 +381,8 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         Ok(done + self.lawn.write_back(fs, max_blocks.saturating_sub(done))?)
     }
 
-    fn reserved_blocks(&self) -> u64 {
-        DataPolicy::<D>::reserved_blocks(&*self.hunter)
+    fn free_held_blocks(&self) -> u64 {
+        DataPolicy::<D>::free_held_blocks(&*self.hunter)
     }
 
     fn stats(&self) -> Vec<(String, u64)> {

@@ -521,7 +521,7 @@ impl Hunter {
         let span = stop.saturating_sub(first);
         let mapped = self.with_file(fs, st, |hf, _| Ok(hf.index.count_in(first, stop)))?;
         let holes = span > mapped;
-        let free = fs.blocks.free_count() + DataPolicy::<D>::reserved_blocks(self);
+        let free = fs.blocks.free_count() + DataPolicy::<D>::free_held_blocks(self);
         if span - mapped > free {
             return Err(FsError::NoSpace);
         }
@@ -915,8 +915,8 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
         Ok(done)
     }
 
-    fn reserved_blocks(&self) -> u64 {
-        self.shared.logs.reserved()
+    fn free_held_blocks(&self) -> u64 {
+        self.shared.logs.reserved() + self.shared.queues.freeing()
     }
 
     fn stats(&self) -> Vec<(String, u64)> {
