@@ -70,3 +70,28 @@ impl<T> std::ops::Deref for Padded<T> {
         &self.0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Threads spread over per-CPU structures in the order they first
+    /// use a mount, each mount numbering its own, whatever threads ran
+    /// before.
+    #[test]
+    fn each_mount_numbers_its_threads_from_zero() {
+        let a = Homes::default();
+        assert_eq!(a.slot(4), 0);
+        let other = std::thread::spawn({
+            let a = a.clone();
+            move || a.slot(4)
+        });
+        assert_eq!(other.join().unwrap(), 1, "a second thread, a second home");
+        assert_eq!(a.slot(4), 0, "a thread keeps its home");
+        let b = Homes::default();
+        let fresh = std::thread::spawn(move || b.slot(4));
+        assert_eq!(fresh.join().unwrap(), 0, "the first thread of a new mount");
+        drop(a);
+        assert_eq!(Homes::default().slot(4), 0);
+    }
+}
