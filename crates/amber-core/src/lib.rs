@@ -7,7 +7,6 @@
 pub mod alloc;
 pub mod api;
 pub mod check;
-mod chunked;
 pub mod data;
 pub mod dir;
 pub mod durability;
@@ -15,6 +14,7 @@ pub mod error;
 pub mod fs;
 pub mod inode;
 pub mod journal;
+mod ordered;
 pub mod split;
 pub mod time;
 pub mod types;

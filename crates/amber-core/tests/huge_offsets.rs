@@ -4,14 +4,17 @@
 //! far beyond the pool, and a remount. Each succeeds or fails with a
 //! clean error, and no policy's per-file DRAM grows with the offset.
 
-use amber_core::data::{layout_for, FallocMode, POLICIES};
-use amber_core::fs::{format, mount};
+use amber_core::data::{FallocMode, POLICIES};
+use amber_core::fs::mount;
 use amber_core::types::SetAttr;
 use amber_core::{Core, FsError, MountOptions, Owner};
 use amber_format::blockmap::MAX_FILE_SIZE;
-use amber_format::{FileKind, FormatParams, ROOT_INO};
-use amber_pmem::{MapOptions, MmapDevice};
+use amber_format::{FileKind, ROOT_INO};
+use amber_pmem::MmapDevice;
 use std::sync::Arc;
+
+mod common;
+use common::formatted_for;
 
 const ME: Owner = Owner { uid: 0, gid: 0 };
 const POOL: u64 = 32 << 20;
@@ -24,7 +27,8 @@ fn core(dev: &Arc<MmapDevice>, policy: &str) -> Core<MmapDevice> {
     mount(dev.clone(), opts).unwrap().0
 }
 
-fn stat(fs: &Core<MmapDevice>, name: &str) -> Option<u64> {
+/// The mounted policy's counter `name`, if it has one.
+fn counter(fs: &Core<MmapDevice>, name: &str) -> Option<u64> {
     fs.policy_stats()
         .into_iter()
         .find(|(k, _)| k == name)
@@ -66,65 +70,68 @@ under! {
 }
 
 fn last_block_of_the_largest_file(policy: &str) {
-    {
-        let opts = MountOptions::parse(&format!("policy={policy}")).unwrap();
-        let dev = Arc::new(MmapDevice::anonymous(POOL, &MapOptions::default()).unwrap());
-        let params = FormatParams {
-            layout: layout_for(&opts),
-            ..FormatParams::for_size(POOL)
-        };
-        format(&*dev, &params).unwrap();
-        let fs = core(&dev, policy);
-        let f = fs
-            .mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, ME)
-            .unwrap();
-        let at = MAX_FILE_SIZE - B;
-        fs.write(f.ino, Some(at), &[7u8; B as usize], false)
-            .unwrap();
-        assert_eq!(
-            fs.write(f.ino, Some(MAX_FILE_SIZE - 1), &[1u8; 2], false),
-            Err(FsError::FileTooLarge)
-        );
-        if let Some(ix) = stat(&fs, "index_bytes") {
-            assert!(ix < 64 << 10, "{policy}: index_bytes {ix}");
-        }
-        let mut buf = vec![0u8; B as usize];
-        assert_eq!(fs.read(f.ino, at, &mut buf).unwrap(), B as usize);
-        assert!(buf.iter().all(|&b| b == 7), "{policy}");
-        assert_eq!(fs.seek_data(f.ino, 0, true).unwrap(), at, "{policy}");
-        assert_eq!(fs.seek_data(f.ino, 0, false).unwrap(), 0, "{policy}");
-        assert_eq!(fs.seek_data(f.ino, at, false).unwrap(), MAX_FILE_SIZE);
-        fs.fsync(f.ino).unwrap();
-        let free = fs.statfs().blocks_free;
-        assert_eq!(
-            fs.fallocate(f.ino, 0, at, FallocMode::Allocate { keep_size: true }),
-            Err(FsError::NoSpace),
-            "{policy}"
-        );
-        assert_eq!(
-            fs.statfs().blocks_free,
-            free,
-            "{policy}: refused, nothing taken"
-        );
-        fs.fallocate(f.ino, 0, MAX_FILE_SIZE - 2 * B, FallocMode::PunchHole)
-            .unwrap();
-        fs.unmount().unwrap();
-        drop(fs);
-        let fs = core(&dev, policy);
-        let mut buf = vec![0u8; B as usize];
-        fs.read(f.ino, at, &mut buf).unwrap();
-        assert!(buf.iter().all(|&b| b == 7), "{policy} after remount");
-        let shrink = SetAttr {
-            size: Some(B),
+    let opts = MountOptions::parse(&format!("policy={policy}")).unwrap();
+    let dev = formatted_for(&opts, POOL);
+    let fs = core(&dev, policy);
+    let ino = write_far_and_look(&fs, policy);
+    refuse_and_punch(&fs, ino, policy);
+    fs.unmount().unwrap();
+    drop(fs);
+    let fs = core(&dev, policy);
+    let mut buf = vec![0u8; B as usize];
+    fs.read(ino, FAR, &mut buf).unwrap();
+    assert!(buf.iter().all(|&b| b == 7), "{policy} after remount");
+    for size in [B, MAX_FILE_SIZE] {
+        let set = SetAttr {
+            size: Some(size),
             ..SetAttr::default()
         };
-        fs.setattr(f.ino, &shrink).unwrap();
-        let grow = SetAttr {
-            size: Some(MAX_FILE_SIZE),
-            ..SetAttr::default()
-        };
-        fs.setattr(f.ino, &grow).unwrap();
-        assert_eq!(fs.seek_data(f.ino, 0, true), Err(FsError::NoSuchOffset));
-        fs.unmount().unwrap();
+        fs.setattr(ino, &set).unwrap();
     }
+    assert_eq!(fs.seek_data(ino, 0, true), Err(FsError::NoSuchOffset));
+    fs.unmount().unwrap();
+}
+
+/// The last block a file can have.
+const FAR: u64 = MAX_FILE_SIZE - B;
+
+/// Writes the last block, one byte past the largest file (EFBIG), and
+/// reads and seeks over the hole below it; returns the file.
+fn write_far_and_look(fs: &Core<MmapDevice>, policy: &str) -> u64 {
+    let f = fs
+        .mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, ME)
+        .unwrap();
+    fs.write(f.ino, Some(FAR), &[7u8; B as usize], false)
+        .unwrap();
+    assert_eq!(
+        fs.write(f.ino, Some(MAX_FILE_SIZE - 1), &[1u8; 2], false),
+        Err(FsError::FileTooLarge)
+    );
+    if let Some(ix) = counter(fs, "index_bytes") {
+        assert!(ix < 64 << 10, "{policy}: index_bytes {ix}");
+    }
+    let mut buf = vec![0u8; B as usize];
+    assert_eq!(fs.read(f.ino, FAR, &mut buf).unwrap(), B as usize);
+    assert!(buf.iter().all(|&b| b == 7), "{policy}");
+    assert_eq!(fs.seek_data(f.ino, 0, true).unwrap(), FAR, "{policy}");
+    assert_eq!(fs.seek_data(f.ino, 0, false).unwrap(), 0, "{policy}");
+    assert_eq!(fs.seek_data(f.ino, FAR, false).unwrap(), MAX_FILE_SIZE);
+    fs.fsync(f.ino).unwrap();
+    f.ino
+}
+
+/// A fallocate of the whole hole is refused before it takes anything; a
+/// punch of it succeeds.
+fn refuse_and_punch(fs: &Core<MmapDevice>, ino: u64, policy: &str) {
+    let free = fs.statfs().blocks_free;
+    let all = FallocMode::Allocate { keep_size: true };
+    assert_eq!(
+        fs.fallocate(ino, 0, FAR, all),
+        Err(FsError::NoSpace),
+        "{policy}"
+    );
+    let after = fs.statfs().blocks_free;
+    assert_eq!(after, free, "{policy}: refused, nothing taken");
+    fs.fallocate(ino, 0, FAR - B, FallocMode::PunchHole)
+        .unwrap();
 }

@@ -4,12 +4,14 @@
 //! certain to come back; the allocator reuses them once their records are
 //! cleared, which a write that needs them forces).
 
-use amber_core::data::{layout_for, POLICIES};
-use amber_core::fs::{format, mount};
+use amber_core::data::POLICIES;
+use amber_core::fs::mount;
 use amber_core::{Core, MountOptions, Owner};
-use amber_format::{FileKind, FormatParams, ROOT_INO};
-use amber_pmem::{MapOptions, MmapDevice};
-use std::sync::Arc;
+use amber_format::{FileKind, ROOT_INO};
+use amber_pmem::MmapDevice;
+
+mod common;
+use common::formatted_for;
 
 const ME: Owner = Owner { uid: 0, gid: 0 };
 const POOL: u64 = 64 << 20;
@@ -18,13 +20,7 @@ const POOL: u64 = 64 << 20;
 /// only the change itself can settle anything.
 fn fresh(policy: &str) -> Core<MmapDevice> {
     let opts = MountOptions::parse(&format!("policy={policy},hunter_interval=never")).unwrap();
-    let dev = Arc::new(MmapDevice::anonymous(POOL, &MapOptions::default()).unwrap());
-    let params = FormatParams {
-        layout: layout_for(&opts),
-        ..FormatParams::for_size(POOL)
-    };
-    format(&*dev, &params).unwrap();
-    mount(dev, opts).unwrap().0
+    mount(formatted_for(&opts, POOL), opts).unwrap().0
 }
 
 #[test]

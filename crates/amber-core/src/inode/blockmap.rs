@@ -5,8 +5,8 @@
 //! everything an operation needs — or fail with ENOSPC having changed
 //! nothing — and then apply the plan in the order its crash argument needs.
 
-use crate::chunked::in_order;
 use crate::error::{FsError, Result};
+use crate::ordered::in_order;
 use amber_format::blockmap::{capacity_blocks, height_for, index_at, MAX_HEIGHT, PTRS_PER_NODE};
 use amber_format::{Layout, BLOCK_SIZE};
 use amber_pmem::PmDevice;

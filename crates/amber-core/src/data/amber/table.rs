@@ -16,7 +16,7 @@
 //! for (a 64-block chunk was 1.5 KiB), so scattered buffered blocks keep
 //! the buffer's memory near `buffer=`.
 
-use crate::chunked::in_order;
+use crate::ordered::in_order;
 use rustc_hash::FxHashMap;
 
 /// Blocks per chunk.
