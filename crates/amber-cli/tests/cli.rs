@@ -760,6 +760,46 @@ fn crashtest_runs_a_capped_workload() {
     assert!(err.contains("no_such_option"), "{err}");
 }
 
+/// A crash run does not depend on the machine's CPU count: `crashtest`
+/// confined to one CPU (`taskset -c 0`), where hunter's data logs and the
+/// zone's sub-zones used to be sized by the CPUs it may use, prints the
+/// same digest of its store stream as on every CPU.
+#[test]
+fn crashtest_replays_on_fewer_cpus() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let taskset = Command::new("taskset").arg("--version").output();
+    if cpus < 2 || taskset.is_err() {
+        eprintln!("skipped: needs taskset (util-linux) and at least two CPUs, has {cpus}");
+        return;
+    }
+    let args = [
+        "crashtest",
+        "--workload",
+        "random",
+        "--seed",
+        "5",
+        "--max-images",
+        "0",
+        "--json",
+    ];
+    let digest = |stdout: &[u8]| {
+        let json: serde_json::Value = serde_json::from_slice(stdout).unwrap();
+        json["digest"].as_str().unwrap().to_string()
+    };
+    let all = digest(ok(&args).as_bytes());
+    let one = Command::new("taskset")
+        .args(["-c", "0", env!("CARGO_BIN_EXE_amberfs")])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        one.status.success(),
+        "{}",
+        String::from_utf8_lossy(&one.stderr)
+    );
+    assert_eq!(digest(&one.stdout), all, "on one CPU");
+}
+
 /// README's first command: the demo runs every phase, verifies, passes
 /// fsck and its crash test, and removes its pool (here under `dram`, so
 /// it takes seconds in a debug build).

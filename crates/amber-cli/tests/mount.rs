@@ -982,3 +982,73 @@ fn chattr_and_lsattr_through_the_mount() {
     m.umount();
     s.fsck_clean();
 }
+
+/// A process's anonymous resident memory (heap), in bytes.
+fn rss_anon(pid: u32) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("RssAnon:")).unwrap();
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib << 10
+}
+
+/// The issue's `dd ... seek=$((2**36-1))` under the default policy: a
+/// 4 KiB write at the last block a file can have succeeds and reads back,
+/// the daemon's heap stays small (it used to abort asking for 512 GiB),
+/// and a write past the largest file is EFBIG.
+#[test]
+fn a_write_at_the_largest_offset_through_the_mount() {
+    if cannot_run(&["dd"], "coreutils") {
+        return;
+    }
+    let s = Setup::new();
+    let (m, pid, _) = s.mount();
+    let f = s.at("f");
+    let of = format!("of={}", f.display());
+    let seek = format!("seek={}", (1u64 << 36) - 1);
+    run("dd", &["if=/dev/zero", &of, "bs=4096", "count=1", &seek]);
+    let last = (1u64 << 48) - 4096;
+    assert_eq!(fs::metadata(&f).unwrap().len(), 1 << 48);
+    let file = OpenOptions::new().read(true).write(true).open(&f).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&file, &[7u8; 4096], last).unwrap();
+    let mut back = [0u8; 4096];
+    std::os::unix::fs::FileExt::read_exact_at(&file, &mut back, last).unwrap();
+    assert_eq!(back, [7u8; 4096]);
+    let past = std::os::unix::fs::FileExt::write_at(&file, b"x", 1 << 48).unwrap_err();
+    assert_eq!(past.raw_os_error(), Some(libc_efbig()), "{past}");
+    file.sync_all().unwrap();
+    let heap = rss_anon(pid);
+    assert!(heap < 128 << 20, "the daemon holds {heap} bytes of heap");
+    drop(file);
+    fs::remove_file(&f).unwrap();
+    m.umount();
+    s.fsck_clean();
+}
+
+/// EFBIG, which std does not name.
+fn libc_efbig() -> i32 {
+    27
+}
+
+/// `df` counts a deleted file's space free as soon as `rm` returns, under
+/// the default policy, whose queued metadata is persisted seconds later.
+#[test]
+fn df_shows_deleted_space_free_at_once() {
+    if !can_mount() {
+        return;
+    }
+    let s = Setup::new();
+    let (m, _, _) = s.mount();
+    let avail = || -> u64 {
+        let df = run("df", &["-B1", "--output=avail", s.d()]);
+        df.lines().nth(1).unwrap().trim().parse().unwrap()
+    };
+    let f = s.at("big");
+    fs::write(&f, b"").unwrap();
+    let empty = avail();
+    fs::write(&f, vec![3u8; 32 << 20]).unwrap();
+    assert!(avail() <= empty - (32 << 20), "{} of {empty}", avail());
+    fs::remove_file(&f).unwrap();
+    assert_eq!(avail(), empty, "right after rm");
+    m.umount();
+    s.fsck_clean();
+}

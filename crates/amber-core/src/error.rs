@@ -22,6 +22,9 @@ pub enum FsError {
     InvalidArgument(&'static str),
     /// No free blocks or inodes left; the operation had no effect.
     NoSpace,
+    /// The DRAM a request needs could not be had (ENOMEM); the operation
+    /// had no effect.
+    OutOfMemory,
     TooManyLinks,
     /// The operation is not allowed on this kind of file (e.g. a hard link
     /// to a directory).
@@ -73,6 +76,7 @@ impl std::fmt::Display for FsError {
             FsError::NameTooLong => f.write_str("file name longer than 255 bytes"),
             FsError::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
             FsError::NoSpace => f.write_str("no space left in the pool"),
+            FsError::OutOfMemory => f.write_str("not enough memory for the request"),
             FsError::TooManyLinks => f.write_str("too many links"),
             FsError::NotPermitted => f.write_str("operation not permitted"),
             FsError::Protected(why) => write!(f, "operation not permitted: {why}"),
@@ -139,6 +143,7 @@ impl From<FsError> for std::io::Error {
                 K::InvalidInput
             }
             FsError::NoSpace => K::StorageFull,
+            FsError::OutOfMemory => K::OutOfMemory,
             FsError::FileTooLarge => K::FileTooLarge,
             FsError::Unsupported(_) => K::Unsupported,
             FsError::BadHandle | FsError::NotPermitted | FsError::Protected(_) => {

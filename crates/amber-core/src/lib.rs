@@ -15,6 +15,7 @@ pub mod escape;
 pub mod fs;
 pub mod inode;
 pub mod journal;
+mod ordered;
 pub mod split;
 pub mod time;
 pub mod types;

@@ -38,6 +38,18 @@ impl Clock {
         }
     }
 
+    /// The clock the Buffer Benefit Model reads (HiNFS's `lazy_after`),
+    /// in nanoseconds: the coarse monotonic clock, or under the simulated
+    /// clock the simulated time so far (read without a tick), so whether a
+    /// file counts as recently synced depends on the run's operations, not
+    /// on how fast the machine ran them.
+    pub fn monotonic_ns(&self) -> u64 {
+        match self.source {
+            ClockSource::Wall => amber_pmem::clock::coarse_monotonic_ns(),
+            ClockSource::Simulated => self.ticks.load(Ordering::Relaxed) * 1000,
+        }
+    }
+
     /// The current time for file timestamps.
     pub fn now(&self) -> Timespec {
         match self.source {

@@ -21,6 +21,7 @@
 //! give, and inode numbers can be compared too.
 #![forbid(unsafe_code)]
 
+mod digest;
 mod exec;
 mod image;
 mod state;
@@ -30,10 +31,11 @@ pub use state::{capture, diff, judge, Content, FsState, History, Landing, Node, 
 pub use workload::{atomic_random, random, Op, Workload, WriteAt, ATOMIC_RANDOM_OPS, RANDOM_OPS};
 
 use amber_core::data::layout_for;
-use amber_core::fs::{format, mount};
+use amber_core::fs::{format_for_replay, mount};
 use amber_core::{Durability, MountOptions};
 use amber_format::{FormatParams, PoolLayout};
 use amber_sim::{enumerate, CrashImage, CrashPoint, EnumConfig, OverlayDevice, RecordingDevice};
+use digest::Digest;
 use serde::Serialize;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -176,6 +178,10 @@ pub struct CrashReport {
     pub elapsed_secs: f64,
     pub images_per_sec: f64,
     pub workloads: Vec<WorkloadStats>,
+    /// A fingerprint (FNV-1a) of every crash point's pending stores and of
+    /// each workload's final image, whether checked or not: two runs of
+    /// one seed, policy and options give the same one on any machine.
+    pub digest: String,
 }
 
 impl CrashReport {
@@ -221,9 +227,10 @@ impl fmt::Display for CrashReport {
         }
         write!(
             f,
-            "seed {}: {} ops, {} crash points, {} images checked in {:.2} s ({:.0} images/s){}, \
-             oracle {}: {}",
+            "seed {} (digest {}): {} ops, {} crash points, {} images checked in {:.2} s \
+             ({:.0} images/s){}, oracle {}: {}",
             self.seed,
+            self.digest,
             self.ops,
             self.fences,
             self.images_checked,
@@ -290,7 +297,9 @@ pub fn run_workloads(cfg: &CrashConfig, workloads: &[Workload]) -> Result<CrashR
         elapsed_secs: 0.0,
         images_per_sec: 0.0,
         workloads: Vec::new(),
+        digest: String::new(),
     };
+    let mut digest = Digest::default();
     for w in workloads {
         let t = Instant::now();
         let (images, fences, violations) = (rep.images_checked, rep.fences, rep.violation_count);
@@ -298,6 +307,7 @@ pub fn run_workloads(cfg: &CrashConfig, workloads: &[Workload]) -> Result<CrashR
             cfg,
             w,
             rep: &mut rep,
+            digest: &mut digest,
         }
         .run()?;
         let elapsed = t.elapsed().as_secs_f64();
@@ -315,6 +325,7 @@ pub fn run_workloads(cfg: &CrashConfig, workloads: &[Workload]) -> Result<CrashR
     }
     rep.elapsed_secs = started.elapsed().as_secs_f64();
     rep.images_per_sec = per_sec(rep.images_checked, rep.elapsed_secs);
+    rep.digest = digest.hex();
     Ok(rep)
 }
 
@@ -391,6 +402,7 @@ struct Runner<'a> {
     cfg: &'a CrashConfig,
     w: &'a Workload,
     rep: &'a mut CrashReport,
+    digest: &'a mut Digest,
 }
 
 impl Runner<'_> {
@@ -414,7 +426,7 @@ impl Runner<'_> {
         let layout = layout_for(&opts);
         let split = layout != PoolLayout::Classic;
         let dev = Arc::new(RecordingDevice::new(POOL_SIZE));
-        if let Err(e) = format(&*dev, &format_params(layout)) {
+        if let Err(e) = format_for_replay(&*dev, &format_params(layout), self.cfg.seed) {
             return self.fail(format!("format: {e}"));
         }
         // The core's mount: no background threads, so write-back happens
@@ -490,6 +502,7 @@ impl Runner<'_> {
                 h.observe(&after);
             }
             for p in &pts {
+                self.digest.point(p);
                 let judged = Judged {
                     before: &before,
                     after: &after,
@@ -538,6 +551,7 @@ impl Runner<'_> {
         if let Err(e) = fs.unmount() {
             return self.fail(format!("final unmount: {e}"));
         }
+        self.digest.image(&dev.durable_image());
         Ok(())
     }
 

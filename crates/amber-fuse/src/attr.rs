@@ -79,68 +79,9 @@ pub fn file_attr(a: &Attr) -> FileAttr {
     }
 }
 
-/// Whether `uid`/`gid` may access a file with attributes `a` as `mask`
-/// (R_OK/W_OK/X_OK bits; 0 is F_OK) asks. Only the primary group is
-/// known here; with `default_permissions` the kernel decides instead,
-/// with every group of the caller.
-pub fn may_access(a: &Attr, uid: u32, gid: u32, mask: i32) -> bool {
-    let want = (mask & (libc::R_OK | libc::W_OK | libc::X_OK)) as u32;
-    if uid == 0 {
-        // Root reads and writes anything, and executes what anyone may.
-        return want & libc::X_OK as u32 == 0
-            || a.kind == FileKind::Directory
-            || a.perm & 0o111 != 0;
-    }
-    let granted = if uid == a.uid {
-        a.perm >> 6
-    } else if gid == a.gid {
-        a.perm >> 3
-    } else {
-        a.perm
-    } & 7;
-    want & !granted == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn attr(kind: FileKind, perm: u32) -> Attr {
-        let t = Timespec { secs: 0, nsecs: 0 };
-        Attr {
-            ino: 2,
-            kind,
-            perm,
-            nlink: 1,
-            uid: 10,
-            gid: 20,
-            size: 0,
-            blocks: 0,
-            atime: t,
-            mtime: t,
-            ctime: t,
-            crtime: t,
-            rdev: 0,
-            generation: 1,
-            flags: 0,
-        }
-    }
-
-    #[test]
-    fn access_by_owner_group_other_and_root() {
-        let (r, w, x) = (libc::R_OK, libc::W_OK, libc::X_OK);
-        let a = attr(FileKind::Regular, 0o640);
-        assert!(may_access(&a, 10, 99, r | w));
-        assert!(!may_access(&a, 10, 99, x));
-        assert!(may_access(&a, 11, 20, r));
-        assert!(!may_access(&a, 11, 20, w));
-        assert!(!may_access(&a, 11, 21, r));
-        assert!(may_access(&a, 11, 21, libc::F_OK));
-        assert!(may_access(&a, 0, 0, r | w));
-        assert!(!may_access(&a, 0, 0, x));
-        assert!(may_access(&attr(FileKind::Regular, 0o001), 0, 0, x));
-        assert!(may_access(&attr(FileKind::Directory, 0o000), 0, 0, x));
-    }
 
     #[test]
     fn times_round_trip_both_sides_of_the_epoch() {

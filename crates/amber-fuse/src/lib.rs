@@ -64,10 +64,11 @@ use fuser::{
     WriteFlags,
 };
 
-use crate::attr::{file_attr, may_access, timespec};
+use crate::attr::{file_attr, timespec};
 use crate::errno::errno;
 use crate::handles::Handles;
 use crate::xattr::Access;
+use amber_posix::may_access;
 
 /// Writes a line to the daemon's log (its standard error). A closed or
 /// broken one loses the line, never the daemon, as `eprintln!` would by

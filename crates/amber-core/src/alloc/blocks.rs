@@ -5,7 +5,7 @@
 //! file's previous one) keeps sequential files contiguous.
 
 use super::intervals::Intervals;
-use super::{home_slot, BitSet, Padded};
+use super::{BitSet, Homes, Padded};
 use amber_format::Layout;
 use parking_lot::Mutex;
 
@@ -18,11 +18,14 @@ pub struct BlockAllocator {
     group_blocks: u64,
     data_start: u64,
     total_blocks: u64,
+    /// Which group a thread starts from (its home in this mount).
+    homes: Homes,
 }
 
 impl BlockAllocator {
-    /// An allocator whose free blocks are the data blocks not set in `used`.
-    pub fn new(layout: &Layout, used: &BitSet) -> BlockAllocator {
+    /// An allocator whose free blocks are the data blocks not set in
+    /// `used`; a thread starts from its home group among `homes`.
+    pub(crate) fn new(layout: &Layout, used: &BitSet, homes: Homes) -> BlockAllocator {
         assert_eq!(used.len(), layout.total_blocks);
         let data = layout.data_blocks();
         let ngroups = (data / 64).clamp(1, MAX_GROUPS);
@@ -47,6 +50,7 @@ impl BlockAllocator {
             group_blocks,
             data_start: layout.data_start,
             total_blocks: layout.total_blocks,
+            homes,
         }
     }
 
@@ -60,7 +64,7 @@ impl BlockAllocator {
         let n = self.groups.len();
         let first = hint
             .map(|h| self.group_of(h))
-            .unwrap_or_else(|| home_slot(n));
+            .unwrap_or_else(|| self.homes.slot(n));
         for k in 0..n {
             let g = (first + k) % n;
             let h = if k == 0 { hint } else { None };
@@ -97,7 +101,7 @@ impl BlockAllocator {
     pub fn alloc_extent(&self, n: u64) -> Option<u64> {
         assert!(n > 0 && n <= self.max_extent(), "extent of {n} blocks");
         let count = self.groups.len();
-        let first = home_slot(count);
+        let first = self.homes.slot(count);
         for k in 0..count {
             if let Some(start) = self.groups[(first + k) % count].lock().take_fit(n) {
                 return Some(start);
@@ -115,7 +119,7 @@ impl BlockAllocator {
     pub fn alloc_run(&self, max: u64) -> Option<(u64, u64)> {
         assert!(max > 0, "a run of at least one block");
         let count = self.groups.len();
-        let first = home_slot(count);
+        let first = self.homes.slot(count);
         let group = |k: usize| self.groups[(first + k) % count].lock();
         (0..count)
             .find_map(|k| group(k).take_long(max).map(|s| (s, max)))
@@ -203,7 +207,7 @@ mod tests {
     #[test]
     fn allocates_every_block_once_then_reports_full() {
         let l = layout();
-        let a = BlockAllocator::new(&l, &metadata_used(&l));
+        let a = BlockAllocator::new(&l, &metadata_used(&l), Homes::default());
         let n = l.data_blocks();
         assert_eq!(a.free_count(), n);
         let mut seen = BitSet::new(l.total_blocks);
@@ -221,14 +225,14 @@ mod tests {
     #[test]
     fn hint_gives_contiguous_blocks_and_bitmap_round_trips() {
         let l = layout();
-        let a = BlockAllocator::new(&l, &metadata_used(&l));
+        let a = BlockAllocator::new(&l, &metadata_used(&l), Homes::default());
         let v = a.alloc_many(10, Some(l.data_start + 100)).unwrap();
         assert_eq!(
             v,
             (l.data_start + 100..l.data_start + 110).collect::<Vec<_>>()
         );
         let used = a.used_bitmap();
-        let b = BlockAllocator::new(&l, &used);
+        let b = BlockAllocator::new(&l, &used, Homes::default());
         assert_eq!(b.free_count(), a.free_count());
         a.free_all(&v);
         assert_eq!(a.free_count(), l.data_blocks());
@@ -237,7 +241,7 @@ mod tests {
     #[test]
     fn extents_are_contiguous_and_bounded() {
         let l = layout();
-        let a = BlockAllocator::new(&l, &metadata_used(&l));
+        let a = BlockAllocator::new(&l, &metadata_used(&l), Homes::default());
         let n = a.max_extent();
         let s = a.alloc_extent(n).unwrap();
         assert_eq!(a.free_count(), l.data_blocks() - n);
@@ -257,7 +261,7 @@ mod tests {
     #[test]
     fn runs_take_fresh_space_then_gaps() {
         let l = layout();
-        let a = BlockAllocator::new(&l, &metadata_used(&l));
+        let a = BlockAllocator::new(&l, &metadata_used(&l), Homes::default());
         let mut got = 0;
         while let Some((s, n)) = a.alloc_run(7) {
             assert!((1..=7).contains(&n) && l.is_data_block(s) && l.is_data_block(s + n - 1));

@@ -252,11 +252,17 @@ impl<D: PmDevice> Fs<D> {
             .open(self, p)
     }
 
-    /// The whole contents of file `p`.
+    /// The whole contents of file `p`; `OutOfMemory` for a file larger
+    /// than the memory the process can have (a sparse file can be far
+    /// larger than the pool), as `std::fs::read` refuses it.
     pub fn read(&self, p: &str) -> Result<Vec<u8>> {
         let ino = self.resolve(p)?;
         let size = self.core.getattr(ino)?.size;
-        let mut buf = vec![0u8; size as usize];
+        let len = usize::try_from(size).map_err(|_| FsError::OutOfMemory)?;
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(len)
+            .map_err(|_| FsError::OutOfMemory)?;
+        buf.resize(len, 0);
         let n = self.core.read(ino, 0, &mut buf)?;
         buf.truncate(n);
         Ok(buf)

@@ -19,7 +19,7 @@
 //!   the line). An overwrite is not atomic: after a crash each byte is old
 //!   or new.
 
-use super::{DataPolicy, FallocStep};
+use super::{DataPolicy, FallocStep, FALLOC_CHUNK};
 use crate::error::{FsError, Result};
 use crate::fs::Core;
 use crate::inode::{plan_insert, plan_punch, plan_truncate, InodeState, MapPlan};
@@ -42,6 +42,20 @@ pub struct Direct;
 
 pub(super) fn block_range(off: u64, end: u64) -> std::ops::RangeInclusive<u64> {
     off / BLOCK_SIZE..=(end - 1) / BLOCK_SIZE
+}
+
+/// The partial blocks of `[off, end)` as (file block, start, end) of the
+/// bytes inside the range: at most two, its first and last, since every
+/// block between is whole. A punch zeroes these and unmaps the rest, so it
+/// never visits the blocks of a range, which may be 2^36 long.
+pub(super) fn partial_edges(off: u64, end: u64) -> impl Iterator<Item = (u64, u64, u64)> {
+    let (head, tail) = (off / BLOCK_SIZE, (end - 1) / BLOCK_SIZE);
+    let edges = [Some(head), (tail != head).then_some(tail)];
+    edges.into_iter().flatten().filter_map(move |fb| {
+        let bstart = fb * BLOCK_SIZE;
+        let (s, e) = (off.max(bstart), end.min(bstart + BLOCK_SIZE));
+        (e - s < BLOCK_SIZE).then_some((fb, s, e))
+    })
 }
 
 /// Allocates a block for every unmapped file block of `[off, end)` and
@@ -148,15 +162,11 @@ fn zero_exposed<D: PmDevice>(fs: &Core<D>, st: &InodeState, from: u64, to: u64) 
         return;
     }
     let dev = &**fs.device();
-    let limit = to.div_ceil(BLOCK_SIZE);
-    let mut fb = from / BLOCK_SIZE;
-    while let Some(f) = st.map.next_mapped(fb, limit) {
-        let b = st.map.get(f).expect("mapped");
+    for (f, b) in st.map.mapped_in(from / BLOCK_SIZE, to.div_ceil(BLOCK_SIZE)) {
         let bstart = f * BLOCK_SIZE;
         let s = from.max(bstart);
         let e = to.min(bstart + BLOCK_SIZE);
         dev.zero_nt(fs.layout().block_offset(b) + (s - bstart), e - s);
-        fb = f + 1;
     }
 }
 
@@ -391,8 +401,13 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
 }
 
 /// fallocate's allocation: zeroed blocks for the holes of `[off, end)`,
-/// fenced before they are linked (some may lie inside the size), then the
-/// size grows over the range unless `keep_size`.
+/// `FALLOC_CHUNK` at a time so a huge range never holds a list of all its
+/// blocks, each piece fenced before it is linked (some may lie inside the
+/// size) and committed by the inode's first line; then the size grows
+/// over the range unless `keep_size`. A range with more holes than the
+/// pool has free blocks fails with ENOSPC before anything changes; one
+/// that runs out midway (other writers took the space) keeps the pieces
+/// already linked, past the size as with `keep_size`.
 pub(super) fn allocate_zeroed<D: PmDevice>(
     fs: &Core<D>,
     st: &mut InodeState,
@@ -400,28 +415,55 @@ pub(super) fn allocate_zeroed<D: PmDevice>(
     end: u64,
     keep_size: bool,
 ) -> Result<()> {
-    let dev = &**fs.device();
-    let old_size = st.disk.size;
-    let (plan, new_blocks) = allocate(fs, st, off, end)?;
-    for &(_, b) in &new_blocks {
-        dev.zero_nt(fs.layout().block_offset(b), BLOCK_SIZE);
+    let (first, stop) = (off / BLOCK_SIZE, end.div_ceil(BLOCK_SIZE));
+    let mapped = st.map.mapped_in(first, stop).count() as u64;
+    if stop - first - mapped > fs.blocks.free_count() {
+        return Err(FsError::NoSpace);
     }
+    let old_size = st.disk.size;
     let grows = !keep_size && end > old_size;
     if grows {
+        // Before the pieces: their blocks are zeroed already.
         zero_exposed(fs, st, old_size, end);
+        fs.drain()?;
+    }
+    let mut at = off;
+    while at < end {
+        let to = ((at / BLOCK_SIZE + FALLOC_CHUNK as u64) * BLOCK_SIZE).min(end);
+        allocate_piece(fs, st, at, to)?;
+        at = to;
+    }
+    if grows {
+        let now = fs.now();
+        st.disk.size = end;
+        st.disk.mtime = now;
+        st.disk.ctime = now;
+        store_first_line(fs, st)?;
+        st.times_dirty = false;
+    }
+    Ok(())
+}
+
+/// One piece of `allocate_zeroed`: its holes get zeroed blocks, linked
+/// after a fence and committed with the inode's block count.
+fn allocate_piece<D: PmDevice>(
+    fs: &Core<D>,
+    st: &mut InodeState,
+    off: u64,
+    end: u64,
+) -> Result<()> {
+    let dev = &**fs.device();
+    let (plan, new_blocks) = allocate(fs, st, off, end)?;
+    if new_blocks.is_empty() {
+        return Ok(());
+    }
+    for &(_, b) in &new_blocks {
+        dev.zero_nt(fs.layout().block_offset(b), BLOCK_SIZE);
     }
     fs.drain()?;
     let root = link(fs, st, &plan, &new_blocks, u64::MAX)?;
     fs.drain()?;
-    if !grows && new_blocks.is_empty() {
-        return Ok(());
-    }
-    let now = fs.now();
-    if grows {
-        st.disk.size = end;
-        st.disk.mtime = now;
-    }
-    st.disk.ctime = now;
+    st.disk.ctime = fs.now();
     record_links(st, &plan, &new_blocks, root);
     store_first_line(fs, st)?;
     st.times_dirty = false;
@@ -442,14 +484,9 @@ fn punch<D: PmDevice>(fs: &Core<D>, st: &mut InodeState, off: u64, end: u64) -> 
     let dev = &**fs.device();
     let first_whole = off.div_ceil(BLOCK_SIZE);
     let end_whole = end / BLOCK_SIZE;
-    for fb in block_range(off, end) {
-        if fb >= first_whole && fb < end_whole {
-            continue;
-        }
+    for (fb, s, e) in partial_edges(off, end) {
         if let Some(b) = st.map.get(fb) {
             let bstart = fb * BLOCK_SIZE;
-            let s = off.max(bstart);
-            let e = end.min(bstart + BLOCK_SIZE);
             dev.zero_nt(l.block_offset(b) + (s - bstart), e - s);
         }
     }

@@ -193,10 +193,13 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
         Ok(0)
     }
 
-    /// Free blocks the policy has taken from the allocator for its own
-    /// allocation (data-log tails): statfs counts them free, and a crash
-    /// gives them back.
-    fn reserved_blocks(&self) -> u64 {
+    /// Blocks the allocator does not have but that are free to the user:
+    /// taken for the policy's own allocation and not yet written
+    /// (data-log tails), or freed by a change that returned but held until
+    /// the freeing is durable (hunter's queued frees: a block is reused
+    /// only after its record is cleared). statfs and ENOSPC prechecks
+    /// count them free; a crash gives them back.
+    fn free_held_blocks(&self) -> u64 {
         0
     }
 
@@ -253,6 +256,11 @@ pub enum FallocStep {
     /// Free the blocks of the range; it reads as zeros (size unchanged).
     PunchHole,
 }
+
+/// Blocks one piece of a fallocate fills: a large range goes in several
+/// changes, so no single one outgrows hunter's queue or holds a list of
+/// every block of the range.
+const FALLOC_CHUNK: usize = 4096;
 
 /// Names of the policies this build offers.
 pub const POLICIES: &[&str] = &[

@@ -14,12 +14,12 @@ mod salvage;
 mod xattr;
 
 pub(crate) use mount::write_superblock;
-pub use mount::{format, mount, read_superblock, RecoveryReport};
-pub use options::{AmberBuffer, HunterOptions, MountOptions, ZoneOptions};
+pub use mount::{format, format_for_replay, mount, read_superblock, RecoveryReport};
+pub use options::{AmberBuffer, HunterOptions, MountOptions, ZoneOptions, SIMULATED_CPUS};
 pub use salvage::salvage;
 pub use xattr::XattrSet;
 
-use crate::alloc::{BlockAllocator, InodeAllocator};
+use crate::alloc::{BlockAllocator, Homes, InodeAllocator};
 use crate::data::{DataPolicy, FallocMode};
 use crate::durability::{Atomicity, Durability};
 use crate::error::{FsError, Result};
@@ -44,6 +44,8 @@ pub struct Core<D: PmDevice> {
     pub(crate) journals: Journals,
     pub(crate) blocks: BlockAllocator,
     pub(crate) inos: InodeAllocator,
+    /// Each thread's home among the per-CPU structures, numbered per mount.
+    pub(crate) homes: Homes,
     pub(crate) cache: InodeCache,
     /// Serializes renames so the directory-cycle check sees a stable tree
     /// (Linux's s_vfs_rename_mutex).
@@ -165,7 +167,7 @@ impl<D: PmDevice> Core<D> {
         StatFs {
             block_size: BLOCK_SIZE,
             blocks: self.layout.data_blocks(),
-            blocks_free: self.blocks.free_count() + self.policy.reserved_blocks(),
+            blocks_free: self.blocks.free_count() + self.policy.free_held_blocks(),
             inodes: self.layout.inode_count - 1,
             inodes_free: self.inos.free_count(),
             name_max: NAME_MAX as u64,

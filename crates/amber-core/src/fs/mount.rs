@@ -7,19 +7,20 @@
 //! block maps; after a clean unmount it loads the saved bitmap instead.
 
 use super::{Core, MountOptions};
-use crate::alloc::{BitSet, BlockAllocator, InodeAllocator};
+use crate::alloc::{BitSet, BlockAllocator, Homes, InodeAllocator};
 use crate::data;
 use crate::error::{FsError, Result};
 use crate::inode::{read_inode, walk, InodeCache};
 use crate::journal::{self, Journals, Tx};
 use crate::split::{self, SplitMedia};
 use crate::time::{self, Clock};
+use crate::types::Owner;
 use crate::zone::{self, ZoneMedia};
 use amber_format::inode::{mode, OFF_SIZE};
 use amber_format::superblock::SUPERBLOCK_SIZE;
 use amber_format::{
     FileKind, FormatError, FormatParams, Inode, Layout, PoolLayout, PoolState, Superblock,
-    BLOCK_SIZE, INODE_SIZE, ROOT_INO,
+    Timespec, BLOCK_SIZE, INODE_SIZE, ROOT_INO,
 };
 use amber_pmem::PmDevice;
 use parking_lot::Mutex;
@@ -129,12 +130,48 @@ pub fn write_superblock<D: PmDevice>(dev: &D, sb: &Superblock) -> Result<()> {
     Ok(())
 }
 
+/// What a new pool takes from the machine: its uuid, and its root
+/// directory's times and owner.
+struct Birth {
+    uuid: [u8; 16],
+    now: Timespec,
+    owner: Owner,
+}
+
 /// Creates an empty file system on `dev` (mkfs).
 pub fn format<D: PmDevice>(dev: &D, params: &FormatParams) -> Result<()> {
+    let birth = Birth {
+        uuid: random_uuid(),
+        now: time::wall(),
+        owner: Owner::current_process(),
+    };
+    format_as(dev, params, &birth)
+}
+
+/// `format`, with nothing taken from the machine: the uuid comes from
+/// `seed`, the root directory's times are the simulated clock's epoch and
+/// its owner is root. The crash harness formats with it, so a run's
+/// images are a function of its seed alone.
+pub fn format_for_replay<D: PmDevice>(dev: &D, params: &FormatParams, seed: u64) -> Result<()> {
+    let mut uuid = [0u8; 16];
+    uuid[..8].copy_from_slice(&seed.to_le_bytes());
+    uuid[8..].copy_from_slice(b"replayed");
+    let birth = Birth {
+        uuid,
+        now: Timespec {
+            secs: time::SIMULATED_EPOCH,
+            nsecs: 0,
+        },
+        owner: Owner { uid: 0, gid: 0 },
+    };
+    format_as(dev, params, &birth)
+}
+
+fn format_as<D: PmDevice>(dev: &D, params: &FormatParams, birth: &Birth) -> Result<()> {
     if params.pool_size > dev.size() {
         return Err(FsError::InvalidArgument("pool size larger than the device"));
     }
-    let mut sb = Superblock::new(params, random_uuid())?;
+    let mut sb = Superblock::new(params, birth.uuid)?;
     let l = sb.layout;
     // Invalidate any older superblock first, so a crash during mkfs never
     // leaves an old file system that looks valid over new metadata.
@@ -142,13 +179,12 @@ pub fn format<D: PmDevice>(dev: &D, params: &FormatParams) -> Result<()> {
     dev.drain()?;
     let meta_start = l.journal_start * BLOCK_SIZE;
     dev.zero_nt(meta_start, l.data_start * BLOCK_SIZE - meta_start);
-    let now = time::wall();
+    let now = birth.now;
     let mut root = Inode::free();
     root.mode = mode::S_IFDIR | 0o755;
     root.nlink = 2;
-    let owner = crate::types::Owner::current_process();
-    root.uid = owner.uid;
-    root.gid = owner.gid;
+    root.uid = birth.owner.uid;
+    root.gid = birth.owner.gid;
     root.generation = 1;
     root.atime = now;
     root.mtime = now;
@@ -480,10 +516,12 @@ impl<D: PmDevice> Core<D> {
         clock: Clock,
     ) -> Core<D> {
         let l = sb.layout;
+        let homes = Homes::default();
         Core {
-            blocks: BlockAllocator::new(&l, used),
+            blocks: BlockAllocator::new(&l, used, homes.clone()),
             inos: InodeAllocator::new(free_inos),
-            journals: Journals::new(&l, next_seq),
+            journals: Journals::new(&l, next_seq, homes.clone()),
+            homes,
             cache: InodeCache::default(),
             rename_lock: Mutex::new(()),
             poisoned: OnceLock::new(),

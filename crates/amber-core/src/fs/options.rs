@@ -55,6 +55,26 @@ pub struct MountOptions {
     pub clock: ClockSource,
     /// HUNTER's metadata queues and workers (policies hunter*).
     pub hunter: HunterOptions,
+    /// CPUs the per-CPU structures a mount sizes are sized for: hunter's
+    /// data logs (at most 16) and, unless `lawn_subzones=` says, the
+    /// zone's sub-zones. This machine's, except that `parse` makes it
+    /// [`SIMULATED_CPUS`] under `clock=simulated`, so a crash run lays
+    /// out the same images on any machine.
+    pub cpus: usize,
+}
+
+/// The CPU count `clock=simulated` sizes per-CPU structures for.
+pub const SIMULATED_CPUS: usize = 2;
+
+/// This machine's CPUs (those this process may run on).
+fn machine_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The zone's default sub-zone count for `cpus` CPUs: one each, at most
+/// 16.
+fn subzones_for(cpus: usize) -> u32 {
+    cpus.clamp(1, amber_format::zone::MAX_SUBZONES as usize) as u32
 }
 
 /// When `amber` buffers a write in DRAM (docs/design.md §13.4).
@@ -126,7 +146,8 @@ pub struct ZoneOptions {
     /// A sub-zone grows when its free slots fall under this percent
     /// (`lawn_grow=`, the paper's 10%).
     pub grow_pct: u8,
-    /// Sub-zones (`lawn_subzones=`; default one per CPU, at most 16).
+    /// Sub-zones (`lawn_subzones=`; default one per CPU of
+    /// `MountOptions::cpus`, at most 16).
     pub subzones: u32,
     /// When the file system is idle, the background thread writes the
     /// least recently used slices back until this percent of a sub-zone's
@@ -140,12 +161,11 @@ pub struct ZoneOptions {
 
 impl Default for ZoneOptions {
     fn default() -> Self {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         ZoneOptions {
             slot: 64,
             initial_pct: 3,
             grow_pct: 10,
-            subzones: cpus.clamp(1, amber_format::zone::MAX_SUBZONES as usize) as u32,
+            subzones: subzones_for(machine_cpus()),
             idle_free_pct: 100,
             idle: Duration::from_millis(50),
         }
@@ -170,6 +190,7 @@ impl Default for MountOptions {
             zone: ZoneOptions::default(),
             clock: ClockSource::Wall,
             hunter: HunterOptions::default(),
+            cpus: machine_cpus(),
         }
     }
 }
@@ -226,6 +247,7 @@ impl MountOptions {
     /// rejected by name, values are checked.
     pub fn parse(s: &str) -> Result<MountOptions> {
         let mut o = MountOptions::default();
+        let mut subzones_given = false;
         for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
             let (key, value) = match item.split_once('=') {
                 Some((k, v)) => (k, Some(v)),
@@ -335,6 +357,7 @@ impl MountOptions {
                     return Err(FsError::InvalidArgument("clock= takes wall or simulated"))
                 }
                 ("lawn_subzones", Some(v)) => {
+                    subzones_given = true;
                     o.zone.subzones = v
                         .parse()
                         .ok()
@@ -353,6 +376,12 @@ impl MountOptions {
                          clock=wall|simulated)",
                     ))
                 }
+            }
+        }
+        if o.clock == ClockSource::Simulated {
+            o.cpus = SIMULATED_CPUS;
+            if !subzones_given {
+                o.zone.subzones = subzones_for(SIMULATED_CPUS);
             }
         }
         o.validate()?;
@@ -422,6 +451,11 @@ mod tests {
         }
         let o = MountOptions::parse("clock=simulated").unwrap();
         assert_eq!(o.clock, ClockSource::Simulated);
+        // Per-CPU counts do not follow the machine under the simulated
+        // clock; an explicit sub-zone count still wins.
+        assert_eq!((o.cpus, o.zone.subzones), (SIMULATED_CPUS, 2));
+        let o = MountOptions::parse("lawn_subzones=5,clock=simulated").unwrap();
+        assert_eq!((o.cpus, o.zone.subzones), (SIMULATED_CPUS, 5));
         assert!(MountOptions::parse("clock=fast").is_err());
     }
 

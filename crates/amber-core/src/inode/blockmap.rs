@@ -6,6 +6,7 @@
 //! nothing — and then apply the plan in the order its crash argument needs.
 
 use crate::error::{FsError, Result};
+use crate::ordered::in_order;
 use amber_format::blockmap::{capacity_blocks, height_for, index_at, MAX_HEIGHT, PTRS_PER_NODE};
 use amber_format::{Layout, BLOCK_SIZE};
 use amber_pmem::PmDevice;
@@ -81,21 +82,26 @@ impl BlockIndex {
         self.mapped
     }
 
-    /// The first mapped file block at or after `fblock`.
+    /// The first mapped file block at or after `fblock` and below `limit`.
     pub fn next_mapped(&self, fblock: u64, limit: u64) -> Option<u64> {
-        let mut f = fblock;
-        while f < limit {
-            match self.chunks.get(&(f / CHUNK)) {
-                None => f = (f / CHUNK + 1) * CHUNK,
-                Some(c) => {
-                    if c[(f % CHUNK) as usize] != 0 {
-                        return Some(f);
-                    }
-                    f += 1;
-                }
-            }
-        }
-        None
+        self.mapped_in(fblock, limit).next().map(|(f, _)| f)
+    }
+
+    /// The mapped file blocks of `[first, stop)` with their blocks, in
+    /// order: bounded by the index, whatever the range.
+    pub fn mapped_in(&self, first: u64, stop: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let chunks =
+            (first < stop).then(|| in_order(&self.chunks, first / CHUNK, (stop - 1) / CHUNK));
+        chunks
+            .into_iter()
+            .flatten()
+            .flat_map(|(c, chunk)| {
+                chunk
+                    .iter()
+                    .enumerate()
+                    .map(move |(i, &b)| (c * CHUNK + i as u64, b))
+            })
+            .filter(move |&(f, b)| b != 0 && (first..stop).contains(&f))
     }
 }
 

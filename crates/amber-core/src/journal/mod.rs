@@ -12,7 +12,7 @@ mod tx;
 
 pub use tx::Tx;
 
-use crate::alloc::{home_slot, Padded};
+use crate::alloc::{Homes, Padded};
 use crate::error::{FsError, Result};
 use amber_format::journal::{self, JournalState, HEADER_SIZE};
 use amber_format::Layout;
@@ -24,16 +24,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct Journals {
     slots: Vec<Padded<Mutex<()>>>,
     seq: AtomicU64,
+    /// Which journal a thread prefers (its home in this mount).
+    homes: Homes,
 }
 
 impl Journals {
-    /// Journals for `layout`; `first_seq` continues after recovery.
-    pub fn new(layout: &Layout, first_seq: u64) -> Journals {
+    /// Journals for `layout`; `first_seq` continues after recovery; a
+    /// thread prefers its home among `homes`.
+    pub(crate) fn new(layout: &Layout, first_seq: u64, homes: Homes) -> Journals {
         Journals {
             slots: (0..layout.journal_count)
                 .map(|_| Padded(Mutex::new(())))
                 .collect(),
             seq: AtomicU64::new(first_seq),
+            homes,
         }
     }
 
@@ -52,7 +56,7 @@ impl Journals {
             payload.len()
         );
         let count = self.slots.len();
-        let home = home_slot(count);
+        let home = self.homes.slot(count);
         // Take the home journal, or any free one, before waiting.
         let (j, _guard) = (0..count)
             .map(|k| (home + k) % count)

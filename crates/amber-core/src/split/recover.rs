@@ -13,7 +13,7 @@ use crate::inode::read_inode;
 use amber_format::split::{AttrEntry, LogicalInfo, Record, LI_SIZE};
 use amber_format::{FileKind, Inode, Layout, BLOCK_SIZE};
 use amber_pmem::PmDevice;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// What recovery found and did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -46,7 +46,8 @@ pub fn recover<D: PmDevice>(
     used: &mut BitSet,
 ) -> Result<SplitRecovery> {
     let mut rep = SplitRecovery::default();
-    let mut files: HashMap<u64, File> = HashMap::new();
+    // Ordered, so recovery's stores come in the same order on every run.
+    let mut files: BTreeMap<u64, File> = BTreeMap::new();
     for ino in 1..l.inode_count {
         let inode = read_inode(dev, l, ino);
         if inode.in_use() && inode.kind() == Some(FileKind::Regular) {

@@ -17,6 +17,7 @@ pub use judge::{judge, Verdict};
 pub use lifecycle::{attach, attach_lenient};
 pub use media::{slot_place, ZoneMedia};
 
+use crate::ordered::keys_in;
 use amber_format::zone::{Descriptor, ZoneGeometry, MAX_CHUNKS};
 use amber_format::BLOCK_SIZE;
 use amber_pmem::PmDevice;
@@ -192,17 +193,13 @@ impl SubZone {
         let (fb0, fb1) = (self.split(first).0, self.split(last).0);
         // A read's few blocks are probed directly; a long range (truncate,
         // a file's write-back) takes the file's blocks, in order.
-        let walk: Vec<u64> = if fb1 - fb0 < 16 {
-            (fb0..=fb1).collect()
-        } else {
-            let mut v: Vec<u64> = blocks
-                .iter()
-                .copied()
-                .filter(|fb| (fb0..=fb1).contains(fb))
-                .collect();
-            v.sort_unstable();
-            v
-        };
+        let walk = keys_in(
+            blocks.len(),
+            || blocks.iter().copied(),
+            |fb| blocks.contains(&fb),
+            fb0,
+            fb1,
+        );
         for fb in walk {
             let Some(b) = self.blocks.get(&(ino, fb)) else {
                 continue;

@@ -7,7 +7,7 @@
 use amber_core::check::{check, CheckOptions};
 use amber_core::{File, Fs, MountOptions, OpenOptions};
 use amber_format::{FormatParams, PoolLayout};
-use amber_pmem::MmapDevice;
+use amber_pmem::{MapOptions, MmapDevice};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -48,6 +48,18 @@ pub fn device_of(fs: Fs<MmapDevice>, unmount: bool) -> MmapDevice {
             Err(_) => panic!("the device is still in use 10 s after the drop"),
         }
     }
+}
+
+/// A fresh anonymous device of `size` bytes, formatted in the layout the
+/// policy `opts` names needs.
+pub fn formatted_for(opts: &MountOptions, size: u64) -> Arc<MmapDevice> {
+    let dev = Arc::new(MmapDevice::anonymous(size, &MapOptions::default()).unwrap());
+    let params = FormatParams {
+        layout: amber_core::data::layout_for(opts),
+        ..FormatParams::for_size(size)
+    };
+    Fs::format(&*dev, &params).unwrap();
+    dev
 }
 
 /// The mounted policy's counter `name`.

@@ -1,5 +1,6 @@
 //! Errors as errno values: the C ABI's and the interposer's edge. A core
-//! error becomes an errno here; errors that mean the pool itself is in
+//! error becomes an errno here, by amber-posix's table (the FUSE
+//! adapter's too); errors that mean the pool itself is in
 //! trouble are also printed once, since the caller only sees EIO.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,38 +18,16 @@ pub type PResult<T> = Result<T, Errno>;
 static POISON_TOLD: AtomicBool = AtomicBool::new(false);
 
 impl From<FsError> for Errno {
+    /// amber-posix's table, the FUSE adapter's too.
     fn from(e: FsError) -> Errno {
-        Errno(match &e {
-            FsError::NotFound => libc::ENOENT,
-            FsError::AlreadyExists => libc::EEXIST,
-            FsError::NotADirectory => libc::ENOTDIR,
-            FsError::IsADirectory => libc::EISDIR,
-            FsError::DirectoryNotEmpty => libc::ENOTEMPTY,
-            FsError::InvalidName | FsError::InvalidArgument(_) => libc::EINVAL,
-            FsError::WouldCreateCycle => libc::EINVAL,
-            FsError::NameTooLong => libc::ENAMETOOLONG,
-            FsError::NoSpace => libc::ENOSPC,
-            FsError::TooManyLinks => libc::EMLINK,
-            FsError::NotPermitted => libc::EPERM,
-            FsError::SymlinkLoop => libc::ELOOP,
-            FsError::FileTooLarge => libc::EFBIG,
-            FsError::BadHandle => libc::EBADF,
-            FsError::Unsupported(_) => libc::EOPNOTSUPP,
-            FsError::NoSuchOffset => libc::ENXIO,
-            FsError::NoAttribute => libc::ENODATA,
-            FsError::AttributeTooLarge => libc::E2BIG,
-            FsError::Poisoned(_) => {
-                if !POISON_TOLD.swap(true, Ordering::Relaxed) {
-                    eprintln!("amberfs: I/O error, every later write fails too: {e}");
-                }
-                libc::EIO
-            }
-            // Corruption, unreadable pools, and variants added later.
-            _ => {
+        if amber_posix::is_pool_trouble(&e) {
+            if !matches!(e, FsError::Poisoned(_)) {
                 eprintln!("amberfs: I/O error: {e}");
-                libc::EIO
+            } else if !POISON_TOLD.swap(true, Ordering::Relaxed) {
+                eprintln!("amberfs: I/O error, every later write fails too: {e}");
             }
-        })
+        }
+        Errno(amber_posix::errno(&e))
     }
 }
 
@@ -58,24 +37,5 @@ impl From<FsError> for Errno {
 pub fn tell_once(told: &AtomicBool, message: &str) {
     if !told.swap(true, Ordering::Relaxed) {
         eprintln!("amberfs: {message}");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn posix_conditions_keep_their_errno() {
-        let cases = [
-            (FsError::NotFound, libc::ENOENT),
-            (FsError::DirectoryNotEmpty, libc::ENOTEMPTY),
-            (FsError::NoSuchOffset, libc::ENXIO),
-            (FsError::NoAttribute, libc::ENODATA),
-            (FsError::Corrupted("x".into()), libc::EIO),
-        ];
-        for (e, code) in cases {
-            assert_eq!(Errno::from(e.clone()), Errno(code), "{e:?}");
-        }
     }
 }

@@ -154,18 +154,7 @@ impl Pool {
     /// read and write anything, and execute what anyone may).
     pub fn access(&self, ino: u64, mask: i32, uid: u32, gid: u32) -> PResult<()> {
         let a = self.attr(ino)?;
-        let want = (mask & (libc::R_OK | libc::W_OK | libc::X_OK)) as u32;
-        let granted = if uid == 0 {
-            let exec = is_dir(&a) || a.perm & 0o111 != 0;
-            6 | if exec { 1 } else { 0 }
-        } else if uid == a.uid {
-            (a.perm >> 6) & 7
-        } else if gid == a.gid {
-            (a.perm >> 3) & 7
-        } else {
-            a.perm & 7
-        };
-        if want & !granted == 0 {
+        if amber_posix::may_access(&a, uid, gid, mask) {
             Ok(())
         } else {
             Err(Errno(libc::EACCES))

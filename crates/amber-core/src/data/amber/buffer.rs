@@ -20,7 +20,7 @@
 //! victims); that map's mutex is held only briefly and never while an
 //! inode lock is taken.
 
-use super::super::hinfs::bbm::{self, Costs, FileModel};
+use super::super::hinfs::bbm::{Costs, FileModel};
 use super::super::hinfs::buffer::lines_of;
 use super::super::hinfs::calibrate;
 use super::super::hunter::{runs, Control};
@@ -230,7 +230,7 @@ impl Buffer {
         let end = off + data.len() as u64;
         let (first, last) = (off / BLOCK_SIZE, (end - 1) / BLOCK_SIZE);
         let lazy = |f: &FileBuf| {
-            let now = bbm::now();
+            let now = fs.clock.monotonic_ns();
             (first..=last).all(|fb| !f.model.eager(fb, now, self.lazy_after))
         };
         let missing = |f: Option<&FileBuf>| -> Vec<u64> {
@@ -449,7 +449,7 @@ impl Buffer {
         let holds = {
             let file = file_mut(fs, hunter, st)?;
             let blocks = &file.blocks;
-            file.model.sync(bbm::now(), costs, |fb| {
+            file.model.sync(fs.clock.monotonic_ns(), costs, |fb| {
                 blocks.get(fb).map_or(0, |b| b.dirty)
             });
             !file.blocks.is_empty()

@@ -36,7 +36,6 @@ use super::{DataPolicy, FallocStep, Hunter, Lawn};
 use crate::error::Result;
 use crate::fs::{Core, MountOptions};
 use crate::inode::InodeState;
-use crate::time::ClockSource;
 use amber_format::{PoolLayout, BLOCK_SIZE};
 use amber_pmem::PmDevice;
 use buffer::Buffer;
@@ -134,11 +133,8 @@ impl Amber {
     /// `64*l + 2*f` (the block, its record and entry). On DRAM-speed PM
     /// flushes dominate and only a few slices pay; on slow PM bandwidth
     /// dominates and most partial writes do. Nothing is measured under the
-    /// simulated clock.
+    /// simulated clock (`calibrate::measure`).
     fn calibrate<D: PmDevice>(&self, fs: &Core<D>) -> Result<()> {
-        if fs.options().clock == ClockSource::Simulated {
-            return Ok(());
-        }
         let Some(m) = calibrate::measure(fs)? else {
             return Ok(());
         };
@@ -385,8 +381,8 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         Ok(done + self.lawn.write_back(fs, max_blocks.saturating_sub(done))?)
     }
 
-    fn reserved_blocks(&self) -> u64 {
-        DataPolicy::<D>::reserved_blocks(&*self.hunter)
+    fn free_held_blocks(&self) -> u64 {
+        DataPolicy::<D>::free_held_blocks(&*self.hunter)
     }
 
     fn stats(&self) -> Vec<(String, u64)> {

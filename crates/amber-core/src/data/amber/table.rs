@@ -16,6 +16,7 @@
 //! for (a 64-block chunk was 1.5 KiB), so scattered buffered blocks keep
 //! the buffer's memory near `buffer=`.
 
+use crate::ordered::in_order;
 use rustc_hash::FxHashMap;
 
 /// Blocks per chunk.
@@ -110,26 +111,15 @@ impl<T> Table<T> {
         if fb >= limit {
             return None;
         }
-        let (lo, hi) = (fb / CHUNK, (limit - 1) / CHUNK);
-        let in_chunk = |c: u64| {
-            let chunk = self.chunks.get(&c)?;
-            let from = if c == lo { fb % CHUNK } else { 0 };
-            (from..CHUNK)
-                .map(|i| c * CHUNK + i)
-                .find(|&b| b < limit && chunk.slots[(b % CHUNK) as usize].is_some())
-        };
-        if hi - lo < self.chunks.len() as u64 {
-            (lo..=hi).find_map(in_chunk)
-        } else {
-            let mut candidates: Vec<u64> = self
-                .chunks
-                .keys()
-                .copied()
-                .filter(|c| (lo..=hi).contains(c))
-                .collect();
-            candidates.sort_unstable();
-            candidates.into_iter().find_map(in_chunk)
-        }
+        in_order(&self.chunks, fb / CHUNK, (limit - 1) / CHUNK)
+            .flat_map(|(c, chunk)| {
+                let present = chunk.slots.iter().map(Option::is_some);
+                (c * CHUNK..)
+                    .zip(present)
+                    .filter_map(|(b, p)| p.then_some(b))
+            })
+            .find(|&b| b >= fb)
+            .filter(|&b| b < limit)
     }
 }
 

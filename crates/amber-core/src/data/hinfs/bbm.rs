@@ -13,13 +13,6 @@
 use rustc_hash::FxHashMap;
 use std::time::Duration;
 
-/// The model's clock, in nanoseconds: coarse (jiffy resolution, 1-4 ms)
-/// and cheap, read on every write that the model decides; `lazy_after`
-/// is seconds.
-pub fn now() -> u64 {
-    amber_pmem::clock::coarse_monotonic_ns()
-}
-
 /// Whether `then` (by `now`) lies less than `age` before `now`.
 pub fn within(now: u64, then: u64, age: Duration) -> bool {
     u128::from(now.saturating_sub(then)) < age.as_nanos()
@@ -182,7 +175,7 @@ mod tests {
 
     #[test]
     fn ghost_bitmap_gives_ncf_for_direct_blocks_and_accuracy_counts() {
-        let now = super::now();
+        let now = amber_pmem::clock::coarse_monotonic_ns();
         let lazy_after = Duration::from_secs(5);
         let mut m = FileModel::default();
         // Never synced: lazy everywhere, and no history of its own.

@@ -45,8 +45,9 @@ pub enum Variant {
     NoClfw,
 }
 
-/// Costs assumed when the pool has no free blocks to calibrate on: a
-/// ratio typical of PCM-class media, so the model still discriminates.
+/// Costs assumed when nothing was measured (no free block to calibrate
+/// on, or the simulated clock): a ratio typical of PCM-class media, so the
+/// model still discriminates.
 const FALLBACK_COSTS: Costs = Costs {
     l_dram_ns: 5.0,
     l_pm_ns: 50.0,
@@ -98,7 +99,7 @@ pub(super) struct Shared {
     /// model never has history). What the latest fsync that decided
     /// anything decided for most blocks, valid for `lazy_after` after it.
     fs_prior_eager: AtomicBool,
-    /// When that fsync ran, by `bbm::now` (0: never).
+    /// When that fsync ran, by `Clock::monotonic_ns` (0: never).
     fs_last_sync_ns: AtomicU64,
 }
 
@@ -336,7 +337,7 @@ impl Shared {
         sync: bool,
     ) -> Result<()> {
         let end = off + data.len() as u64;
-        let now = bbm::now();
+        let now = fs.clock.monotonic_ns();
         let mut buffered_any = false;
         // A run of consecutive blocks going straight to PM, written with
         // one direct write (one fence) when the run ends.
@@ -460,7 +461,7 @@ impl Shared {
         file: &mut FileBuf,
     ) -> Result<()> {
         if self.variant != Variant::WriteBuffer {
-            let now = bbm::now();
+            let now = fs.clock.monotonic_ns();
             let costs = *self.costs.lock();
             let v = {
                 let p = self.pool.lock();

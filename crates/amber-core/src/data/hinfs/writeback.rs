@@ -162,10 +162,8 @@ fn zero_uncovered<D: PmDevice>(
     if from >= to {
         return;
     }
-    let limit = to.div_ceil(BLOCK_SIZE);
-    let mut fb = from / BLOCK_SIZE;
-    while let Some(f) = st.map.next_mapped(fb, limit) {
-        let at = fs.layout().block_offset(st.map.get(f).expect("mapped"));
+    for (f, b) in st.map.mapped_in(from / BLOCK_SIZE, to.div_ceil(BLOCK_SIZE)) {
+        let at = fs.layout().block_offset(b);
         let bstart = f * BLOCK_SIZE;
         let (s, e) = (
             from.max(bstart) - bstart,
@@ -187,7 +185,6 @@ fn zero_uncovered<D: PmDevice>(
                 fs.device().zero_nt(at + zs, ze - zs);
             }
         }
-        fb = f + 1;
     }
 }
 

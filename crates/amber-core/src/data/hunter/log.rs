@@ -6,7 +6,7 @@
 //! logical information was cleared (gap-write). Nothing is ever copied to
 //! make room, so there is no cleaner.
 
-use crate::alloc::{home_slot, BlockAllocator, Padded};
+use crate::alloc::{BlockAllocator, Homes, Padded};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -39,10 +39,11 @@ impl DataLogs {
         }
     }
 
-    /// Up to `n` blocks at the tail of this thread's log, appended to
-    /// `out`; fewer only when the pool has no free block left.
-    pub fn take(&self, blocks: &BlockAllocator, n: usize, out: &mut Vec<u64>) {
-        let mut t = self.logs[home_slot(self.logs.len())].lock();
+    /// Up to `n` blocks at the tail of this thread's log (its home among
+    /// `homes`), appended to `out`; fewer only when the pool has no free
+    /// block left.
+    pub fn take(&self, blocks: &BlockAllocator, homes: &Homes, n: usize, out: &mut Vec<u64>) {
+        let mut t = self.logs[homes.slot(self.logs.len())].lock();
         let want = out.len() + n;
         while out.len() < want {
             if t.next == t.end {

@@ -17,7 +17,8 @@ mod log;
 mod queue;
 mod worker;
 
-use super::{DataPolicy, Direct, FallocStep};
+use super::direct::partial_edges;
+use super::{DataPolicy, Direct, FallocStep, FALLOC_CHUNK};
 use crate::error::{FsError, Result};
 use crate::fs::{Core, HunterOptions};
 use crate::inode::InodeState;
@@ -110,7 +111,6 @@ impl HunterFile {
 impl Hunter {
     pub fn new(opts: &crate::fs::MountOptions, sync: bool, lfs: bool) -> Hunter {
         let h = opts.hunter;
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let default_blocks = (h.index_bytes / 8) as usize;
         Hunter {
             sync,
@@ -118,7 +118,7 @@ impl Hunter {
             shared: Arc::new(Shared {
                 opts: h,
                 queues: Queues::new(h.queues, h.queue_max),
-                logs: DataLogs::new(cpus.clamp(1, 16)),
+                logs: DataLogs::new(opts.cpus.clamp(1, 16)),
                 sizer: Sizer::new(default_blocks, h.window),
                 stats: Stats::default(),
                 control: Control::default(),
@@ -143,13 +143,11 @@ impl Hunter {
             head,
             eff.blocks,
         )?;
-        let mut index = FileIndex::with_capacity(
-            self.shared
-                .sizer
-                .capacity()
-                .max(chain.first().map_or(0, |&(fb, _)| fb as usize + 1)),
-        );
-        for (fb, b) in chain {
+        // The chain runs from the head down: the first is the highest.
+        let mut index = FileIndex::with_capacity(self.shared.sizer.capacity());
+        let highest = chain.first().map_or(0, |&(fb, _)| fb);
+        index.make_room(0, highest, chain.len() as u64)?;
+        for (fb, b) in chain.into_iter().rev() {
             index.set(fb, b);
         }
         if eff.blocks > 0 {
@@ -207,10 +205,11 @@ impl Hunter {
     /// again (gap-write without a cleaner).
     fn take_blocks<D: PmDevice>(&self, fs: &Core<D>, n: usize, out: &mut Vec<u64>) -> Result<()> {
         debug_assert!(out.is_empty());
-        self.shared.logs.take(&fs.blocks, n, out);
+        let logs = &self.shared.logs;
+        logs.take(&fs.blocks, &fs.homes, n, out);
         if out.len() < n {
             self.shared.queues.drain_all(fs, &self.shared.stats)?;
-            self.shared.logs.take(&fs.blocks, n - out.len(), out);
+            logs.take(&fs.blocks, &fs.homes, n - out.len(), out);
         }
         if out.len() < n {
             out.drain(..).for_each(|b| fs.blocks.free(b));
@@ -415,6 +414,8 @@ impl Hunter {
             "write-back images ascending, each file block once"
         );
         self.with_file(fs, st, |hf, st| {
+            let (first, last) = (images[0].0, images[images.len() - 1].0);
+            hf.index.make_room(first, last, images.len() as u64)?;
             let mut blocks = std::mem::take(&mut hf.blocks);
             let mut ops = std::mem::take(&mut hf.ops);
             self.take_blocks(fs, images.len(), &mut blocks)?;
@@ -491,10 +492,6 @@ impl Hunter {
     }
 }
 
-/// Blocks one fallocate change fills: a large range goes in several
-/// changes, so no single one outgrows a queue.
-const FALLOC_CHUNK: usize = 4096;
-
 /// Zeros for fallocate's blocks and a punch's edges.
 static ZEROS: [u8; BLOCK_SIZE as usize] = [0; BLOCK_SIZE as usize];
 
@@ -524,7 +521,7 @@ impl Hunter {
         let span = stop.saturating_sub(first);
         let mapped = self.with_file(fs, st, |hf, _| Ok(hf.index.count_in(first, stop)))?;
         let holes = span > mapped;
-        let free = fs.blocks.free_count() + DataPolicy::<D>::reserved_blocks(self);
+        let free = fs.blocks.free_count() + DataPolicy::<D>::free_held_blocks(self);
         if span - mapped > free {
             return Err(FsError::NoSpace);
         }
@@ -587,21 +584,9 @@ impl Hunter {
         }
         let first_whole = off.div_ceil(BLOCK_SIZE);
         let end_whole = end / BLOCK_SIZE;
-        // Only the first and last blocks can be partial.
-        let (head, tail) = (off / BLOCK_SIZE, (end - 1) / BLOCK_SIZE);
-        let edges = if head == tail {
-            vec![head]
-        } else {
-            vec![head, tail]
-        };
-        for fb in edges {
-            if (first_whole..end_whole).contains(&fb) {
-                continue;
-            }
+        for (fb, s, e) in partial_edges(off, end) {
             let mapped = self.with_file(fs, st, |hf, _| Ok(hf.index.get(fb).is_some()))?;
             if mapped {
-                let bstart = fb * BLOCK_SIZE;
-                let (s, e) = (off.max(bstart), end.min(bstart + BLOCK_SIZE));
                 DataPolicy::<D>::write(self, fs, st, s, &ZEROS[..(e - s) as usize], false)?;
             }
         }
@@ -741,6 +726,7 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
             }
             // The write's scratch lists live with the file (kept empty),
             // so a small write allocates nothing.
+            hf.index.make_room(first, last, last - first + 1)?;
             let mut blocks = std::mem::take(&mut hf.blocks);
             let mut ops = std::mem::take(&mut hf.ops);
             self.take_blocks(fs, (last - first + 1) as usize, &mut blocks)?;
@@ -929,8 +915,8 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
         Ok(done)
     }
 
-    fn reserved_blocks(&self) -> u64 {
-        self.shared.logs.reserved()
+    fn free_held_blocks(&self) -> u64 {
+        self.shared.logs.reserved() + self.shared.queues.freeing()
     }
 
     fn stats(&self) -> Vec<(String, u64)> {

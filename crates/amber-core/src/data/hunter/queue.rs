@@ -21,7 +21,7 @@ use amber_pmem::PmDevice;
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// What one queued update does to PM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,6 +98,11 @@ pub(super) struct Queues {
     /// Most updates a shard holds; a writer that would exceed it persists
     /// the shard itself first.
     max_pending: usize,
+    /// Blocks in queued `Free` runs: no longer any file's once the change
+    /// that queued them returned, and certain to go back to the allocator
+    /// (at the next persist, which a write short of space forces; or, after
+    /// a crash, whichever of a replaced block and its replacement loses).
+    freeing: AtomicU64,
 }
 
 impl Queues {
@@ -113,7 +118,13 @@ impl Queues {
                 })
                 .collect(),
             max_pending,
+            freeing: AtomicU64::new(0),
         }
+    }
+
+    /// Blocks whose freeing is queued (`freeing`): statfs counts them free.
+    pub fn freeing(&self) -> u64 {
+        self.freeing.load(Relaxed)
     }
 
     pub fn count(&self) -> usize {
@@ -141,6 +152,9 @@ impl Queues {
         let s = self.shard_of(ino);
         let add = |p: &mut Pending| {
             for &op in ops {
+                if let Op::Free { count, .. } = op {
+                    self.freeing.fetch_add(count, Relaxed);
+                }
                 p.updates.push_back(Update {
                     ino,
                     generation,
@@ -358,6 +372,9 @@ impl Queues {
             }
             fs.drain()?;
             for &(b, n) in &frees {
+                // Out of `freeing` first: statfs may briefly count these
+                // blocks as used, never twice as free.
+                self.freeing.fetch_sub(n, Relaxed);
                 fs.blocks.free_run(b, n);
                 stats.freed.fetch_add(n, Relaxed);
             }
@@ -402,6 +419,7 @@ impl Queues {
             }
         }
         for (block, count) in runs(blocks) {
+            self.freeing.fetch_add(count, Relaxed);
             p.updates.push_back(Update {
                 ino,
                 generation,
