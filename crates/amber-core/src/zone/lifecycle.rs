@@ -10,7 +10,7 @@
 //! into its file while the descriptor still vouches for the slot, fences,
 //! and only then clears descriptors and drops the feature.
 
-use super::media::ZoneMedia;
+use super::media::{header_offsets, read_header, HeaderCopy, ZoneMedia};
 use super::{judge, Verdict, Zone};
 use crate::error::{FsError, Result};
 use crate::fs::{write_superblock, Core, ZoneOptions};
@@ -60,6 +60,7 @@ pub fn attach<D: PmDevice>(
         let fits =
             want.is_some_and(|w| w.slot == media.geo.slot_size && w.subzones == media.geo.subzones);
         if fits {
+            mend_header(fs, &media)?;
             let valid: Vec<_> = found
                 .iter()
                 .map(|f| (f.sub, f.slot, f.ino, f.slice))
@@ -76,8 +77,8 @@ pub fn attach<D: PmDevice>(
 }
 
 /// Judges every descriptor; clears the stale ones (durably) and returns
-/// the valid ones. Fails on corruption: a committed descriptor no protocol
-/// leaves, or two for one slice.
+/// the valid ones. Fails on corruption: bytes no store writes, a
+/// committed descriptor no protocol leaves, or two for one slice.
 fn recover<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia) -> Result<(Vec<Found>, u64)> {
     let dev = &*fs.dev;
     let l = &fs.layout;
@@ -85,16 +86,20 @@ fn recover<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia) -> Result<(Vec<Found>, 
     let mut seen: FxHashSet<(u64, u32)> = FxHashSet::default();
     let mut found = Vec::new();
     let mut stale = Vec::new();
-    media.scan(dev, |sub, slot, d| {
+    let free = Inode::free();
+    media.scan(dev, |p, d| {
+        let d = d.map_err(|e| {
+            FsError::Corrupted(format!(
+                "small-write zone: descriptor {}/{}: {e}",
+                p.sub, p.slot
+            ))
+        })?;
         let ino = d.ino as u64;
-        if !l.is_valid_ino(ino) {
-            return Err(FsError::Corrupted(format!(
-                "small-write zone: descriptor {sub}/{slot} names inode {ino}, out of range"
-            )));
-        }
         // A file in use is judged as its policy loaded it (a split-layout
         // file's size is its attribute log's); a free inode as it lies.
         let inode = match inodes.entry(ino) {
+            // Judged without it: the number is outside the table.
+            _ if !l.is_valid_ino(ino) => &free,
             Entry::Occupied(e) => e.into_mut(),
             Entry::Vacant(e) => {
                 let raw = read_inode(dev, l, ino);
@@ -104,13 +109,13 @@ fn recover<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia) -> Result<(Vec<Found>, 
                 })
             }
         };
-        let verdict = judge(&d, inode, &media.geo, sub, |fb| {
+        let verdict = judge(&d, l, inode, &media.geo, p.sub, |fb| {
             fs.inode(ino)
                 .map(|r| fs.policy.block_of(&r.read(), fb).is_some())
                 .unwrap_or(false)
         });
         match verdict {
-            Verdict::Stale => stale.push((sub, slot)),
+            Verdict::Stale => stale.push(p.at),
             Verdict::Corrupt(why) => {
                 return Err(FsError::Corrupted(format!("small-write zone: {why}")))
             }
@@ -122,8 +127,8 @@ fn recover<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia) -> Result<(Vec<Found>, 
                     )));
                 }
                 found.push(Found {
-                    sub,
-                    slot,
+                    sub: p.sub,
+                    slot: p.slot,
                     ino,
                     slice: d.slice,
                 });
@@ -134,12 +139,25 @@ fn recover<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia) -> Result<(Vec<Found>, 
     // Stale descriptors must go before any file writes again: a stale
     // uncommitted one would become valid when its file's commit number
     // reaches its sequence number.
-    for &(sub, slot) in &stale {
-        let (at, _) = super::slot_place(&media.geo, &media.chunks[sub as usize], slot);
+    for &at in &stale {
         Zone::clear_desc(dev, at);
     }
     fs.drain()?;
     Ok((found, stale.len() as u64))
+}
+
+/// Rewrites a header copy that is not the geometry's own bytes (damaged,
+/// or missing in a zone an older amberfs made), so the zone keeps two.
+fn mend_header<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia) -> Result<()> {
+    let copies = read_header(&*fs.dev, media.header);
+    let good = media.geo.encode();
+    for (copy, off) in copies.iter().zip(header_offsets(media.header)) {
+        if *copy != HeaderCopy::Valid(media.geo) {
+            fs.dev.write(off, &good);
+            fs.dev.flush(off, good.len() as u64);
+        }
+    }
+    fs.drain()
 }
 
 /// Writes every valid slice into its file, then clears the descriptors.
@@ -228,7 +246,9 @@ fn create<D: PmDevice>(fs: &Core<D>, w: &ZoneOptions) -> Result<Zone> {
         }
     }
     dev.zero_nt(header * BLOCK_SIZE, HEADER_BLOCKS * BLOCK_SIZE);
-    dev.write_nt(header * BLOCK_SIZE, &geo.encode());
+    for off in header_offsets(header) {
+        dev.write_nt(off, &geo.encode());
+    }
     for (s, row) in chunks.iter().enumerate() {
         for (c, &chunk) in row.iter().enumerate() {
             dev.zero_nt(chunk * BLOCK_SIZE, geo.desc_blocks as u64 * BLOCK_SIZE);
