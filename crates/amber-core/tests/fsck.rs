@@ -18,7 +18,7 @@ use amber_sim::OverlayDevice;
 use std::sync::Arc;
 
 mod common;
-use common::direct;
+use common::{direct, errors};
 
 const ME: Owner = Owner {
     uid: 1000,
@@ -147,14 +147,6 @@ fn entry_off<D: PmDevice>(dev: &D, dir: u64, name: &[u8]) -> (u64, dirent::Diren
         }
     }
     panic!("no entry {name:?}");
-}
-
-fn errors(r: &CheckReport) -> Vec<&str> {
-    r.problems
-        .iter()
-        .filter(|p| p.severity == Severity::Error)
-        .map(|p| p.what.as_str())
-        .collect()
 }
 
 /// Checks, expects an error mentioning `words`, repairs, and expects the

@@ -3,7 +3,7 @@
 //! repair leaves a pool the next check calls clean, and that pool mounts
 //! and reads, having lost at most what the damaged bytes held.
 
-use amber_core::check::{check, CheckOptions, CheckReport, Severity};
+use amber_core::check::{check, CheckOptions, CheckReport};
 use amber_core::fs::read_superblock;
 use amber_core::zone::{read_header, HeaderCopy, ZoneMedia};
 use amber_core::{Fs, FsError, MountOptions};
@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 mod common;
-use common::device_of;
+use common::{device_of, errors};
 
 const POOL: u64 = 4 << 20;
 const CHECK: CheckOptions = CheckOptions { repair: false };
@@ -110,20 +110,16 @@ fn descriptor(dev: &MmapDevice, want: impl Fn(&Descriptor) -> bool) -> u64 {
     panic!("no such descriptor");
 }
 
-/// Whether mount refuses the pool (tried on a copy).
-fn refused(dev: &MmapDevice) -> bool {
+/// A copy of the pool on `dev`, to mount without changing it.
+fn snapshot(dev: &MmapDevice) -> OverlayDevice {
     let mut image = vec![0u8; dev.size() as usize];
     dev.read(0, &mut image);
-    let copy = Arc::new(OverlayDevice::new(Arc::new(image)));
-    amber_core::fs::mount(copy, MountOptions::parse(OPTS).unwrap()).is_err()
+    OverlayDevice::new(Arc::new(image))
 }
 
-fn errors(r: &CheckReport) -> Vec<&str> {
-    r.problems
-        .iter()
-        .filter(|p| p.severity == Severity::Error)
-        .map(|p| p.what.as_str())
-        .collect()
+/// Whether mount refuses the pool (tried on a copy).
+fn refused(dev: &MmapDevice) -> bool {
+    Fs::mount(snapshot(dev), MountOptions::parse(OPTS).unwrap()).is_err()
 }
 
 /// fsck finds an error naming `words`; repair fixes it (exit 1); the next
@@ -212,27 +208,18 @@ fn one_changed_byte_of_a_record() {
 }
 
 /// One changed byte of the zone header (its slot size): every mount and
-/// every repair refused the pool. Now the header's second copy rebuilds
-/// it and every slice is kept.
+/// every repair refused the pool. Now mount reads the other copy, repair
+/// rewrites the damaged one from it, and every slice is kept.
 #[test]
-fn one_changed_byte_of_the_zone_header() {
-    let (dev, model) = pool();
-    let h = zone(&dev).header * BLOCK_SIZE;
-    dev.write_persist(h + 12, &[128]).unwrap();
-    assert!(!refused(&dev), "mount reads the second copy");
-    let (_, read) = repaired(dev, "zone header");
-    assert_eq!(read, model);
-}
-
-/// The second copy damaged instead: mount uses the first, fsck rewrites
-/// the second.
-#[test]
-fn one_changed_byte_of_the_zone_header_copy() {
-    let (dev, model) = pool();
-    let h = zone(&dev).header * BLOCK_SIZE;
-    dev.write_persist(h + HEADER_COPY_B + 12, &[128]).unwrap();
-    let (_, read) = repaired(dev, "zone header");
-    assert_eq!(read, model);
+fn one_changed_byte_of_either_zone_header_copy() {
+    for copy in [0, HEADER_COPY_B] {
+        let (dev, model) = pool();
+        let h = zone(&dev).header * BLOCK_SIZE;
+        dev.write_persist(h + copy + 12, &[128]).unwrap();
+        assert!(!refused(&dev), "mount reads the other copy");
+        let (_, read) = repaired(dev, "copy of its header");
+        assert_eq!(read, model);
+    }
 }
 
 /// The header block zeroed: neither copy is left, so repair drops the
@@ -355,11 +342,8 @@ fn a_mount_adding_the_second_header_copy_is_crash_safe() {
 /// Reads every directory, file and symlink through a mount: what `ls
 /// -R`, `cat` and `readlink` do. Err names what failed.
 fn usable(dev: &MmapDevice) -> Result<(), String> {
-    let mut image = vec![0u8; dev.size() as usize];
-    dev.read(0, &mut image);
-    let copy = OverlayDevice::new(Arc::new(image));
-    let (fs, _) =
-        Fs::mount(copy, MountOptions::parse(OPTS).unwrap()).map_err(|e| format!("mount: {e}"))?;
+    let opts = MountOptions::parse(OPTS).unwrap();
+    let (fs, _) = Fs::mount(snapshot(dev), opts).map_err(|e| format!("mount: {e}"))?;
     let mut dirs = vec!["/".to_string()];
     while let Some(d) = dirs.pop() {
         for e in fs.read_dir(&d).map_err(|e| format!("ls {d}: {e}"))? {
@@ -401,6 +385,17 @@ fn crashed(dev: &MmapDevice) {
 fn put_record(dev: &MmapDevice, b: u64, li: &LogicalInfo) {
     dev.write_persist(regions(dev).li_offset(b), &li.encode())
         .unwrap();
+}
+
+/// A record of write 1 for file block `fb` of inode `ino`.
+fn record_of(ino: u64, fb: u64) -> LogicalInfo {
+    LogicalInfo {
+        seq: 1,
+        ino,
+        generation: 1,
+        file_block: fb,
+        link: 0,
+    }
 }
 
 /// The record of block `b`.
@@ -514,14 +509,7 @@ fn whatever_mount_refuses_fsck_finds() {
         (
             "record naming an inode outside the table, after a crash",
             |d| {
-                let li = LogicalInfo {
-                    seq: 1,
-                    ino: 1 << 40,
-                    generation: 1,
-                    file_block: 0,
-                    link: 0,
-                };
-                put_record(d, last_block(d), &li);
+                put_record(d, last_block(d), &record_of(1 << 40, 0));
                 crashed(d);
             },
             true,
@@ -529,14 +517,7 @@ fn whatever_mount_refuses_fsck_finds() {
         (
             "record of a block past the largest file, after a crash",
             |d| {
-                let li = LogicalInfo {
-                    seq: 1,
-                    ino: 5,
-                    generation: 1,
-                    file_block: 1 << 40,
-                    link: 0,
-                };
-                put_record(d, last_block(d), &li);
+                put_record(d, last_block(d), &record_of(5, 1 << 40));
                 crashed(d);
             },
             true,
@@ -544,14 +525,7 @@ fn whatever_mount_refuses_fsck_finds() {
         (
             "record of a metadata block, after a crash",
             |d| {
-                let li = LogicalInfo {
-                    seq: 1,
-                    ino: 5,
-                    generation: 1,
-                    file_block: 9,
-                    link: 0,
-                };
-                put_record(d, regions(d).attr_start, &li);
+                put_record(d, regions(d).attr_start, &record_of(5, 9));
                 crashed(d);
             },
             true,
