@@ -152,8 +152,8 @@ fn read_records<D: PmDevice>(
     }
 }
 
-/// A record no protocol writes: mount refuses the pool over it on any
-/// pool, so repair clears it (the block it names belongs to no file).
+/// A record no protocol writes: recovery refuses a pool over it, so
+/// repair clears it on any pool (the block belongs to no file it names).
 fn clear_impossible<D: PmDevice>(cx: &mut Ctx<'_, D>, m: &SplitMedia, b: u64, why: &str) {
     let off = m.regions.li_offset(b);
     cx.fixable(

@@ -267,14 +267,14 @@ fn judge_all<D: PmDevice>(
     let l = cx.layout;
     let free = Inode::free();
     let mut maps: FxHashMap<u64, FxHashSet<u64>> = FxHashMap::default();
-    let mut seen: FxHashMap<(u32, u32), u64> = FxHashMap::default();
+    let mut seen: FxHashMap<(u32, u32), (u64, String)> = FxHashMap::default();
     let mut out = Found::default();
     let scanned = media.scan(dev, |p, d| {
         let place = format!("slot {}/{}", p.sub, p.slot);
         let d = match d {
             Ok(d) => d,
-            Err(e) => {
-                out.bad.push((p.at, format!("{place}: {e}")));
+            Err(why) => {
+                out.bad.push((p.at, format!("{place}: {why}")));
                 return Ok(());
             }
         };
@@ -303,10 +303,10 @@ fn judge_all<D: PmDevice>(
         match verdict {
             Verdict::Stale => out.stale += 1,
             Verdict::Corrupt(why) => out.bad.push((p.at, format!("{place}: {why}"))),
-            Verdict::Valid => match seen.insert((d.ino, d.slice), p.at) {
-                Some(first) => {
+            Verdict::Valid => match seen.insert((d.ino, d.slice), (p.at, place.clone())) {
+                Some((first, there)) => {
                     let why = format!("two committed copies of slice {} of inode {ino}", d.slice);
-                    out.bad.push((first, format!("{place}: {why}")));
+                    out.bad.push((first, format!("{there}: {why}")));
                     out.bad.push((p.at, format!("{place}: {why}")));
                 }
                 None => out.valid += 1,

@@ -39,6 +39,9 @@ pub struct Place {
     pub at: u64,
 }
 
+/// What a descriptor that does not decode holds.
+const UNDECODABLE: &str = "its bytes name no inode, yet are not all zero";
+
 fn corrupt(what: String) -> FsError {
     FsError::Corrupted(format!("small-write zone: {what}"))
 }
@@ -169,13 +172,13 @@ impl ZoneMedia {
     }
 
     /// Calls `f` for every descriptor in use, with its place and what its
-    /// bytes decode to, reading each chunk's descriptor blocks in one
-    /// pass. Slot numbers count within the sub-zone: chunk index × slots
-    /// per chunk + index.
+    /// bytes decode to (Err: bytes no store writes, in words), reading
+    /// each chunk's descriptor blocks in one pass. Slot numbers count
+    /// within the sub-zone: chunk index × slots per chunk + index.
     pub fn scan<D: PmDevice>(
         &self,
         dev: &D,
-        mut f: impl FnMut(Place, std::result::Result<Descriptor, FormatError>) -> Result<()>,
+        mut f: impl FnMut(Place, std::result::Result<Descriptor, &'static str>) -> Result<()>,
     ) -> Result<()> {
         let g = &self.geo;
         let mut buf = vec![0u8; (g.slots_per_chunk as u64 * DESC_SIZE) as usize];
@@ -193,7 +196,7 @@ impl ZoneMedia {
                     match Descriptor::decode(d) {
                         Ok(None) => {}
                         Ok(Some(d)) => f(place, Ok(d))?,
-                        Err(e) => f(place, Err(e))?,
+                        Err(_) => f(place, Err(UNDECODABLE))?,
                     }
                 }
             }
