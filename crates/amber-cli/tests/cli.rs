@@ -685,6 +685,43 @@ fn fsck_finds_repairs_and_uses_e2fsck_exit_codes() {
     assert_eq!(amberfs(&["fsck", pool.p()]).status.code(), Some(0));
 }
 
+/// The case through the binary: one changed byte of the zone
+/// header made ls, cat and every repair refuse the pool. Now fsck names
+/// the damage and repair fixes it (exit 1, then 0); and the offline tools
+/// read the pool through the header's second copy, mending the first.
+#[test]
+fn one_byte_of_the_zone_header_costs_nothing() {
+    let pool = new_pool("4M");
+    let local = pool.dir().join("f");
+    std::fs::write(&local, b"still here").unwrap();
+    ok(&["put", pool.p(), local.to_str().unwrap(), "/f"]);
+    let good = pool.bytes();
+    let sb = Superblock::decode(good[..SUPERBLOCK_SIZE].try_into().unwrap()).unwrap();
+    let header = sb.regions[amber_format::zone::REGION_ZONE_START] as usize * 4096;
+    assert_ne!(header, 0, "the default pool has a zone once mounted");
+    let mut bad = good.clone();
+    bad[header + 12] ^= 0x40;
+    std::fs::write(&pool.path, &bad).unwrap();
+    let out = amberfs(&["fsck", pool.p()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{text}");
+    assert!(text.contains("copy of its header"), "{text}");
+    assert_eq!(
+        amberfs(&["fsck", pool.p(), "--repair"]).status.code(),
+        Some(1)
+    );
+    assert_eq!(amberfs(&["fsck", pool.p()]).status.code(), Some(0));
+    assert_eq!(
+        pool.bytes(),
+        good,
+        "repair rewrote exactly the damaged copy"
+    );
+    std::fs::write(&pool.path, &bad).unwrap();
+    assert!(ok(&["ls", pool.p(), "/"]).contains('f'));
+    assert_eq!(ok(&["cat", pool.p(), "/f"]), "still here");
+    assert_eq!(amberfs(&["fsck", pool.p()]).status.code(), Some(0));
+}
+
 #[test]
 fn fsck_of_an_unreadable_pool_exits_8() {
     let pool = no_pool();

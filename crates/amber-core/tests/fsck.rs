@@ -1,6 +1,8 @@
-//! fsck: clean pools stay clean, each kind of damage is reported in words
-//! and repaired where it is safe (after which the pool mounts and checks
-//! clean), and no image, however mangled, makes the checker panic.
+//! fsck of classic pools: clean pools stay clean, each kind of damage is
+//! reported in words and repaired where it is safe (after which the pool
+//! mounts and checks clean). The fuzz test over damaged images of both
+//! layouts is crates/amber-fuzz/tests/images.rs; split pools' damage is
+//! fsck_split.rs.
 
 use amber_core::check::{check, CheckOptions, CheckReport, Severity};
 use amber_core::data::FallocMode;
@@ -13,11 +15,10 @@ use amber_format::{
 };
 use amber_pmem::{MapOptions, MmapDevice, PmDevice};
 use amber_sim::OverlayDevice;
-use proptest::prelude::*;
 use std::sync::Arc;
 
 mod common;
-use common::direct;
+use common::{direct, errors};
 
 const ME: Owner = Owner {
     uid: 1000,
@@ -146,14 +147,6 @@ fn entry_off<D: PmDevice>(dev: &D, dir: u64, name: &[u8]) -> (u64, dirent::Diren
         }
     }
     panic!("no entry {name:?}");
-}
-
-fn errors(r: &CheckReport) -> Vec<&str> {
-    r.problems
-        .iter()
-        .filter(|p| p.severity == Severity::Error)
-        .map(|p| p.what.as_str())
-        .collect()
 }
 
 /// Checks, expects an error mentioning `words`, repairs, and expects the
@@ -493,71 +486,4 @@ fn read_all<D: PmDevice>(dev: &D) -> Vec<u8> {
     let mut image = vec![0u8; dev.size() as usize];
     dev.read(0, &mut image);
     image
-}
-
-/// A small populated pool, made once for every fuzz case.
-fn fuzz_base() -> &'static (Vec<u8>, Layout) {
-    static BASE: std::sync::OnceLock<(Vec<u8>, Layout)> = std::sync::OnceLock::new();
-    BASE.get_or_init(|| {
-        let (dev, _) = populated(512 * 1024);
-        (read_all(&*dev), layout(&*dev))
-    })
-}
-
-/// Where a mutation lands: mostly the metadata fsck reads first.
-fn target(l: &Layout, size: usize, region: u8, at: u64) -> usize {
-    let b = BLOCK_SIZE;
-    let (start, len) = match region {
-        0 => (0, 2 * b),
-        1 => (
-            l.journal_start * b,
-            l.journal_count as u64 * l.journal_blocks as u64 * b,
-        ),
-        2 => (l.itable_start * b, (l.bitmap_start - l.itable_start) * b),
-        3 => (l.bitmap_start * b, l.bitmap_blocks * b),
-        // The first data blocks hold the directories and map nodes.
-        4 => (l.data_start * b, 24 * b),
-        _ => (0, size as u64),
-    };
-    ((start + at % len) as usize).min(size - 1)
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
-
-    #[test]
-    fn never_panics(
-        muts in prop::collection::vec((0u8..6, any::<u64>(), any::<u8>(), any::<bool>()), 1..48),
-        truncate in prop::option::weighted(0.1, 0usize..8192),
-    ) {
-        let (base, l) = fuzz_base();
-        let mut image = base.clone();
-        for &(region, at, value, wide) in &muts {
-            let i = target(l, image.len(), region, at);
-            if wide && i + 8 <= image.len() {
-                // A small number at a word: a plausible inode or block
-                // number, so maps cross-link and directories form cycles.
-                let i = i & !7;
-                image[i..i + 8].copy_from_slice(&(value as u64 % 160).to_le_bytes());
-            } else {
-                image[i] = value;
-            }
-        }
-        if let Some(lines) = truncate {
-            image.truncate(image.len() - (lines + 1) * 64);
-        }
-        let image = Arc::new(image);
-        let _ = check(&OverlayDevice::new(image.clone()), &CHECK);
-        let dev = OverlayDevice::new(image);
-        if let Ok(r) = check(&dev, &REPAIR) {
-            // Repair converges: what it does not leave as an error is gone,
-            // and the pool mounts.
-            if r.exit_code() < 4 {
-                let again = check(&dev, &CHECK).expect("readable after repair");
-                prop_assert!(again.is_clean(), "repair left:\n{}\nafter:\n{}", again, r);
-                let mounted = mount(Arc::new(dev), direct());
-                prop_assert!(mounted.is_ok(), "{:?} after:\n{}", mounted.err(), r);
-            }
-        }
-    }
 }

@@ -5,7 +5,8 @@
 //! region descriptor 0 holds its header block, 1 the header's length.
 //!
 //! ```text
-//! header block h (first 64 bytes; the rest zero)
+//! header block h: the header at byte 0 and its copy at byte 4032
+//! (`HEADER_COPY_B`), 64 bytes each, the same bytes; the rest zero
 //!   0  8  magic "AMBZONE\0"
 //!   8  4  version (1)
 //!  12  4  slot size in bytes (64, 128, 256 or 512)
@@ -55,6 +56,10 @@ pub const DESC_SIZE: u64 = 16;
 pub const MAX_SUBZONES: u32 = 16;
 /// Chunk-table entries per sub-zone: the most a sub-zone can grow to.
 pub const MAX_CHUNKS: u32 = 64;
+/// Byte offset in the header block of the header's second copy: the
+/// zone's geometry survives a damaged first copy (its last line, so one
+/// torn or changed line never holds both).
+pub const HEADER_COPY_B: u64 = BLOCK_SIZE - HEADER_LEN as u64;
 /// Header block plus chunk-table blocks.
 pub const HEADER_BLOCKS: u64 = 1 + (MAX_SUBZONES as u64 * MAX_CHUNKS as u64 * 8) / BLOCK_SIZE;
 /// Slot sizes the zone supports: whole cache lines that divide a block.
@@ -64,7 +69,8 @@ pub const MIN_CHUNK_BLOCKS: u32 = 8;
 /// Largest chunk (16 MiB), so one growth step stays bounded.
 pub const MAX_CHUNK_BLOCKS: u32 = 4096;
 
-const HEADER_LEN: usize = 64;
+/// Bytes of one header copy.
+pub const HEADER_LEN: usize = 64;
 const OFF_CRC: usize = 60;
 const DOOMED: u64 = 1 << 63;
 

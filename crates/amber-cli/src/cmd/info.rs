@@ -188,8 +188,8 @@ fn zone<D: amber_pmem::PmDevice>(dev: &D, m: &amber_core::zone::ZoneMedia) -> Zo
     let mut in_use = 0u64;
     // Bytes that decode to no descriptor are fsck's to report; info only
     // counts what decodes.
-    let _ = m.scan(dev, |_, _, _| {
-        in_use += 1;
+    let _ = m.scan(dev, |_, d| {
+        in_use += u64::from(d.is_ok());
         Ok(())
     });
     let chunks: Vec<usize> = m.chunks.iter().map(Vec::len).collect();

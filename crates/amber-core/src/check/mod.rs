@@ -15,6 +15,7 @@
 //! and written at the end, in that order, each flushed and drained.
 
 mod dirs;
+mod generations;
 mod inodes;
 mod journals;
 mod media;
@@ -164,8 +165,13 @@ pub fn check<D: PmDevice>(dev: &D, opts: &CheckOptions) -> Result<CheckReport, F
     let entries = dirs::scan(&mut cx, &mut scan);
     tree::check(&mut cx, &mut scan, entries);
     let split = cx.split;
-    let (mut owned, mapped) = split::check(&mut cx, split.as_ref(), &scan, was_clean);
-    owned.extend(zone::check(&mut cx, &sb, &scan, &mapped));
+    let files = split::check(&mut cx, split.as_ref(), &scan, was_clean);
+    let mut claimed = space::inode_blocks(&cx, &scan);
+    for &b in &files.owned {
+        claimed.set(b);
+    }
+    let zone_blocks = zone::check(&mut cx, &sb, &scan, &files, &claimed);
+    let owned: Vec<u64> = files.owned.into_iter().chain(zone_blocks).collect();
     let counts = space::check(&mut cx, &scan, &owned, was_clean);
     cx.fixes.apply(dev)?;
     Ok(CheckReport {

@@ -2,7 +2,7 @@
 //! unmount saved (mount trusts that bitmap without looking at the inodes,
 //! so a wrong bit there becomes a block handed out twice).
 
-use super::inodes::Scan;
+use super::inodes::{Rec, Scan};
 use super::Ctx;
 use crate::alloc::BitSet;
 use amber_format::{FileKind, BLOCK_SIZE};
@@ -23,10 +23,7 @@ pub(super) fn check<D: PmDevice>(
     was_clean: bool,
 ) -> Counts {
     let l = cx.layout;
-    let mut used = BitSet::new(l.total_blocks);
-    for b in 0..l.data_start {
-        used.set(b);
-    }
+    let mut used = inode_blocks(cx, scan);
     let mut c = Counts {
         inodes: 0,
         directories: 0,
@@ -34,17 +31,12 @@ pub(super) fn check<D: PmDevice>(
         blocks_in_use: 0,
         blocks_free: 0,
     };
-    // In repair mode the condemned inodes are gone; otherwise the pool is
-    // described as it is.
-    for rec in scan.recs.values().filter(|r| !(cx.repair && r.condemned)) {
+    for rec in kept(cx, scan) {
         c.inodes += 1;
         match rec.kind {
             Some(FileKind::Directory) => c.directories += 1,
             Some(FileKind::Regular) => c.files += 1,
             _ => {}
-        }
-        for &b in &rec.blocks {
-            used.set(b);
         }
     }
     let shared: Vec<u64> = owned.iter().copied().filter(|&b| used.set(b)).collect();
@@ -100,6 +92,26 @@ pub(super) fn check<D: PmDevice>(
         |f| f.write(off, &fixed),
     );
     c
+}
+
+/// The inodes the pool keeps: in repair mode the condemned ones are gone;
+/// otherwise the pool is described as it is.
+fn kept<'s, D: PmDevice>(cx: &Ctx<'_, D>, scan: &'s Scan) -> impl Iterator<Item = &'s Rec> {
+    let repair = cx.repair;
+    scan.recs.values().filter(move |r| !(repair && r.condemned))
+}
+
+/// The metadata regions' blocks and every block the kept inodes own.
+pub(super) fn inode_blocks<D: PmDevice>(cx: &Ctx<'_, D>, scan: &Scan) -> BitSet {
+    let l = cx.layout;
+    let mut used = BitSet::new(l.total_blocks);
+    for b in 0..l.data_start {
+        used.set(b);
+    }
+    for &b in kept(cx, scan).flat_map(|r| &r.blocks) {
+        used.set(b);
+    }
+    used
 }
 
 /// The first few block numbers of a list, for a message of bounded length.

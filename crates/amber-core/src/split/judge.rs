@@ -1,6 +1,7 @@
 //! Which logical-information records count: the one rule recovery and
 //! fsck share (docs/design.md §12.4).
 
+use amber_format::blockmap::MAX_FILE_SIZE;
 use amber_format::split::{AttrEntry, LogicalInfo};
 use amber_format::{FileKind, Inode, Layout, BLOCK_SIZE};
 
@@ -17,11 +18,22 @@ pub enum Verdict {
     Corrupt(&'static str),
 }
 
+/// Why no protocol could have written `li`, whatever its file holds.
+pub fn impossible(li: &LogicalInfo, l: &Layout) -> Option<&'static str> {
+    if !l.is_valid_ino(li.ino) {
+        Some("it names an inode outside the table")
+    } else if li.file_block >= MAX_FILE_SIZE / BLOCK_SIZE {
+        Some("it names a block past the largest file")
+    } else {
+        None
+    }
+}
+
 /// Judges `li` against its file's inode and newest attribute entry (of
 /// the inode's generation).
 pub fn judge(li: &LogicalInfo, l: &Layout, inode: &Inode, newest: Option<&AttrEntry>) -> Verdict {
-    if !l.is_valid_ino(li.ino) {
-        return Verdict::Corrupt("it names an inode outside the table");
+    if let Some(why) = impossible(li, l) {
+        return Verdict::Corrupt(why);
     }
     if !inode.in_use()
         || inode.kind() != Some(FileKind::Regular)

@@ -6,7 +6,7 @@
 mod judge;
 mod recover;
 
-pub use judge::{judge, Verdict};
+pub use judge::{impossible, judge, Verdict};
 pub use recover::{recover, SplitRecovery};
 
 use crate::error::Result;
@@ -15,6 +15,86 @@ use amber_format::split::{
 };
 use amber_format::{Inode, Layout, Superblock};
 use amber_pmem::PmDevice;
+use std::collections::BTreeMap;
+
+/// A file's blocks as its valid records name them: file block ->
+/// (block, its record).
+pub type ValidBlocks = BTreeMap<u64, (u64, LogicalInfo)>;
+
+/// A file's valid records, one file block at a time: the newest counts,
+/// older ones are superseded. Two sharing the newest seq were written by
+/// one write, which no protocol does: that file block keeps neither.
+#[derive(Debug, Default)]
+pub struct Picked {
+    pub blocks: ValidBlocks,
+    /// Blocks whose records a newer one superseded.
+    pub superseded: Vec<u64>,
+    /// (file block, seq, blocks) of records that tie for the newest.
+    pub twins: Vec<(u64, u64, Vec<u64>)>,
+}
+
+/// Sorts a file's valid records (block, record) into [`Picked`]: the one
+/// rule recovery and fsck share.
+pub fn pick(mut recs: Vec<(u64, LogicalInfo)>) -> Picked {
+    recs.sort_by_key(|(b, li)| (li.file_block, std::cmp::Reverse(li.seq), *b));
+    let mut out = Picked::default();
+    for group in recs.chunk_by(|a, b| a.1.file_block == b.1.file_block) {
+        let (top, rest) = (group[0], &group[1..]);
+        let ties = rest
+            .iter()
+            .take_while(|(_, li)| li.seq == top.1.seq)
+            .count();
+        if ties > 0 {
+            let blocks = group[..=ties].iter().map(|&(b, _)| b).collect();
+            out.twins.push((top.1.file_block, top.1.seq, blocks));
+            out.superseded.extend(rest[ties..].iter().map(|&(b, _)| b));
+        } else {
+            out.superseded.extend(rest.iter().map(|&(b, _)| b));
+            out.blocks.insert(top.1.file_block, top);
+        }
+    }
+    out
+}
+
+/// The stores that make a file's chain and head entry name exactly its
+/// valid blocks (§12.5), planned by recovery and by fsck alike.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Relink {
+    /// Records whose link must change: (block, the record with its link).
+    pub links: Vec<(u64, LogicalInfo)>,
+    /// A new head entry, when the head or the count differ: one seq past
+    /// the newest, naming the highest block and counting them.
+    pub entry: Option<AttrEntry>,
+}
+
+impl Relink {
+    pub fn is_empty(&self) -> bool {
+        self.links.is_empty() && self.entry.is_none()
+    }
+}
+
+/// Plans the relink of a file whose valid blocks are `blocks` and whose
+/// newest entry is `newest` (a file with no entry has no blocks either).
+pub fn plan_relink(blocks: &ValidBlocks, newest: Option<&AttrEntry>) -> Relink {
+    let mut links = Vec::new();
+    let mut link = 0;
+    for &(b, li) in blocks.values() {
+        if li.link != link {
+            links.push((b, LogicalInfo { link, ..li }));
+        }
+        link = b;
+    }
+    let count = blocks.len() as u64;
+    let entry = newest
+        .filter(|e| e.head != link || e.blocks != count)
+        .map(|e| AttrEntry {
+            seq: e.seq + 1,
+            head: link,
+            blocks: count,
+            ..*e
+        });
+    Relink { links, entry }
+}
 
 /// The split layout's regions of a mounted or checked pool.
 #[derive(Debug, Clone, Copy)]
@@ -181,4 +261,64 @@ pub fn walk_chain<D: PmDevice>(
         )));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(fb: u64, seq: u64, link: u64) -> LogicalInfo {
+        LogicalInfo {
+            seq,
+            ino: 5,
+            generation: 1,
+            file_block: fb,
+            link,
+        }
+    }
+
+    #[test]
+    fn the_newest_record_of_a_file_block_counts_and_ties_keep_none() {
+        // Two older records of one write lose to a newer one: no tie.
+        let p = pick(vec![
+            (10, rec(0, 5, 0)),
+            (11, rec(0, 9, 0)),
+            (12, rec(0, 5, 0)),
+        ]);
+        assert_eq!(p.blocks.keys().copied().collect::<Vec<_>>(), vec![0]);
+        assert_eq!(p.blocks[&0].0, 11);
+        assert_eq!(p.superseded, vec![10, 12]);
+        assert!(p.twins.is_empty());
+        // Two tying for the newest: the file block keeps neither.
+        let p = pick(vec![
+            (20, rec(3, 7, 0)),
+            (21, rec(3, 7, 0)),
+            (22, rec(3, 2, 0)),
+        ]);
+        assert!(p.blocks.is_empty());
+        assert_eq!(p.twins, vec![(3, 7, vec![20, 21])]);
+        assert_eq!(p.superseded, vec![22]);
+    }
+
+    #[test]
+    fn a_relink_plans_only_what_differs() {
+        let mut blocks = ValidBlocks::new();
+        blocks.insert(0, (40, rec(0, 1, 0)));
+        blocks.insert(2, (41, rec(2, 1, 99)));
+        let e = AttrEntry {
+            seq: 4,
+            generation: 1,
+            size: 12288,
+            blocks: 2,
+            mtime: Default::default(),
+            ctime: Default::default(),
+            head: 41,
+        };
+        let p = plan_relink(&blocks, Some(&e));
+        assert_eq!(p.links, vec![(41, rec(2, 1, 40))]);
+        assert_eq!(p.entry, None);
+        let stale = AttrEntry { head: 40, ..e };
+        let p = plan_relink(&blocks, Some(&stale));
+        assert_eq!(p.entry.map(|e| (e.seq, e.head, e.blocks)), Some((5, 41, 2)));
+    }
 }

@@ -6,11 +6,11 @@
 //! a clean unmount can follow them instead of scanning. Runs after the
 //! journals are replayed, so inodes are final.
 
-use super::{judge, LogState, SplitMedia, Verdict};
+use super::{judge, pick, plan_relink, LogState, SplitMedia, ValidBlocks, Verdict};
 use crate::alloc::BitSet;
 use crate::error::{FsError, Result};
 use crate::inode::read_inode;
-use amber_format::split::{AttrEntry, LogicalInfo, Record, LI_SIZE};
+use amber_format::split::{LogicalInfo, Record, LI_SIZE};
 use amber_format::{FileKind, Inode, Layout, BLOCK_SIZE};
 use amber_pmem::PmDevice;
 use std::collections::BTreeMap;
@@ -30,8 +30,8 @@ pub struct SplitRecovery {
 struct File {
     inode: Inode,
     log: LogState,
-    /// file block -> (seq, block) of the newest valid record.
-    blocks: BTreeMap<u64, (u64, u64)>,
+    /// Its records that the validity rule keeps, (block, record).
+    valid: Vec<(u64, LogicalInfo)>,
 }
 
 /// Records per read: one block of them.
@@ -46,33 +46,61 @@ pub fn recover<D: PmDevice>(
     used: &mut BitSet,
 ) -> Result<SplitRecovery> {
     let mut rep = SplitRecovery::default();
+    let mut files = live_files(dev, l, media);
+    scan_records(dev, l, media, &mut files, &mut rep)?;
+    for (&ino, f) in &mut files {
+        let picked = pick(std::mem::take(&mut f.valid));
+        if let Some((fb, seq, blocks)) = picked.twins.first() {
+            return Err(FsError::Corrupted(format!(
+                "blocks {blocks:?} all hold block {fb} of inode {ino} from write {seq}"
+            )));
+        }
+        // The older records were superseded before the crash could
+        // clear them.
+        for &b in &picked.superseded {
+            media.clear_li(dev, b);
+            rep.cleared += 1;
+        }
+        relink(dev, media, ino, f, &picked.blocks, used, &mut rep)?;
+    }
+    dev.drain()?;
+    Ok(rep)
+}
+
+/// Every in-use regular inode with its attribute log.
+fn live_files<D: PmDevice>(dev: &D, l: &Layout, media: &SplitMedia) -> BTreeMap<u64, File> {
     // Ordered, so recovery's stores come in the same order on every run.
-    let mut files: BTreeMap<u64, File> = BTreeMap::new();
+    let mut files = BTreeMap::new();
     for ino in 1..l.inode_count {
         let inode = read_inode(dev, l, ino);
         if inode.in_use() && inode.kind() == Some(FileKind::Regular) {
             let log = LogState::read(media, dev, ino, inode.generation);
-            files.insert(
-                ino,
-                File {
-                    inode,
-                    log,
-                    blocks: BTreeMap::new(),
-                },
-            );
+            let valid = Vec::new();
+            files.insert(ino, File { inode, log, valid });
         }
     }
+    files
+}
+
+/// Reads every record (one block of them per read), clears the torn and
+/// stale ones and gives each file its valid ones; fails on a record no
+/// protocol writes.
+fn scan_records<D: PmDevice>(
+    dev: &D,
+    l: &Layout,
+    media: &SplitMedia,
+    files: &mut BTreeMap<u64, File>,
+    rep: &mut SplitRecovery,
+) -> Result<()> {
     let r = &media.regions;
     let first = r.end();
     let mut buf = vec![0u8; BLOCK_SIZE as usize];
     let mut b = r.group_of(first);
     while b < l.total_blocks {
         let n = PER_READ.min(l.total_blocks - b);
-        dev.read(r.group_offset(b), &mut buf[..(n * LI_SIZE) as usize]);
-        for (i, rec) in buf[..(n * LI_SIZE) as usize]
-            .chunks_exact(LI_SIZE as usize)
-            .enumerate()
-        {
+        let bytes = &mut buf[..(n * LI_SIZE) as usize];
+        dev.read(r.group_offset(b), bytes);
+        for (i, rec) in bytes.chunks_exact(LI_SIZE as usize).enumerate() {
             let blk = b + i as u64;
             if !r.has_record(blk) {
                 continue;
@@ -95,7 +123,6 @@ pub fn recover<D: PmDevice>(
             let file = files.get_mut(&li.ino);
             let verdict = match &file {
                 Some(f) => judge(&li, l, &f.inode, f.log.newest.as_ref()),
-                None if l.is_valid_ino(li.ino) => Verdict::Stale("its file was deleted"),
                 None => judge(&li, l, &Inode::free(), None),
             };
             match verdict {
@@ -108,36 +135,15 @@ pub fn recover<D: PmDevice>(
                     media.clear_li(dev, blk);
                     rep.cleared += 1;
                 }
-                Verdict::Valid => {
-                    let f = file.expect("judged valid against its file");
-                    let keep = f.blocks.entry(li.file_block).or_insert((li.seq, blk));
-                    if keep.1 != blk {
-                        if keep.0 == li.seq {
-                            return Err(FsError::Corrupted(format!(
-                                "blocks {} and {blk} both hold block {} of inode {} from write {}",
-                                keep.1, li.file_block, li.ino, li.seq
-                            )));
-                        }
-                        // The older of the two was superseded before the
-                        // crash could clear it.
-                        let loser = if li.seq > keep.0 {
-                            std::mem::replace(keep, (li.seq, blk)).1
-                        } else {
-                            blk
-                        };
-                        media.clear_li(dev, loser);
-                        rep.cleared += 1;
-                    }
-                }
+                Verdict::Valid => file
+                    .expect("judged valid against its file")
+                    .valid
+                    .push((blk, li)),
             }
         }
         b += n;
     }
-    for (&ino, f) in &files {
-        relink(dev, media, ino, f, used, &mut rep)?;
-    }
-    dev.drain()?;
-    Ok(rep)
+    Ok(())
 }
 
 /// Marks a file's blocks used and makes its chain and head entry match
@@ -148,41 +154,27 @@ fn relink<D: PmDevice>(
     media: &SplitMedia,
     ino: u64,
     f: &File,
+    blocks: &ValidBlocks,
     used: &mut BitSet,
     rep: &mut SplitRecovery,
 ) -> Result<()> {
-    let mut link = 0;
-    let mut changed = false;
-    for (&fb, &(seq, blk)) in &f.blocks {
+    for &(blk, _) in blocks.values() {
         if used.set(blk) {
             return Err(FsError::Corrupted(format!("block {blk} is owned twice")));
         }
         rep.valid += 1;
-        if let Record::Valid(li) = media.read_li(dev, blk) {
-            if li.link != link {
-                let fixed = LogicalInfo { link, ..li };
-                debug_assert_eq!((fixed.seq, fixed.file_block), (seq, fb));
-                media.write_li(dev, blk, &fixed);
-                changed = true;
-            }
-        }
-        link = blk;
     }
-    let count = f.blocks.len() as u64;
-    let Some(newest) = f.log.newest else {
-        debug_assert!(f.blocks.is_empty(), "valid records need an entry");
-        return Ok(());
-    };
-    if newest.head != link || newest.blocks != count {
-        let e = AttrEntry {
-            seq: newest.seq + 1,
-            head: link,
-            blocks: count,
-            ..newest
-        };
-        media.write_entry(dev, ino, f.log.next_slot, &e);
-        changed = true;
+    debug_assert!(
+        f.log.newest.is_some() || blocks.is_empty(),
+        "valid records need an entry"
+    );
+    let plan = plan_relink(blocks, f.log.newest.as_ref());
+    for (blk, li) in &plan.links {
+        media.write_li(dev, *blk, li);
     }
-    rep.files_relinked += u64::from(changed);
+    if let Some(e) = &plan.entry {
+        media.write_entry(dev, ino, f.log.next_slot, e);
+    }
+    rep.files_relinked += u64::from(!plan.is_empty());
     Ok(())
 }

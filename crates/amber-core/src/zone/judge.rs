@@ -2,7 +2,7 @@
 //! by mount's recovery and fsck (format::zone, docs/design.md §11).
 
 use amber_format::zone::{Descriptor, ZoneGeometry};
-use amber_format::{FileKind, Inode, BLOCK_SIZE};
+use amber_format::{FileKind, Inode, Layout, BLOCK_SIZE};
 
 /// What a descriptor in use means.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,15 +16,24 @@ pub enum Verdict {
     Corrupt(String),
 }
 
-/// Judges `d`, found in sub-zone `sub`, against its inode as the media
-/// holds it; `mapped` says whether a file block of that inode is mapped.
+/// Judges `d`, found in sub-zone `sub` of a pool of layout `l`, against
+/// its inode as the media holds it (any inode when its number is outside
+/// the table: it is not read); `mapped` says whether a file block of that
+/// inode is mapped.
 pub fn judge(
     d: &Descriptor,
+    l: &Layout,
     inode: &Inode,
     geo: &ZoneGeometry,
     sub: u32,
     mapped: impl FnOnce(u64) -> bool,
 ) -> Verdict {
+    if !l.is_valid_ino(d.ino as u64) {
+        return Verdict::Corrupt(format!(
+            "a descriptor names inode {}, outside the inode table",
+            d.ino
+        ));
+    }
     if d.ino % geo.subzones != sub {
         return Verdict::Corrupt(format!(
             "sub-zone {sub} holds a descriptor of inode {}, which another sub-zone serves",
@@ -63,6 +72,11 @@ pub fn judge(
 mod tests {
     use super::*;
     use amber_format::inode::mode;
+    use amber_format::FormatParams;
+
+    fn layout() -> Layout {
+        Layout::compute(&FormatParams::for_size(1 << 20)).unwrap()
+    }
 
     fn file(size: u64, seq: u64) -> Inode {
         let mut i = Inode::free();
@@ -86,27 +100,37 @@ mod tests {
         }
     }
 
+    fn verdict(
+        d: &Descriptor,
+        i: &Inode,
+        g: &ZoneGeometry,
+        sub: u32,
+        mapped: impl FnOnce(u64) -> bool,
+    ) -> Verdict {
+        judge(d, &layout(), i, g, sub, mapped)
+    }
+
     #[test]
     fn sequence_rule_decides_between_valid_and_stale() {
         let f = file(8192, 10);
         assert_eq!(
-            judge(&desc(1, 10, false), &f, &geo(), 0, |_| true),
+            verdict(&desc(1, 10, false), &f, &geo(), 0, |_| true),
             Verdict::Valid
         );
         assert_eq!(
-            judge(&desc(1, 11, false), &f, &geo(), 0, |_| true),
+            verdict(&desc(1, 11, false), &f, &geo(), 0, |_| true),
             Verdict::Stale
         );
         assert_eq!(
-            judge(&desc(1, 11, true), &f, &geo(), 0, |_| true),
+            verdict(&desc(1, 11, true), &f, &geo(), 0, |_| true),
             Verdict::Valid
         );
         assert_eq!(
-            judge(&desc(1, 10, true), &f, &geo(), 0, |_| true),
+            verdict(&desc(1, 10, true), &f, &geo(), 0, |_| true),
             Verdict::Stale
         );
         assert_eq!(
-            judge(&desc(1, 1, false), &Inode::free(), &geo(), 0, |_| true),
+            verdict(&desc(1, 1, false), &Inode::free(), &geo(), 0, |_| true),
             Verdict::Stale
         );
     }
@@ -115,23 +139,31 @@ mod tests {
     fn committed_descriptors_outside_the_file_are_corruption() {
         let f = file(8192, 10);
         assert!(matches!(
-            judge(&desc(128, 1, false), &f, &geo(), 0, |_| true),
+            verdict(&desc(128, 1, false), &f, &geo(), 0, |_| true),
             Verdict::Corrupt(_)
         ));
         assert!(matches!(
-            judge(&desc(1, 1, false), &f, &geo(), 0, |_| false),
+            verdict(&desc(1, 1, false), &f, &geo(), 0, |_| false),
             Verdict::Corrupt(_)
         ));
         let mut dir = file(8192, 10);
         dir.mode = mode::S_IFDIR | 0o755;
         dir.nlink = 2;
         assert!(matches!(
-            judge(&desc(1, 1, false), &dir, &geo(), 0, |_| true),
+            verdict(&desc(1, 1, false), &dir, &geo(), 0, |_| true),
+            Verdict::Corrupt(_)
+        ));
+        let far = Descriptor {
+            ino: u32::MAX,
+            ..desc(1, 1, false)
+        };
+        assert!(matches!(
+            verdict(&far, &Inode::free(), &geo(), 0, |_| true),
             Verdict::Corrupt(_)
         ));
         let two = ZoneGeometry::new(64, 2, 64).unwrap();
         assert!(matches!(
-            judge(&desc(1, 1, false), &f, &two, 0, |_| true),
+            verdict(&desc(1, 1, false), &f, &two, 0, |_| true),
             Verdict::Corrupt(_)
         ));
     }

@@ -10,7 +10,7 @@
 //! into its file while the descriptor still vouches for the slot, fences,
 //! and only then clears descriptors and drops the feature.
 
-use super::media::ZoneMedia;
+use super::media::{header_offsets, read_header, HeaderCopy, Place, ZoneMedia};
 use super::{judge, Verdict, Zone};
 use crate::error::{FsError, Result};
 use crate::fs::{write_superblock, Core, ZoneOptions};
@@ -64,6 +64,7 @@ pub fn attach<D: PmDevice>(
         let fits =
             want.is_some_and(|w| w.slot == media.geo.slot_size && w.subzones == media.geo.subzones);
         if fits {
+            mend_header(fs, &media)?;
             return Ok((Some(keep(media, &found)), cleared));
         }
         fold_back(fs, &media, &found)?;
@@ -117,15 +118,15 @@ pub fn attach_lenient<D: PmDevice>(fs: &Core<D>, media: ZoneMedia) -> Result<(Zo
 /// Every descriptor in use, judged.
 struct Judged {
     found: Vec<Found>,
-    /// Slots whose descriptors are stale.
-    stale: Vec<(u32, u32)>,
+    /// Where the stale descriptors lie.
+    stale: Vec<u64>,
     /// Descriptors a lenient judge left out, with the reason.
     skipped: Vec<String>,
 }
 
-/// Judges every descriptor. Strict: fails on corruption (a committed
-/// descriptor no protocol leaves, or two for one slice). Lenient: leaves
-/// such descriptors out and says why.
+/// Judges every descriptor. Strict: fails on corruption (bytes no store
+/// writes, a committed descriptor no protocol leaves, or two for one
+/// slice). Lenient: leaves such descriptors out and says why.
 fn judge_all<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia, lenient: bool) -> Result<Judged> {
     let mut inodes: FxHashMap<u64, Inode> = FxHashMap::default();
     let mut seen: FxHashSet<(u64, u32)> = FxHashSet::default();
@@ -134,21 +135,27 @@ fn judge_all<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia, lenient: bool) -> Res
         stale: Vec::new(),
         skipped: Vec::new(),
     };
-    media.scan(&*fs.dev, |sub, slot, d| {
-        match judge_one(fs, media, &mut inodes, (sub, slot), &d) {
-            Ok(false) => j.stale.push((sub, slot)),
-            Ok(true) if seen.insert((d.ino as u64, d.slice)) => j.found.push(Found {
+    media.scan(&*fs.dev, |p, d| {
+        let (sub, slot) = (p.sub, p.slot);
+        let judged = d
+            .map_err(|e| {
+                FsError::Corrupted(format!("small-write zone: descriptor {sub}/{slot}: {e}"))
+            })
+            .and_then(|d| Ok((judge_one(fs, media, &mut inodes, p, &d)?, d)));
+        match judged {
+            Ok((false, _)) => j.stale.push(p.at),
+            Ok((true, d)) if seen.insert((d.ino as u64, d.slice)) => j.found.push(Found {
                 sub,
                 slot,
                 ino: d.ino as u64,
                 slice: d.slice,
             }),
-            Ok(true) if lenient => j.skipped.push(format!(
+            Ok((true, d)) if lenient => j.skipped.push(format!(
                 "small-write zone slot {sub}/{slot}: a second committed copy of slice {} of \
                  inode {}",
                 d.slice, d.ino
             )),
-            Ok(true) => {
+            Ok((true, d)) => {
                 return Err(FsError::Corrupted(format!(
                     "small-write zone: two committed copies of slice {} of inode {}",
                     d.slice, d.ino
@@ -164,26 +171,23 @@ fn judge_all<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia, lenient: bool) -> Res
     Ok(j)
 }
 
-/// Whether descriptor `d` in slot `(sub, slot)` is valid (true) or
-/// stale (false); an error for corruption. `inodes` caches the inodes
-/// judged.
+/// Whether descriptor `d` at `p` is valid (true) or stale (false); an
+/// error for corruption. `inodes` caches the inodes judged.
 fn judge_one<D: PmDevice>(
     fs: &Core<D>,
     media: &ZoneMedia,
     inodes: &mut FxHashMap<u64, Inode>,
-    (sub, slot): (u32, u32),
+    p: Place,
     d: &Descriptor,
 ) -> Result<bool> {
     let (dev, l) = (&*fs.dev, &fs.layout);
     let ino = d.ino as u64;
-    if !l.is_valid_ino(ino) {
-        return Err(FsError::Corrupted(format!(
-            "small-write zone: descriptor {sub}/{slot} names inode {ino}, out of range"
-        )));
-    }
+    let free = Inode::free();
     // A file in use is judged as its policy loaded it (a split-layout
     // file's size is its attribute log's); a free inode as it lies.
     let inode = match inodes.entry(ino) {
+        // Judged without it: the number is outside the table.
+        _ if !l.is_valid_ino(ino) => &free,
         Entry::Occupied(e) => e.into_mut(),
         Entry::Vacant(e) => {
             let raw = read_inode(dev, l, ino);
@@ -193,7 +197,7 @@ fn judge_one<D: PmDevice>(
             })
         }
     };
-    let verdict = judge(d, inode, &media.geo, sub, |fb| {
+    let verdict = judge(d, l, inode, &media.geo, p.sub, |fb| {
         fs.inode(ino)
             .map(|r| fs.policy.block_of(&r.read(), fb).is_some())
             .unwrap_or(false)
@@ -212,12 +216,25 @@ fn recover<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia) -> Result<(Vec<Found>, 
     // Stale descriptors must go before any file writes again: a stale
     // uncommitted one would become valid when its file's commit number
     // reaches its sequence number.
-    for &(sub, slot) in &j.stale {
-        let (at, _) = super::slot_place(&media.geo, &media.chunks[sub as usize], slot);
+    for &at in &j.stale {
         Zone::clear_desc(&*fs.dev, at);
     }
     fs.drain()?;
     Ok((j.found, j.stale.len() as u64))
+}
+
+/// Rewrites a header copy that is not the geometry's own bytes (damaged,
+/// or missing in a zone an older amberfs made), so the zone keeps two.
+fn mend_header<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia) -> Result<()> {
+    let copies = read_header(&*fs.dev, media.header);
+    let good = media.geo.encode();
+    for (copy, off) in copies.iter().zip(header_offsets(media.header)) {
+        if *copy != HeaderCopy::Valid(media.geo) {
+            fs.dev.write(off, &good);
+            fs.dev.flush(off, good.len() as u64);
+        }
+    }
+    fs.drain()
 }
 
 /// Writes every valid slice into its file, then clears the descriptors.
@@ -306,7 +323,9 @@ fn create<D: PmDevice>(fs: &Core<D>, w: &ZoneOptions) -> Result<Zone> {
         }
     }
     dev.zero_nt(header * BLOCK_SIZE, HEADER_BLOCKS * BLOCK_SIZE);
-    dev.write_nt(header * BLOCK_SIZE, &geo.encode());
+    for off in header_offsets(header) {
+        dev.write_nt(off, &geo.encode());
+    }
     for (s, row) in chunks.iter().enumerate() {
         for (c, &chunk) in row.iter().enumerate() {
             dev.zero_nt(chunk * BLOCK_SIZE, geo.desc_blocks as u64 * BLOCK_SIZE);

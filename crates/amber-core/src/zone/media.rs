@@ -1,11 +1,14 @@
 //! Reading the zone's header and chunk table off the media, validated so
-//! no value read can send mount, recovery or fsck outside the pool.
+//! no value read can send mount, recovery or fsck outside the pool. The
+//! rules here (which header copy counts, which table entries can be
+//! chunks) are the ones mount refuses a pool by and fsck repairs by.
 
 use crate::error::{FsError, Result};
 use amber_format::zone::{
-    Descriptor, ZoneGeometry, DESC_SIZE, FEATURE_ZONE, MAX_CHUNKS, MAX_SUBZONES, REGION_ZONE_START,
+    Descriptor, ZoneGeometry, DESC_SIZE, FEATURE_ZONE, HEADER_BLOCKS, HEADER_COPY_B, HEADER_LEN,
+    MAX_CHUNKS, MAX_SUBZONES, REGION_ZONE_START,
 };
-use amber_format::{Layout, Superblock, BLOCK_SIZE};
+use amber_format::{FormatError, Layout, Superblock, BLOCK_SIZE};
 use amber_pmem::PmDevice;
 
 /// The zone as the media describes it.
@@ -18,46 +21,140 @@ pub struct ZoneMedia {
     pub chunks: Vec<Vec<u64>>,
 }
 
+/// One copy of the zone header as the media holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderCopy {
+    Valid(ZoneGeometry),
+    /// All zero: what an amberfs older than the second copy left there.
+    Missing,
+    Damaged(FormatError),
+}
+
+/// Where one descriptor lives: its sub-zone, its slot there and its byte
+/// offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    pub sub: u32,
+    pub slot: u32,
+    pub at: u64,
+}
+
+/// What a descriptor that does not decode holds.
+const UNDECODABLE: &str = "its bytes name no inode, yet are not all zero";
+
 fn corrupt(what: String) -> FsError {
     FsError::Corrupted(format!("small-write zone: {what}"))
 }
 
+/// Byte offsets of the two header copies of the zone whose header block
+/// is `header`.
+pub fn header_offsets(header: u64) -> [u64; 2] {
+    [header * BLOCK_SIZE, header * BLOCK_SIZE + HEADER_COPY_B]
+}
+
+/// Both copies of the header of the zone at `header`.
+pub fn read_header<D: PmDevice>(dev: &D, header: u64) -> [HeaderCopy; 2] {
+    header_offsets(header).map(|off| {
+        let mut h = [0u8; HEADER_LEN];
+        dev.read(off, &mut h);
+        if h.iter().all(|&b| b == 0) {
+            return HeaderCopy::Missing;
+        }
+        match ZoneGeometry::decode(&h) {
+            Ok(g) => HeaderCopy::Valid(g),
+            Err(e) => HeaderCopy::Damaged(e),
+        }
+    })
+}
+
+/// The geometry the header gives: its first valid copy's.
+pub fn geometry(copies: &[HeaderCopy; 2]) -> Option<ZoneGeometry> {
+    copies.iter().find_map(|c| match c {
+        HeaderCopy::Valid(g) => Some(*g),
+        _ => None,
+    })
+}
+
+impl HeaderCopy {
+    /// What the copy holds, in words.
+    pub fn describe(&self) -> String {
+        match self {
+            HeaderCopy::Valid(_) => "valid".into(),
+            HeaderCopy::Missing => "all zero".into(),
+            // FormatError's own words name the superblock.
+            HeaderCopy::Damaged(FormatError::InvalidField { what, value }) => {
+                format!("damaged: its {what} {value} is impossible")
+            }
+            HeaderCopy::Damaged(e) => format!("damaged: {e}"),
+        }
+    }
+}
+
+/// Why the header cannot be read, naming what each copy holds.
+pub fn header_fault(copies: &[HeaderCopy; 2]) -> String {
+    format!(
+        "neither copy of the zone header is readable (first: {}; second: {})",
+        copies[0].describe(),
+        copies[1].describe()
+    )
+}
+
+/// The chunk table's sixteen rows, as stored.
+pub fn read_table<D: PmDevice>(dev: &D, header: u64) -> Vec<[u64; MAX_CHUNKS as usize]> {
+    (0..MAX_SUBZONES)
+        .map(|s| {
+            std::array::from_fn(|c| dev.load_u64(ZoneGeometry::table_entry(header, s, c as u32)))
+        })
+        .collect()
+}
+
+/// Why a set chunk-table entry of sub-zone `sub` naming block `b` cannot
+/// be a chunk, `ended` saying an earlier entry of its row is empty (rows
+/// fill from entry 0); None when it can be. Mount refuses a pool by this
+/// rule and fsck drops the entries it names.
+pub fn entry_fault(
+    l: &Layout,
+    geo: &ZoneGeometry,
+    sub: u32,
+    b: u64,
+    ended: bool,
+) -> Option<&'static str> {
+    if sub >= geo.subzones {
+        Some("is set past the zone's sub-zones")
+    } else if ended {
+        Some("is set after an empty one")
+    } else if !l.is_data_block(b) || b + geo.chunk_blocks as u64 > l.total_blocks {
+        Some("names a chunk outside the data area")
+    } else {
+        None
+    }
+}
+
 impl ZoneMedia {
-    /// The pool's zone, if its superblock has one.
+    /// The pool's zone, if its superblock has one. Either header copy
+    /// serves; a table entry `entry_fault` names refuses the pool.
     pub fn read<D: PmDevice>(dev: &D, l: &Layout, sb: &Superblock) -> Result<Option<ZoneMedia>> {
         if sb.feature_incompat & FEATURE_ZONE == 0 {
             return Ok(None);
         }
         // The superblock checked the header's place and length.
         let header = sb.regions[REGION_ZONE_START];
-        let mut h = [0u8; 64];
-        dev.read(header * BLOCK_SIZE, &mut h);
-        let geo = ZoneGeometry::decode(&h).map_err(|e| corrupt(format!("header: {e}")))?;
+        let copies = read_header(dev, header);
+        let geo = geometry(&copies).ok_or_else(|| corrupt(header_fault(&copies)))?;
         let mut chunks = Vec::with_capacity(geo.subzones as usize);
-        for s in 0..MAX_SUBZONES {
-            let mut row = Vec::new();
-            let mut ended = false;
-            for c in 0..MAX_CHUNKS {
-                let b = dev.load_u64(ZoneGeometry::table_entry(header, s, c));
-                if b == 0 {
-                    ended = true;
-                    continue;
-                }
-                if ended || s >= geo.subzones {
+        for (s, row) in read_table(dev, header).iter().enumerate() {
+            let mut kept = Vec::new();
+            for (c, &b) in row.iter().enumerate().filter(|(_, &b)| b != 0) {
+                let ended = c > kept.len();
+                if let Some(why) = entry_fault(l, &geo, s as u32, b, ended) {
                     return Err(corrupt(format!(
-                        "chunk-table entry {s}/{c} is set after an empty one or past the \
-                         sub-zones"
+                        "chunk-table entry {s}/{c} (block {b}) {why}"
                     )));
                 }
-                if !l.is_data_block(b) || b + geo.chunk_blocks as u64 > l.total_blocks {
-                    return Err(corrupt(format!(
-                        "chunk {s}/{c} at block {b} lies outside the data area"
-                    )));
-                }
-                row.push(b);
+                kept.push(b);
             }
-            if s < geo.subzones {
-                chunks.push(row);
+            if (s as u32) < geo.subzones {
+                chunks.push(kept);
             }
         }
         Ok(Some(ZoneMedia {
@@ -69,33 +166,37 @@ impl ZoneMedia {
 
     /// Every block the zone occupies: header, chunk table and chunks.
     pub fn blocks(&self) -> impl Iterator<Item = u64> + '_ {
-        let header = self.header..self.header + amber_format::zone::HEADER_BLOCKS;
+        let header = self.header..self.header + HEADER_BLOCKS;
         let n = self.geo.chunk_blocks as u64;
         header.chain(self.chunks.iter().flatten().flat_map(move |&c| c..c + n))
     }
 
-    /// Calls `f(subzone, slot, descriptor)` for every descriptor in use,
-    /// reading each chunk's descriptor blocks in one pass. Slot numbers
-    /// count within the sub-zone: chunk index × slots per chunk + index.
+    /// Calls `f` for every descriptor in use, with its place and what its
+    /// bytes decode to (Err: bytes no store writes, in words), reading
+    /// each chunk's descriptor blocks in one pass. Slot numbers count
+    /// within the sub-zone: chunk index × slots per chunk + index.
     pub fn scan<D: PmDevice>(
         &self,
         dev: &D,
-        mut f: impl FnMut(u32, u32, Descriptor) -> Result<()>,
+        mut f: impl FnMut(Place, std::result::Result<Descriptor, &'static str>) -> Result<()>,
     ) -> Result<()> {
         let g = &self.geo;
         let mut buf = vec![0u8; (g.slots_per_chunk as u64 * DESC_SIZE) as usize];
         for (s, row) in self.chunks.iter().enumerate() {
             for (c, &chunk) in row.iter().enumerate() {
-                dev.read(g.desc_offset(chunk, 0), &mut buf);
+                let base = g.desc_offset(chunk, 0);
+                dev.read(base, &mut buf);
                 for (i, d) in buf.chunks_exact(DESC_SIZE as usize).enumerate() {
                     let d: &[u8; 16] = d.try_into().expect("16 bytes");
-                    let slot = c as u32 * g.slots_per_chunk + i as u32;
+                    let place = Place {
+                        sub: s as u32,
+                        slot: c as u32 * g.slots_per_chunk + i as u32,
+                        at: base + i as u64 * DESC_SIZE,
+                    };
                     match Descriptor::decode(d) {
                         Ok(None) => {}
-                        Ok(Some(d)) => f(s as u32, slot, d)?,
-                        Err(e) => {
-                            return Err(corrupt(format!("descriptor {s}/{slot}: {e}")));
-                        }
+                        Ok(Some(d)) => f(place, Ok(d))?,
+                        Err(_) => f(place, Err(UNDECODABLE))?,
                     }
                 }
             }

@@ -15,7 +15,10 @@ mod media;
 
 pub use judge::{judge, Verdict};
 pub use lifecycle::{attach, attach_lenient};
-pub use media::{slot_place, ZoneMedia};
+pub use media::{
+    entry_fault, geometry, header_fault, header_offsets, read_header, read_table, slot_place,
+    HeaderCopy, Place, ZoneMedia,
+};
 
 use crate::ordered::keys_in;
 use amber_format::zone::{Descriptor, ZoneGeometry, MAX_CHUNKS};

@@ -1,10 +1,11 @@
 //! Helpers the policy test files share: the format and mount options of a
 //! classic pool, taking a device back from a mount (cleanly, or by
-//! dropping it: a crash), a policy counter by name, and fsck's verdict.
+//! dropping it: a crash), a policy counter by name, and fsck's verdict
+//! and errors.
 // Each test file is its own crate and uses only some of these.
 #![allow(dead_code)]
 
-use amber_core::check::{check, CheckOptions};
+use amber_core::check::{check, CheckOptions, CheckReport, Severity};
 use amber_core::{File, Fs, MountOptions, OpenOptions};
 use amber_format::{FormatParams, PoolLayout};
 use amber_pmem::{MapOptions, MmapDevice};
@@ -70,6 +71,15 @@ pub fn stat(fs: &Fs<MmapDevice>, name: &str) -> u64 {
         .find(|(k, _)| k == name)
         .unwrap_or_else(|| panic!("no stat {name}"))
         .1
+}
+
+/// What fsck reports as errors, in its words.
+pub fn errors(r: &CheckReport) -> Vec<&str> {
+    r.problems
+        .iter()
+        .filter(|p| p.severity == Severity::Error)
+        .map(|p| p.what.as_str())
+        .collect()
 }
 
 pub fn assert_clean(dev: &MmapDevice) {

@@ -1,0 +1,133 @@
+//! The decoding target: every decoder of format v1 over arbitrary bytes.
+//! Decoders must never panic on what they are given, and a value a
+//! decoder accepts must come back unchanged from its encoder and the
+//! decoder again (a decoder that accepts more than the encoder can say
+//! would let two byte strings mean one thing, or lose a field).
+
+use amber_format::dirent::{self, SLOTS_PER_BLOCK, SLOT_SIZE};
+use amber_format::journal::{self, encode_header, encode_payload, JournalState, HEADER_SIZE};
+use amber_format::split::{AttrEntry, LogicalInfo, Record};
+use amber_format::superblock::SUPERBLOCK_SIZE;
+use amber_format::zone::{Descriptor, ZoneGeometry, DESC_SIZE, HEADER_LEN};
+use amber_format::{xattr, Inode, Superblock, BLOCK_SIZE, INODE_SIZE};
+
+/// Longest input looked at: a journal's largest size.
+const MAX_INPUT: usize = 256 * BLOCK_SIZE as usize;
+
+/// `data` from `at`, cut or zero-padded to `N` bytes.
+fn window<const N: usize>(data: &[u8], at: usize) -> [u8; N] {
+    let mut out = [0u8; N];
+    let src = data.get(at..).unwrap_or(&[]);
+    let n = src.len().min(N);
+    out[..n].copy_from_slice(&src[..n]);
+    out
+}
+
+/// Runs every decoder over `data` (see the module docs); panics on a
+/// broken contract.
+pub fn decode_all(data: &[u8]) {
+    let data = &data[..data.len().min(MAX_INPUT)];
+    superblocks(data);
+    let block: [u8; BLOCK_SIZE as usize] = window(data, 0);
+    inodes(&block);
+    dirents(&block);
+    records(&block);
+    if let Ok(attrs) = xattr::decode(&block) {
+        let again = xattr::encode(&attrs).expect("decoded attributes fit a block");
+        assert_eq!(xattr::decode(&again), Ok(attrs), "xattr round trip");
+    }
+    journal_of(data);
+}
+
+fn superblocks(data: &[u8]) {
+    let a: [u8; SUPERBLOCK_SIZE] = window(data, 0);
+    let b: [u8; SUPERBLOCK_SIZE] = window(data, SUPERBLOCK_SIZE);
+    for bytes in [&a, &b] {
+        if let Ok(sb) = Superblock::decode(bytes) {
+            assert_eq!(
+                Superblock::decode(&sb.encode()),
+                Ok(sb),
+                "superblock round trip"
+            );
+        }
+    }
+    if let Ok(sb) = Superblock::choose(&a, &b) {
+        assert!(Superblock::decode(&a) == Ok(sb.clone()) || Superblock::decode(&b) == Ok(sb));
+    }
+}
+
+fn inodes(block: &[u8; BLOCK_SIZE as usize]) {
+    for raw in block.chunks_exact(INODE_SIZE) {
+        let raw: &[u8; INODE_SIZE] = raw.try_into().expect("an inode's bytes");
+        let i = Inode::decode(raw);
+        assert_eq!(Inode::decode(&i.encode()), i, "inode round trip");
+    }
+}
+
+fn dirents(block: &[u8; BLOCK_SIZE as usize]) {
+    for slot in 0..SLOTS_PER_BLOCK {
+        let Ok(Some(e)) = dirent::decode(block, slot) else {
+            continue;
+        };
+        let mut again = vec![0u8; SLOT_SIZE * SLOTS_PER_BLOCK];
+        let bytes = dirent::encode(e.ino, e.dtype, &e.name);
+        again[..bytes.len()].copy_from_slice(&bytes);
+        assert_eq!(dirent::decode(&again, 0), Ok(Some(e)), "dirent round trip");
+    }
+}
+
+/// The 16-, 64-byte records: zone descriptors and header, logical
+/// information, attribute entries.
+fn records(block: &[u8; BLOCK_SIZE as usize]) {
+    for raw in block.chunks_exact(DESC_SIZE as usize) {
+        let raw: &[u8; DESC_SIZE as usize] = raw.try_into().expect("16 bytes");
+        if let Ok(Some(d)) = Descriptor::decode(raw) {
+            let again = d.encode().to_le_bytes();
+            assert_eq!(
+                Descriptor::decode(&again),
+                Ok(Some(d)),
+                "descriptor round trip"
+            );
+        }
+    }
+    for raw in block.chunks_exact(HEADER_LEN) {
+        let raw: &[u8; HEADER_LEN] = raw.try_into().expect("64 bytes");
+        if let Ok(g) = ZoneGeometry::decode(raw) {
+            assert_eq!(
+                ZoneGeometry::decode(&g.encode()),
+                Ok(g),
+                "zone header round trip"
+            );
+        }
+        if let Record::Valid(li) = LogicalInfo::decode(raw) {
+            assert_eq!(
+                LogicalInfo::decode(&li.encode()),
+                Record::Valid(li),
+                "record round trip"
+            );
+        }
+        if let Record::Valid(e) = AttrEntry::decode(raw) {
+            assert_eq!(
+                AttrEntry::decode(&e.encode()),
+                Record::Valid(e),
+                "entry round trip"
+            );
+        }
+    }
+}
+
+fn journal_of(data: &[u8]) {
+    let mut j = data.to_vec();
+    j.resize(j.len().max(HEADER_SIZE), 0);
+    let JournalState::Committed(c) = journal::decode(&j) else {
+        return;
+    };
+    let payload = encode_payload(&c.entries);
+    let mut again = encode_header(c.seq, c.entries.len() as u32, &payload).to_vec();
+    again.extend_from_slice(&payload);
+    assert_eq!(
+        journal::decode(&again),
+        JournalState::Committed(c),
+        "journal round trip"
+    );
+}
