@@ -4,13 +4,12 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-/// The directory cargo put this build's libamberfs.so in.
+/// The directory cargo put this build's libamberfs.so in: `cargo test`
+/// builds it beside this test's executable (target/<profile>/deps);
+/// only `cargo build` copies it up to target/<profile>.
 fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable");
-    exe.parent()
-        .and_then(|d| d.parent())
-        .expect("target/<profile>")
-        .to_path_buf()
+    exe.parent().expect("target/<profile>/deps").to_path_buf()
 }
 
 fn pool(name: &str) -> PathBuf {
