@@ -222,10 +222,23 @@ fn a_crashed_pool_is_recovered_in_memory() {
 }
 
 #[test]
-fn a_damaged_zone_header_costs_only_its_slices() {
+fn one_damaged_zone_header_copy_costs_nothing() {
     let p = pristine(true);
     let header = superblock(&p.image).regions[REGION_ZONE_START] as usize * 4096;
-    let (_tmp, _out, run) = salvage_after(&p, |img| img[header + 12] ^= 0x40, &p.zoned);
+    let (_tmp, _out, run) = salvage_after(&p, |img| img[header + 12] ^= 0x40, &HashSet::new());
+    assert!(run.status.success(), "{}", stderr(&run));
+}
+
+#[test]
+fn both_damaged_zone_header_copies_cost_only_its_slices() {
+    let p = pristine(true);
+    let header = superblock(&p.image).regions[REGION_ZONE_START] as usize * 4096;
+    // The second copy is the last 64 bytes of the header block.
+    let damage = |img: &mut Vec<u8>| {
+        img[header + 12] ^= 0x40;
+        img[header + 4096 - 64 + 12] ^= 0x40;
+    };
+    let (_tmp, _out, run) = salvage_after(&p, damage, &p.zoned);
     let err = stderr(&run);
     assert!(err.contains("small-write zone"), "{err}");
     // Without the zone, /a/f1 comes out as its blocks hold it.
