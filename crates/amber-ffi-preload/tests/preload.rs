@@ -8,14 +8,28 @@ use amber_core::{Fs, MountOptions};
 use amber_format::FormatParams;
 use amber_pmem::{MapOptions, MmapDevice};
 
-/// The directory cargo put this build's shared libraries in.
+/// The interposer, built beside this test's profile directory
+/// (target/<profile>). `cargo test` builds no cdylib for a package's own
+/// integration tests, so on a clean checkout this builds it once with
+/// `cargo build -p amber-ffi-preload`, which shares everything but the
+/// shell with the test build.
 fn lib() -> PathBuf {
+    static BUILT: std::sync::Once = std::sync::Once::new();
     let exe = std::env::current_exe().expect("test executable");
     let dir = exe
         .parent()
         .and_then(|d| d.parent())
         .expect("target/<profile>");
-    dir.join("libamberfs_preload.so")
+    let so = dir.join("libamberfs_preload.so");
+    BUILT.call_once(|| {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "-p", "amber-ffi-preload"])
+            .status()
+            .expect("run cargo build -p amber-ffi-preload");
+        assert!(status.success(), "cargo build -p amber-ffi-preload failed");
+    });
+    assert!(so.exists(), "{} was not built", so.display());
+    so
 }
 
 /// A fresh formatted pool in /dev/shm.
