@@ -11,8 +11,8 @@ use amber_pmem::{MapOptions, MmapDevice};
 /// The interposer, built beside this test's profile directory
 /// (target/<profile>). `cargo test` builds no cdylib for a package's own
 /// integration tests, so on a clean checkout this builds it once with
-/// `cargo build -p amber-ffi-preload`, which shares everything but the
-/// shell with the test build.
+/// `cargo build --profile test -p amber-ffi-preload`, which reuses every
+/// crate the test build compiled.
 fn lib() -> PathBuf {
     static BUILT: std::sync::Once = std::sync::Once::new();
     let exe = std::env::current_exe().expect("test executable");
@@ -23,7 +23,7 @@ fn lib() -> PathBuf {
     let so = dir.join("libamberfs_preload.so");
     BUILT.call_once(|| {
         let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "amber-ffi-preload"])
+            .args(["build", "--profile", "test", "-p", "amber-ffi-preload"])
             .status()
             .expect("run cargo build -p amber-ffi-preload");
         assert!(status.success(), "cargo build -p amber-ffi-preload failed");
