@@ -15,7 +15,7 @@
 //! Entries are written only inside journal transactions, so a whole entry
 //! appears or disappears atomically; the checksum catches media corruption.
 
-use crate::le::{crc32c, crc32c_append};
+use crate::crc::{crc32c, crc32c_append};
 use std::mem::offset_of;
 use zerocopy::little_endian::{U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};

@@ -23,7 +23,7 @@
 //! flush, fence. Recovery replays every committed transaction (redo is
 //! idempotent) and retires it.
 
-use crate::le::{crc32c, crc32c_append};
+use crate::crc::{crc32c, crc32c_append};
 use std::mem::offset_of;
 use zerocopy::little_endian::{U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};

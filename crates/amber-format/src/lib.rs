@@ -21,12 +21,12 @@ macro_rules! assert_layout {
 }
 
 pub mod blockmap;
+mod crc;
 pub mod dirent;
 mod error;
 pub mod inode;
 pub mod journal;
 pub mod layout;
-pub mod le;
 pub mod split;
 pub mod superblock;
 pub mod xattr;

@@ -36,10 +36,10 @@
 //! file's size, blocks and times, overriding the inode's; a record counts
 //! only if docs/design.md §12's validity rule accepts it.
 
+use crate::crc::{crc32c, crc32c_append};
 use crate::error::FormatError;
 use crate::inode::Timespec;
 use crate::layout::{Layout, BLOCK_SIZE};
-use crate::le::{crc32c, crc32c_append};
 use std::mem::offset_of;
 use zerocopy::little_endian::{I64, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};

@@ -39,10 +39,10 @@
 //! 252     4  CRC-32C of bytes 0..252
 //! ```
 
+use crate::crc::crc32c;
 use crate::error::FormatError;
 use crate::inode::INODE_SIZE;
 use crate::layout::{FormatParams, Layout, PoolLayout, BLOCK_SIZE};
-use crate::le::crc32c;
 use crate::split::{
     SplitRegions, FEATURE_LOG_RECORDS, FEATURE_SPLIT, REGION_ATTR_START, REGION_LI_BLOCKS,
 };

@@ -14,8 +14,8 @@
 //! The block is rewritten whole inside a journal transaction, so a set or
 //! remove is atomic.
 
+use crate::crc::{crc32c, crc32c_append};
 use crate::layout::BLOCK_SIZE;
-use crate::le::{crc32c, crc32c_append};
 use std::mem::offset_of;
 use zerocopy::little_endian::{U16, U32};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};

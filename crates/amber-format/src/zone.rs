@@ -34,9 +34,9 @@
 //! the slice starts below the file's size and its block is mapped.
 //! docs/design.md §11 gives the protocols that keep this true.
 
+use crate::crc::crc32c;
 use crate::error::FormatError;
 use crate::layout::BLOCK_SIZE;
-use crate::le::crc32c;
 use std::mem::offset_of;
 use zerocopy::little_endian::{U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
