@@ -101,6 +101,8 @@ impl std::fmt::Display for DirentError {
     }
 }
 
+impl std::error::Error for DirentError {}
+
 /// Decodes the entry starting at `slot` of a directory block. Ok(None) for
 /// a free slot.
 pub fn decode(block: &[u8], slot: usize) -> Result<Option<Dirent>, DirentError> {

@@ -136,6 +136,8 @@ impl std::fmt::Display for XattrError {
     }
 }
 
+impl std::error::Error for XattrError {}
+
 /// Decodes a block, checking every length against the block first.
 pub fn decode(b: &[u8]) -> Result<Vec<Xattr>, XattrError> {
     let Ok((h, rest)) = RawHeader::ref_from_prefix(b) else {
