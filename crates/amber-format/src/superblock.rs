@@ -335,24 +335,17 @@ impl RawSuperblock {
             },
         };
         let layout = Layout::compute(&params)?;
-        expect(
-            "journal start",
-            self.journal_start.get(),
-            layout.journal_start,
-        )?;
-        expect(
-            "inode table start",
-            self.itable_start.get(),
-            layout.itable_start,
-        )?;
-        expect("bitmap start", self.bitmap_start.get(), layout.bitmap_start)?;
-        expect(
-            "bitmap blocks",
-            self.bitmap_blocks.get(),
-            layout.bitmap_blocks,
-        )?;
-        expect("data start", self.data_start.get(), layout.data_start)?;
-        expect("total blocks", self.total_blocks.get(), layout.total_blocks)?;
+        let stored = [
+            ("journal start", self.journal_start, layout.journal_start),
+            ("inode table start", self.itable_start, layout.itable_start),
+            ("bitmap start", self.bitmap_start, layout.bitmap_start),
+            ("bitmap blocks", self.bitmap_blocks, layout.bitmap_blocks),
+            ("data start", self.data_start, layout.data_start),
+            ("total blocks", self.total_blocks, layout.total_blocks),
+        ];
+        for (what, found, want) in stored {
+            expect(what, found.get(), want)?;
+        }
         Ok(layout)
     }
 }
