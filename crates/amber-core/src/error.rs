@@ -3,9 +3,14 @@
 //! exist only at the edges (FUSE adapter, CLI).
 
 use amber_format::FormatError;
-use amber_pmem::PersistError;
+use amber_pmem::{MapError, PersistError};
+use std::error::Error;
+use std::sync::Arc;
 
-/// Why a file-system operation failed.
+/// Why a file-system operation failed. A variant that wraps another
+/// error keeps it typed and shows its message as its own (with advice),
+/// so `source()` hands on that error's source rather than the error
+/// itself: a chain printed cause by cause says each thing once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FsError {
@@ -55,8 +60,8 @@ pub enum FsError {
     Format(FormatError),
     /// A persist failed earlier; the file system refuses further writes.
     Poisoned(PersistError),
-    /// The pool or mapping could not be opened.
-    Device(String),
+    /// The pool or mapping could not be opened (`From<MapError>`).
+    Device(DeviceError),
     /// The file system is mounted read-only (EROFS): nothing may change.
     ReadOnly,
     /// A read-only mount found a pool that was not unmounted cleanly:
@@ -100,7 +105,7 @@ impl std::fmt::Display for FsError {
                 f,
                 "{e}; the file system refuses further writes: unmount and run `amberfs fsck`"
             ),
-            FsError::Device(what) => f.write_str(what),
+            FsError::Device(e) => write!(f, "{e}"),
             FsError::ReadOnly => f.write_str("read-only file system"),
             FsError::NeedsRecovery => f.write_str(
                 "the pool was not unmounted cleanly and recovery needs write access, so a \
@@ -112,7 +117,57 @@ impl std::fmt::Display for FsError {
     }
 }
 
-impl std::error::Error for FsError {}
+impl Error for FsError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            FsError::Format(e) => e.source(),
+            FsError::Poisoned(e) => e.source(),
+            FsError::Device(e) => e.source(),
+            _ => None,
+        }
+    }
+}
+
+/// Why the pool could not be opened or mapped: the device layer's typed
+/// error, shared by the clones of the [`FsError`] that carries it (a
+/// [`MapError`] may hold an `io::Error`, which cannot be cloned).
+#[derive(Debug, Clone)]
+pub struct DeviceError(Arc<MapError>);
+
+impl DeviceError {
+    /// The device layer's error.
+    pub fn map_error(&self) -> &MapError {
+        &self.0
+    }
+}
+
+/// Two are equal when they are one error, or say the same thing.
+impl PartialEq for DeviceError {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for DeviceError {}
+
+impl std::fmt::Display for DeviceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Shows the mapping error's message, so hands on its source.
+impl Error for DeviceError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl From<MapError> for FsError {
+    fn from(e: MapError) -> Self {
+        FsError::Device(DeviceError(Arc::new(e)))
+    }
+}
 
 impl From<FormatError> for FsError {
     fn from(e: FormatError) -> Self {
@@ -154,5 +209,40 @@ impl From<FsError> for std::io::Error {
             _ => K::Other,
         };
         std::io::Error::new(kind, e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The messages of `e` and of every source under it.
+    fn chain(e: &(dyn Error + 'static)) -> Vec<String> {
+        std::iter::successors(Some(e), |&e| e.source())
+            .map(|e| e.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn wrapped_errors_stay_typed_and_keep_their_sources() {
+        let io = std::io::Error::other("disk on fire");
+        let map = MapError::Io {
+            path: "/p".into(),
+            action: "read",
+            source: io,
+        };
+        let said = map.to_string();
+        let e = FsError::from(map);
+        let FsError::Device(d) = &e else {
+            panic!("{e:?}");
+        };
+        assert!(matches!(d.map_error(), MapError::Io { .. }));
+        assert_eq!(chain(&e), [said, "disk on fire".to_string()]);
+        assert_eq!(e.clone(), e);
+        let persist = FsError::from(PersistError::media("msync: EIO"));
+        assert_eq!(chain(&persist).len(), 1);
+        assert!(persist.to_string().contains("msync: EIO"));
+        let io = std::io::Error::from(e);
+        assert!(io.get_ref().is_some_and(|inner| inner.is::<FsError>()));
     }
 }

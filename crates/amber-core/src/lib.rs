@@ -23,7 +23,7 @@ pub mod zone;
 
 pub use api::{DirEntry as Entry, File, FileType, Fs, Metadata, OpenOptions, Permissions};
 pub use durability::{Atomicity, Durability};
-pub use error::{FsError, Result};
+pub use error::{DeviceError, FsError, Result};
 pub use escape::Escaped;
 pub use fs::{Core, MountOptions, RecoveryReport};
 pub use types::{Attr, DirEntry, Owner, RenameMode, SetAttr, StatFs, TimeSet};

@@ -15,7 +15,10 @@
 //! Entries are written only inside journal transactions, so a whole entry
 //! appears or disappears atomically; the checksum catches media corruption.
 
-use crate::le::*;
+use crate::crc::{crc32c, crc32c_append};
+use std::mem::offset_of;
+use zerocopy::little_endian::{U32, U64};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 /// Bytes per slot.
 pub const SLOT_SIZE: usize = 64;
@@ -28,6 +31,25 @@ pub const HEADER: usize = 16;
 /// Most slots one entry can take.
 pub const MAX_SLOTS: usize = (HEADER + NAME_MAX).div_ceil(SLOT_SIZE);
 
+/// An entry's header as it lies on media (the table above).
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct RawHeader {
+    ino: U64,
+    name_len: u8,
+    dtype: u8,
+    nslots: u8,
+    reserved: u8,
+    crc: U32,
+}
+
+assert_layout!(RawHeader, HEADER, {
+    ino: 0, name_len: 8, dtype: 9, nslots: 10, reserved: 11, crc: 12,
+});
+
+/// Bytes of the header the checksum covers, with the name.
+const CRC_COVERS: usize = offset_of!(RawHeader, crc);
+
 /// Slots needed for a name of `len` bytes.
 pub fn slots_for(len: usize) -> usize {
     assert!((1..=NAME_MAX).contains(&len));
@@ -37,14 +59,18 @@ pub fn slots_for(len: usize) -> usize {
 /// Encodes an entry into `slots_for(name.len()) * 64` bytes.
 pub fn encode(ino: u64, dtype: u8, name: &[u8]) -> Vec<u8> {
     let n = slots_for(name.len());
+    let mut h = RawHeader {
+        ino: ino.into(),
+        name_len: name.len() as u8,
+        dtype,
+        nslots: n as u8,
+        reserved: 0,
+        crc: U32::ZERO,
+    };
+    h.crc = crc32c_append(crc32c(&h.as_bytes()[..CRC_COVERS]), name).into();
     let mut b = vec![0u8; n * SLOT_SIZE];
-    put_u64(&mut b, 0, ino);
-    b[8] = name.len() as u8;
-    b[9] = dtype;
-    b[10] = n as u8;
+    b[..HEADER].copy_from_slice(h.as_bytes());
     b[HEADER..HEADER + name.len()].copy_from_slice(name);
-    let crc = crc32c_append(crc32c(&b[..12]), name);
-    put_u32(&mut b, 12, crc);
     b
 }
 
@@ -75,31 +101,34 @@ impl std::fmt::Display for DirentError {
     }
 }
 
+impl std::error::Error for DirentError {}
+
 /// Decodes the entry starting at `slot` of a directory block. Ok(None) for
 /// a free slot.
 pub fn decode(block: &[u8], slot: usize) -> Result<Option<Dirent>, DirentError> {
     assert_eq!(block.len(), SLOT_SIZE * SLOTS_PER_BLOCK);
     assert!(slot < SLOTS_PER_BLOCK);
     let s = &block[slot * SLOT_SIZE..];
-    let ino = get_u64(s, 0);
+    let (h, rest) = RawHeader::ref_from_prefix(s).expect("a slot holds a header");
+    let ino = h.ino.get();
     if ino == 0 {
         return Ok(None);
     }
-    let len = s[8] as usize;
+    let len = h.name_len as usize;
     if len == 0 {
         return Err(DirentError::BadLength);
     }
-    let n = s[10] as usize;
+    let n = h.nslots as usize;
     if n != slots_for(len) || slot + n > SLOTS_PER_BLOCK {
         return Err(DirentError::BadSlotCount);
     }
-    let name = &s[HEADER..HEADER + len];
-    if get_u32(s, 12) != crc32c_append(crc32c(&s[..12]), name) {
+    let name = &rest[..len];
+    if h.crc.get() != crc32c_append(crc32c(&s[..CRC_COVERS]), name) {
         return Err(DirentError::BadChecksum);
     }
     Ok(Some(Dirent {
         ino,
-        dtype: s[9],
+        dtype: h.dtype,
         nslots: n,
         name: name.to_vec(),
     }))
@@ -111,6 +140,25 @@ const _: () = assert!(SLOT_SIZE * SLOTS_PER_BLOCK == crate::layout::BLOCK_SIZE a
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Every entry decodes to itself wherever it fits in a block.
+        #[test]
+        fn decode_inverts_encode(
+            ino in 1u64..,
+            dtype: u8,
+            name in proptest::collection::vec(any::<u8>(), 1..=NAME_MAX),
+            slot in 0..SLOTS_PER_BLOCK,
+        ) {
+            let e = encode(ino, dtype, &name);
+            let slot = slot.min(SLOTS_PER_BLOCK - e.len() / SLOT_SIZE);
+            let mut block = vec![0u8; SLOT_SIZE * SLOTS_PER_BLOCK];
+            block[slot * SLOT_SIZE..][..e.len()].copy_from_slice(&e);
+            let d = Dirent { ino, dtype, nslots: e.len() / SLOT_SIZE, name: name.clone() };
+            prop_assert_eq!(decode(&block, slot), Ok(Some(d)));
+        }
+    }
 
     #[test]
     fn round_trip_short_and_long_names() {

@@ -23,7 +23,10 @@
 //! flush, fence. Recovery replays every committed transaction (redo is
 //! idempotent) and retires it.
 
-use crate::le::*;
+use crate::crc::{crc32c, crc32c_append};
+use std::mem::offset_of;
+use zerocopy::little_endian::{U32, U64};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 /// Bytes of the transaction header.
 pub const HEADER_SIZE: usize = 64;
@@ -33,6 +36,33 @@ pub const ENTRY_HEADER: usize = 16;
 pub const TX_MAGIC: u32 = u32::from_le_bytes(*b"JTX1");
 /// Most entries one transaction may hold.
 pub const MAX_ENTRIES: usize = 512;
+
+/// A transaction header as it lies on media (the table above).
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct RawHeader {
+    magic: U32,
+    entry_count: U32,
+    seq: U64,
+    payload_len: U32,
+    crc: U32,
+    reserved: [u8; 40],
+}
+
+assert_layout!(RawHeader, HEADER_SIZE, {
+    magic: 0, entry_count: 4, seq: 8, payload_len: 16, crc: 20, reserved: 24,
+});
+
+/// A redo entry's header as it lies on media, its bytes following it.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct RawEntry {
+    offset: U64,
+    len: U32,
+    reserved: [u8; 4],
+}
+
+assert_layout!(RawEntry, ENTRY_HEADER, { offset: 0, len: 8, reserved: 12 });
 
 /// One redo entry: write `data` at `offset`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,8 +82,12 @@ pub fn encode_payload(entries: &[Entry]) -> Vec<u8> {
     let mut p = vec![0u8; total];
     let mut at = 0;
     for e in entries {
-        put_u64(&mut p, at, e.offset);
-        put_u32(&mut p, at + 8, e.data.len() as u32);
+        let h = RawEntry {
+            offset: e.offset.into(),
+            len: (e.data.len() as u32).into(),
+            reserved: [0; 4],
+        };
+        p[at..at + ENTRY_HEADER].copy_from_slice(h.as_bytes());
         p[at + ENTRY_HEADER..at + ENTRY_HEADER + e.data.len()].copy_from_slice(&e.data);
         at += entry_footprint(e.data.len());
     }
@@ -62,19 +96,24 @@ pub fn encode_payload(entries: &[Entry]) -> Vec<u8> {
 
 /// Encodes the header that commits `payload`.
 pub fn encode_header(seq: u64, entry_count: u32, payload: &[u8]) -> [u8; HEADER_SIZE] {
-    let mut h = [0u8; HEADER_SIZE];
-    put_u32(&mut h, 0, TX_MAGIC);
-    put_u32(&mut h, 4, entry_count);
-    put_u64(&mut h, 8, seq);
-    put_u32(&mut h, 16, payload.len() as u32);
-    let crc = header_crc(&h, payload);
-    put_u32(&mut h, 20, crc);
-    h
+    let mut h = RawHeader {
+        magic: TX_MAGIC.into(),
+        entry_count: entry_count.into(),
+        seq: seq.into(),
+        payload_len: (payload.len() as u32).into(),
+        crc: U32::ZERO,
+        reserved: [0; 40],
+    };
+    h.crc = header_crc(h.as_bytes(), payload).into();
+    zerocopy::transmute!(h)
 }
 
-fn header_crc(h: &[u8; HEADER_SIZE], payload: &[u8]) -> u32 {
-    let c = crc32c(&h[..20]);
-    let c = crc32c_append(c, &h[24..]);
+/// The header's checksum: every header byte but its own four, then the
+/// payload.
+fn header_crc(h: &[u8], payload: &[u8]) -> u32 {
+    const AT: usize = offset_of!(RawHeader, crc);
+    let c = crc32c(&h[..AT]);
+    let c = crc32c_append(c, &h[AT + 4..HEADER_SIZE]);
     crc32c_append(c, payload)
 }
 
@@ -100,42 +139,41 @@ pub enum JournalState {
 /// length is checked against the journal before use, so no garbage can
 /// make this read out of bounds; a checksum mismatch means "not committed".
 pub fn decode(journal: &[u8]) -> JournalState {
-    assert!(journal.len() >= HEADER_SIZE);
-    let mut h = [0u8; HEADER_SIZE];
-    h.copy_from_slice(&journal[..HEADER_SIZE]);
-    let magic = get_u32(&h, 0);
+    let (h, rest) = RawHeader::ref_from_prefix(journal).expect("a journal holds a header");
+    let magic = h.magic.get();
     if magic == 0 {
         return JournalState::Empty;
     }
     if magic != TX_MAGIC {
         return JournalState::Uncommitted;
     }
-    let count = get_u32(&h, 4) as usize;
-    let len = get_u32(&h, 16) as usize;
-    if count > MAX_ENTRIES || len > journal.len() - HEADER_SIZE {
+    let count = h.entry_count.get() as usize;
+    let len = h.payload_len.get() as usize;
+    if count > MAX_ENTRIES || len > rest.len() {
         return JournalState::Uncommitted;
     }
-    let payload = &journal[HEADER_SIZE..HEADER_SIZE + len];
-    if get_u32(&h, 20) != header_crc(&h, payload) {
+    let payload = &rest[..len];
+    if h.crc.get() != header_crc(h.as_bytes(), payload) {
         return JournalState::Uncommitted;
     }
     let mut entries = Vec::with_capacity(count);
     let mut at = 0;
     for _ in 0..count {
-        if at + ENTRY_HEADER > len {
+        let Ok((e, data)) = RawEntry::ref_from_prefix(&payload[at..]) else {
             return JournalState::Uncommitted;
-        }
-        let offset = get_u64(payload, at);
-        let n = get_u32(payload, at + 8) as usize;
+        };
+        let n = e.len.get() as usize;
         if n > len || at + entry_footprint(n) > len {
             return JournalState::Uncommitted;
         }
-        let data = payload[at + ENTRY_HEADER..at + ENTRY_HEADER + n].to_vec();
-        entries.push(Entry { offset, data });
+        entries.push(Entry {
+            offset: e.offset.get(),
+            data: data[..n].to_vec(),
+        });
         at += entry_footprint(n);
     }
     JournalState::Committed(Committed {
-        seq: get_u64(&h, 8),
+        seq: h.seq.get(),
         entries,
     })
 }
@@ -143,6 +181,32 @@ pub fn decode(journal: &[u8]) -> JournalState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Every transaction decodes to itself, and its bytes encode back
+        /// unchanged.
+        #[test]
+        fn decode_inverts_encode(
+            seq: u64,
+            entries in proptest::collection::vec(
+                (any::<u64>(), proptest::collection::vec(any::<u8>(), 0..100)),
+                0..20,
+            ),
+        ) {
+            let entries: Vec<Entry> =
+                entries.into_iter().map(|(offset, data)| Entry { offset, data }).collect();
+            let p = encode_payload(&entries);
+            let h = encode_header(seq, entries.len() as u32, &p);
+            let bytes = [&h[..], &p, &[0; 64]].concat();
+            let JournalState::Committed(tx) = decode(&bytes) else {
+                return Err(TestCaseError::fail("not committed"));
+            };
+            prop_assert_eq!(encode_payload(&tx.entries), p);
+            prop_assert_eq!(encode_header(tx.seq, tx.entries.len() as u32, &encode_payload(&tx.entries)), h);
+            prop_assert_eq!(tx, Committed { seq, entries });
+        }
+    }
 
     fn journal_with(entries: &[Entry]) -> Vec<u8> {
         let p = encode_payload(entries);

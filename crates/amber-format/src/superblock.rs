@@ -39,14 +39,16 @@
 //! 252     4  CRC-32C of bytes 0..252
 //! ```
 
+use crate::crc::crc32c;
 use crate::error::FormatError;
 use crate::inode::INODE_SIZE;
 use crate::layout::{FormatParams, Layout, PoolLayout, BLOCK_SIZE};
-use crate::le::*;
 use crate::split::{
     SplitRegions, FEATURE_LOG_RECORDS, FEATURE_SPLIT, REGION_ATTR_START, REGION_LI_BLOCKS,
 };
 use crate::zone::{FEATURE_ZONE, HEADER_BLOCKS, REGION_ZONE_BLOCKS, REGION_ZONE_START};
+use zerocopy::little_endian::{U32, U64};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 /// Bytes of one superblock copy.
 pub const SUPERBLOCK_SIZE: usize = 256;
@@ -63,8 +65,51 @@ pub const KNOWN_RO_COMPAT: u64 = 0;
 /// Number of u64 region descriptors reserved for later features.
 pub const RESERVED_REGIONS: usize = 8;
 
-const OFF_CRC: usize = 252;
-const OFF_REGIONS: usize = 176;
+const OFF_CRC: usize = std::mem::offset_of!(RawSuperblock, crc);
+
+/// One copy as it lies on media (the table above).
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct RawSuperblock {
+    magic: [u8; 8],
+    version: U32,
+    superblock_size: U32,
+    feature_compat: U64,
+    feature_incompat: U64,
+    feature_ro_compat: U64,
+    pool_size: U64,
+    block_size: U32,
+    journal_count: U32,
+    journal_blocks: U32,
+    inode_size: U32,
+    inode_count: U64,
+    journal_start: U64,
+    itable_start: U64,
+    bitmap_start: U64,
+    bitmap_blocks: U64,
+    data_start: U64,
+    total_blocks: U64,
+    uuid: [u8; 16],
+    generation: U64,
+    state: U32,
+    reserved: [u8; 4],
+    mount_count: U64,
+    last_mount_secs: U64,
+    last_clean_secs: U64,
+    regions: [U64; RESERVED_REGIONS],
+    reserved_tail: [u8; 12],
+    crc: U32,
+}
+
+assert_layout!(RawSuperblock, SUPERBLOCK_SIZE, {
+    magic: 0, version: 8, superblock_size: 12, feature_compat: 16,
+    feature_incompat: 24, feature_ro_compat: 32, pool_size: 40, block_size: 48,
+    journal_count: 52, journal_blocks: 56, inode_size: 60, inode_count: 64,
+    journal_start: 72, itable_start: 80, bitmap_start: 88, bitmap_blocks: 96,
+    data_start: 104, total_blocks: 112, uuid: 120, generation: 136, state: 144,
+    reserved: 148, mount_count: 152, last_mount_secs: 160, last_clean_secs: 168,
+    regions: 176, reserved_tail: 240, crc: 252,
+});
 
 /// Mount state stored in the superblock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,37 +183,40 @@ impl Superblock {
 
     /// Encodes with its checksum.
     pub fn encode(&self) -> [u8; SUPERBLOCK_SIZE] {
-        let mut b = [0u8; SUPERBLOCK_SIZE];
         let l = &self.layout;
-        b[0..8].copy_from_slice(&MAGIC);
-        put_u32(&mut b, 8, self.version);
-        put_u32(&mut b, 12, SUPERBLOCK_SIZE as u32);
-        put_u64(&mut b, 16, self.feature_compat);
-        put_u64(&mut b, 24, self.feature_incompat);
-        put_u64(&mut b, 32, self.feature_ro_compat);
-        put_u64(&mut b, 40, self.pool_size);
-        put_u32(&mut b, 48, BLOCK_SIZE as u32);
-        put_u32(&mut b, 52, l.journal_count);
-        put_u32(&mut b, 56, l.journal_blocks);
-        put_u32(&mut b, 60, INODE_SIZE as u32);
-        put_u64(&mut b, 64, l.inode_count);
-        put_u64(&mut b, 72, l.journal_start);
-        put_u64(&mut b, 80, l.itable_start);
-        put_u64(&mut b, 88, l.bitmap_start);
-        put_u64(&mut b, 96, l.bitmap_blocks);
-        put_u64(&mut b, 104, l.data_start);
-        put_u64(&mut b, 112, l.total_blocks);
-        b[120..136].copy_from_slice(&self.uuid);
-        put_u64(&mut b, 136, self.generation);
-        put_u32(&mut b, 144, matches!(self.state, PoolState::Clean) as u32);
-        put_u64(&mut b, 152, self.mount_count);
-        put_u64(&mut b, 160, self.last_mount_secs);
-        put_u64(&mut b, 168, self.last_clean_secs);
-        for (i, r) in self.regions.iter().enumerate() {
-            put_u64(&mut b, OFF_REGIONS + 8 * i, *r);
-        }
+        let raw = RawSuperblock {
+            magic: MAGIC,
+            version: self.version.into(),
+            superblock_size: (SUPERBLOCK_SIZE as u32).into(),
+            feature_compat: self.feature_compat.into(),
+            feature_incompat: self.feature_incompat.into(),
+            feature_ro_compat: self.feature_ro_compat.into(),
+            pool_size: self.pool_size.into(),
+            block_size: (BLOCK_SIZE as u32).into(),
+            journal_count: l.journal_count.into(),
+            journal_blocks: l.journal_blocks.into(),
+            inode_size: (INODE_SIZE as u32).into(),
+            inode_count: l.inode_count.into(),
+            journal_start: l.journal_start.into(),
+            itable_start: l.itable_start.into(),
+            bitmap_start: l.bitmap_start.into(),
+            bitmap_blocks: l.bitmap_blocks.into(),
+            data_start: l.data_start.into(),
+            total_blocks: l.total_blocks.into(),
+            uuid: self.uuid,
+            generation: self.generation.into(),
+            state: U32::new(matches!(self.state, PoolState::Clean) as u32),
+            reserved: [0; 4],
+            mount_count: self.mount_count.into(),
+            last_mount_secs: self.last_mount_secs.into(),
+            last_clean_secs: self.last_clean_secs.into(),
+            regions: self.regions.map(U64::new),
+            reserved_tail: [0; 12],
+            crc: U32::ZERO,
+        };
+        let mut b: [u8; SUPERBLOCK_SIZE] = zerocopy::transmute!(raw);
         let crc = crc32c(&b[..OFF_CRC]);
-        put_u32(&mut b, OFF_CRC, crc);
+        b[OFF_CRC..].copy_from_slice(&crc.to_le_bytes());
         b
     }
 
@@ -176,10 +224,11 @@ impl Superblock {
     /// that the geometry is the one mkfs would compute (so no field read
     /// from media can send the core out of bounds).
     pub fn decode(b: &[u8; SUPERBLOCK_SIZE]) -> Result<Superblock, FormatError> {
-        if b[0..8] != MAGIC {
+        let raw: RawSuperblock = zerocopy::transmute!(*b);
+        if raw.magic != MAGIC {
             return Err(FormatError::BadMagic);
         }
-        if get_u32(b, OFF_CRC) != crc32c(&b[..OFF_CRC]) {
+        if raw.crc.get() != crc32c(&b[..OFF_CRC]) {
             return Err(FormatError::BadChecksum);
         }
         Superblock::decode_unverified(b)
@@ -192,53 +241,33 @@ impl Superblock {
     /// offsets, region descriptors), so what it returns can be trusted not
     /// to point outside the pool, only not to be what mkfs wrote.
     pub fn decode_unverified(b: &[u8; SUPERBLOCK_SIZE]) -> Result<Superblock, FormatError> {
-        let version = get_u32(b, 8);
+        let raw: RawSuperblock = zerocopy::transmute!(*b);
+        let version = raw.version.get();
         if version != VERSION {
             return Err(FormatError::UnsupportedVersion {
                 found: version,
                 supported: VERSION,
             });
         }
-        let feature_incompat = get_u64(b, 24);
+        let feature_incompat = raw.feature_incompat.get();
         if feature_incompat & !KNOWN_INCOMPAT != 0 {
             return Err(FormatError::UnknownIncompatFeatures(
                 feature_incompat & !KNOWN_INCOMPAT,
             ));
         }
-        let feature_ro_compat = get_u64(b, 32);
+        let feature_ro_compat = raw.feature_ro_compat.get();
         if feature_ro_compat & !KNOWN_RO_COMPAT != 0 {
             return Err(FormatError::UnknownIncompatFeatures(feature_ro_compat));
         }
         expect(
             "superblock size",
-            get_u32(b, 12) as u64,
+            raw.superblock_size.get() as u64,
             SUPERBLOCK_SIZE as u64,
         )?;
-        expect("block size", get_u32(b, 48) as u64, BLOCK_SIZE)?;
-        expect("inode size", get_u32(b, 60) as u64, INODE_SIZE as u64)?;
-        let pool_size = get_u64(b, 40);
-        let params = FormatParams {
-            pool_size,
-            inode_count: get_u64(b, 64),
-            journal_count: get_u32(b, 52),
-            journal_blocks: get_u32(b, 56),
-            layout: match (
-                feature_incompat & FEATURE_SPLIT != 0,
-                feature_incompat & FEATURE_LOG_RECORDS != 0,
-            ) {
-                (false, _) => PoolLayout::Classic,
-                (true, false) => PoolLayout::Split,
-                (true, true) => PoolLayout::Lfs,
-            },
-        };
-        let layout = Layout::compute(&params)?;
-        expect("journal start", get_u64(b, 72), layout.journal_start)?;
-        expect("inode table start", get_u64(b, 80), layout.itable_start)?;
-        expect("bitmap start", get_u64(b, 88), layout.bitmap_start)?;
-        expect("bitmap blocks", get_u64(b, 96), layout.bitmap_blocks)?;
-        expect("data start", get_u64(b, 104), layout.data_start)?;
-        expect("total blocks", get_u64(b, 112), layout.total_blocks)?;
-        let state = match get_u32(b, 144) {
+        expect("block size", raw.block_size.get() as u64, BLOCK_SIZE)?;
+        expect("inode size", raw.inode_size.get() as u64, INODE_SIZE as u64)?;
+        let layout = raw.layout(feature_incompat)?;
+        let state = match raw.state.get() {
             1 => PoolState::Clean,
             0 => PoolState::Dirty,
             v => {
@@ -248,26 +277,21 @@ impl Superblock {
                 })
             }
         };
-        let mut regions = [0u64; RESERVED_REGIONS];
-        for (i, r) in regions.iter_mut().enumerate() {
-            *r = get_u64(b, OFF_REGIONS + 8 * i);
-        }
+        let regions = raw.regions.map(U64::get);
         check_regions(&regions, feature_incompat, &layout)?;
-        let mut uuid = [0u8; 16];
-        uuid.copy_from_slice(&b[120..136]);
         Ok(Superblock {
             version,
-            feature_compat: get_u64(b, 16),
+            feature_compat: raw.feature_compat.get(),
             feature_incompat,
             feature_ro_compat,
-            pool_size,
+            pool_size: raw.pool_size.get(),
             layout,
-            uuid,
-            generation: get_u64(b, 136),
+            uuid: raw.uuid,
+            generation: raw.generation.get(),
             state,
-            mount_count: get_u64(b, 152),
-            last_mount_secs: get_u64(b, 160),
-            last_clean_secs: get_u64(b, 168),
+            mount_count: raw.mount_count.get(),
+            last_mount_secs: raw.last_mount_secs.get(),
+            last_clean_secs: raw.last_clean_secs.get(),
             regions,
         })
     }
@@ -289,6 +313,40 @@ impl Superblock {
     /// Byte offsets of the two copies.
     pub fn copy_offsets() -> [u64; 2] {
         [0, BLOCK_SIZE]
+    }
+}
+
+impl RawSuperblock {
+    /// The geometry mkfs computes from the stored counts, checked equal to
+    /// the stored offsets.
+    fn layout(&self, feature_incompat: u64) -> Result<Layout, FormatError> {
+        let params = FormatParams {
+            pool_size: self.pool_size.get(),
+            inode_count: self.inode_count.get(),
+            journal_count: self.journal_count.get(),
+            journal_blocks: self.journal_blocks.get(),
+            layout: match (
+                feature_incompat & FEATURE_SPLIT != 0,
+                feature_incompat & FEATURE_LOG_RECORDS != 0,
+            ) {
+                (false, _) => PoolLayout::Classic,
+                (true, false) => PoolLayout::Split,
+                (true, true) => PoolLayout::Lfs,
+            },
+        };
+        let layout = Layout::compute(&params)?;
+        let stored = [
+            ("journal start", self.journal_start, layout.journal_start),
+            ("inode table start", self.itable_start, layout.itable_start),
+            ("bitmap start", self.bitmap_start, layout.bitmap_start),
+            ("bitmap blocks", self.bitmap_blocks, layout.bitmap_blocks),
+            ("data start", self.data_start, layout.data_start),
+            ("total blocks", self.total_blocks, layout.total_blocks),
+        ];
+        for (what, found, want) in stored {
+            expect(what, found.get(), want)?;
+        }
+        Ok(layout)
     }
 }
 
@@ -344,6 +402,33 @@ fn expect(what: &'static str, found: u64, want: u64) -> Result<(), FormatError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Every superblock mkfs can make, with any counters, decodes to
+        /// itself, and its bytes encode back unchanged.
+        #[test]
+        fn decode_inverts_encode(
+            mib in 1u64..4096,
+            layout in 0..3usize,
+            uuid: [u8; 16],
+            counters in any::<(u64, u64, u64, u64)>(),
+            feature_compat: u64,
+            dirty: bool,
+        ) {
+            let layout = [PoolLayout::Classic, PoolLayout::Split, PoolLayout::Lfs][layout];
+            let p = FormatParams { layout, ..FormatParams::for_size(mib << 20) };
+            let Ok(mut s) = Superblock::new(&p, uuid) else {
+                return Err(TestCaseError::reject("too small for its layout"));
+            };
+            (s.generation, s.mount_count, s.last_mount_secs, s.last_clean_secs) = counters;
+            s.feature_compat = feature_compat;
+            s.state = if dirty { PoolState::Dirty } else { PoolState::Clean };
+            let b = s.encode();
+            prop_assert_eq!(Superblock::decode(&b), Ok(s));
+            prop_assert_eq!(Superblock::decode(&b).map(|s| s.encode()), Ok(b));
+        }
+    }
 
     /// A classic pool's superblock: no feature bits, so each test below
     /// adds the ones it is about.

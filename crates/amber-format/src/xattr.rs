@@ -14,8 +14,11 @@
 //! The block is rewritten whole inside a journal transaction, so a set or
 //! remove is atomic.
 
+use crate::crc::{crc32c, crc32c_append};
 use crate::layout::BLOCK_SIZE;
-use crate::le::*;
+use std::mem::offset_of;
+use zerocopy::little_endian::{U16, U32};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 /// Header bytes.
 pub const HEADER: usize = 16;
@@ -41,6 +44,33 @@ pub const fn value_max(name_len: usize) -> usize {
 
 const _: () = assert!(value_max(NAME_MIN) == 4070 && value_max(NAME_MAX) == 3821);
 
+/// The block's header as it lies on media (the table above).
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct RawHeader {
+    magic: U32,
+    count: U16,
+    used: U16,
+    crc: U32,
+    reserved: [u8; 4],
+}
+
+assert_layout!(RawHeader, HEADER, { magic: 0, count: 4, used: 6, crc: 8, reserved: 12 });
+
+/// Bytes of the header the checksum covers, with the entries.
+const CRC_COVERS: usize = offset_of!(RawHeader, crc);
+
+/// An entry's header as it lies on media, its name and value following.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct RawEntry {
+    name_len: u8,
+    reserved: u8,
+    value_len: U16,
+}
+
+assert_layout!(RawEntry, ENTRY_HEADER, { name_len: 0, reserved: 1, value_len: 2 });
+
 /// One attribute.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Xattr {
@@ -63,22 +93,28 @@ pub fn encode(attrs: &[Xattr]) -> Option<Vec<u8>> {
         return None;
     }
     let mut b = vec![0u8; BLOCK_SIZE as usize];
-    put_u32(&mut b, 0, MAGIC);
-    put_u16(&mut b, 4, attrs.len() as u16);
-    put_u16(&mut b, 6, used as u16);
     let mut at = HEADER;
     for a in attrs {
         assert!(!a.name.is_empty() && a.name.len() <= NAME_MAX);
-        b[at] = a.name.len() as u8;
-        put_u16(&mut b, at + 2, a.value.len() as u16);
-        at += ENTRY_HEADER;
-        b[at..at + a.name.len()].copy_from_slice(&a.name);
-        at += a.name.len();
-        b[at..at + a.value.len()].copy_from_slice(&a.value);
-        at += a.value.len();
+        let e = RawEntry {
+            name_len: a.name.len() as u8,
+            reserved: 0,
+            value_len: (a.value.len() as u16).into(),
+        };
+        for part in [e.as_bytes(), &a.name, &a.value] {
+            b[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
     }
-    let crc = crc32c_append(crc32c(&b[..8]), &b[HEADER..HEADER + used]);
-    put_u32(&mut b, 8, crc);
+    let mut h = RawHeader {
+        magic: MAGIC.into(),
+        count: (attrs.len() as u16).into(),
+        used: (used as u16).into(),
+        crc: U32::ZERO,
+        reserved: [0; 4],
+    };
+    h.crc = crc32c_append(crc32c(&h.as_bytes()[..CRC_COVERS]), &b[HEADER..at]).into();
+    b[..HEADER].copy_from_slice(h.as_bytes());
     Some(b)
 }
 
@@ -100,38 +136,41 @@ impl std::fmt::Display for XattrError {
     }
 }
 
+impl std::error::Error for XattrError {}
+
 /// Decodes a block, checking every length against the block first.
 pub fn decode(b: &[u8]) -> Result<Vec<Xattr>, XattrError> {
-    if b.len() != BLOCK_SIZE as usize || get_u32(b, 0) != MAGIC {
+    let Ok((h, rest)) = RawHeader::ref_from_prefix(b) else {
+        return Err(XattrError::BadMagic);
+    };
+    if b.len() != BLOCK_SIZE as usize || h.magic.get() != MAGIC {
         return Err(XattrError::BadMagic);
     }
-    let count = get_u16(b, 4) as usize;
-    let used = get_u16(b, 6) as usize;
+    let count = h.count.get() as usize;
+    let used = h.used.get() as usize;
     if used > SPACE {
         return Err(XattrError::BadEntry);
     }
-    if get_u32(b, 8) != crc32c_append(crc32c(&b[..8]), &b[HEADER..HEADER + used]) {
+    let mut entries = &rest[..used];
+    if h.crc.get() != crc32c_append(crc32c(&b[..CRC_COVERS]), entries) {
         return Err(XattrError::BadChecksum);
     }
     let mut out = Vec::with_capacity(count.min(SPACE / ENTRY_HEADER));
-    let mut at = HEADER;
-    let end = HEADER + used;
     for _ in 0..count {
-        if at + ENTRY_HEADER > end {
+        let Ok((e, tail)) = RawEntry::ref_from_prefix(entries) else {
+            return Err(XattrError::BadEntry);
+        };
+        let (nl, vl) = (e.name_len as usize, e.value_len.get() as usize);
+        if nl == 0 || nl + vl > tail.len() {
             return Err(XattrError::BadEntry);
         }
-        let nl = b[at] as usize;
-        let vl = get_u16(b, at + 2) as usize;
-        at += ENTRY_HEADER;
-        if nl == 0 || at + nl + vl > end {
-            return Err(XattrError::BadEntry);
-        }
-        let name = b[at..at + nl].to_vec();
-        let value = b[at + nl..at + nl + vl].to_vec();
-        at += nl + vl;
-        out.push(Xattr { name, value });
+        out.push(Xattr {
+            name: tail[..nl].to_vec(),
+            value: tail[nl..nl + vl].to_vec(),
+        });
+        entries = &tail[nl + vl..];
     }
-    if at != end {
+    if !entries.is_empty() {
         return Err(XattrError::BadEntry);
     }
     Ok(out)
@@ -140,6 +179,32 @@ pub fn decode(b: &[u8]) -> Result<Vec<Xattr>, XattrError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Every set of attributes that fits a block decodes to itself,
+        /// and the block encodes back unchanged.
+        #[test]
+        fn decode_inverts_encode(
+            attrs in proptest::collection::vec(
+                (
+                    proptest::collection::vec(any::<u8>(), 1..=NAME_MAX),
+                    proptest::collection::vec(any::<u8>(), 0..600),
+                ),
+                0..12,
+            ),
+        ) {
+            let attrs: Vec<Xattr> =
+                attrs.into_iter().map(|(name, value)| Xattr { name, value }).collect();
+            let Some(b) = encode(&attrs) else {
+                prop_assert!(footprint(&attrs) > SPACE);
+                return Ok(());
+            };
+            let back = decode(&b).expect("an encoded block decodes");
+            prop_assert_eq!(encode(&back), Some(b));
+            prop_assert_eq!(back, attrs);
+        }
+    }
 
     #[test]
     fn round_trip_and_limits() {

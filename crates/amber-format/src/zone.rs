@@ -34,9 +34,12 @@
 //! the slice starts below the file's size and its block is mapped.
 //! docs/design.md §11 gives the protocols that keep this true.
 
+use crate::crc::crc32c;
 use crate::error::FormatError;
 use crate::layout::BLOCK_SIZE;
-use crate::le::*;
+use std::mem::offset_of;
+use zerocopy::little_endian::{U32, U64};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 /// Incompatible feature bit: the pool has a small-write zone whose slots
 /// may hold the newest copy of file data.
@@ -71,8 +74,40 @@ pub const MAX_CHUNK_BLOCKS: u32 = 4096;
 
 /// Bytes of one header copy.
 pub const HEADER_LEN: usize = 64;
-const OFF_CRC: usize = 60;
+const OFF_CRC: usize = offset_of!(RawHeader, crc);
 const DOOMED: u64 = 1 << 63;
+
+/// One header copy as it lies on media (the table above).
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct RawHeader {
+    magic: [u8; 8],
+    version: U32,
+    slot_size: U32,
+    subzones: U32,
+    chunk_blocks: U32,
+    desc_blocks: U32,
+    slots_per_chunk: U32,
+    table_width: U32,
+    reserved: [u8; 24],
+    crc: U32,
+}
+
+assert_layout!(RawHeader, HEADER_LEN, {
+    magic: 0, version: 8, slot_size: 12, subzones: 16, chunk_blocks: 20,
+    desc_blocks: 24, slots_per_chunk: 28, table_width: 32, reserved: 36, crc: 60,
+});
+
+/// A descriptor as it lies on media (the table above).
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct RawDescriptor {
+    seq: U64,
+    slice: U32,
+    ino: U32,
+}
+
+assert_layout!(RawDescriptor, DESC_SIZE as usize, { seq: 0, slice: 8, ino: 12 });
 
 const _: () = assert!((MAX_SUBZONES as u64 * MAX_CHUNKS as u64 * 8).is_multiple_of(BLOCK_SIZE));
 const _: () = assert!(HEADER_BLOCKS == 3);
@@ -123,42 +158,58 @@ impl ZoneGeometry {
 
     /// The header's 64 bytes, with checksum.
     pub fn encode(&self) -> [u8; HEADER_LEN] {
-        let mut b = [0u8; HEADER_LEN];
-        b[0..8].copy_from_slice(&ZONE_MAGIC);
-        put_u32(&mut b, 8, ZONE_VERSION);
-        put_u32(&mut b, 12, self.slot_size);
-        put_u32(&mut b, 16, self.subzones);
-        put_u32(&mut b, 20, self.chunk_blocks);
-        put_u32(&mut b, 24, self.desc_blocks);
-        put_u32(&mut b, 28, self.slots_per_chunk);
-        put_u32(&mut b, 32, MAX_CHUNKS);
+        let raw = RawHeader {
+            magic: ZONE_MAGIC,
+            version: ZONE_VERSION.into(),
+            slot_size: self.slot_size.into(),
+            subzones: self.subzones.into(),
+            chunk_blocks: self.chunk_blocks.into(),
+            desc_blocks: self.desc_blocks.into(),
+            slots_per_chunk: self.slots_per_chunk.into(),
+            table_width: MAX_CHUNKS.into(),
+            reserved: [0; 24],
+            crc: U32::ZERO,
+        };
+        let mut b: [u8; HEADER_LEN] = zerocopy::transmute!(raw);
         let crc = crc32c(&b[..OFF_CRC]);
-        put_u32(&mut b, OFF_CRC, crc);
+        b[OFF_CRC..].copy_from_slice(&crc.to_le_bytes());
         b
     }
 
     /// Decodes and validates a header: magic, checksum, version, and a
     /// geometry equal to the one `new` computes from its inputs.
     pub fn decode(b: &[u8; HEADER_LEN]) -> Result<Self, FormatError> {
-        if b[0..8] != ZONE_MAGIC {
-            return Err(invalid("zone header magic", get_u64(b, 0)));
+        let raw: RawHeader = zerocopy::transmute!(*b);
+        if raw.magic != ZONE_MAGIC {
+            return Err(invalid("zone header magic", u64::from_le_bytes(raw.magic)));
         }
-        if get_u32(b, OFF_CRC) != crc32c(&b[..OFF_CRC]) {
-            return Err(invalid("zone header checksum", get_u32(b, OFF_CRC) as u64));
+        if raw.crc.get() != crc32c(&b[..OFF_CRC]) {
+            return Err(invalid("zone header checksum", raw.crc.get() as u64));
         }
-        let version = get_u32(b, 8);
+        let version = raw.version.get();
         if version != ZONE_VERSION {
             return Err(FormatError::UnsupportedVersion {
                 found: version,
                 supported: ZONE_VERSION,
             });
         }
-        let g = ZoneGeometry::new(get_u32(b, 12), get_u32(b, 16), get_u32(b, 20))?;
-        if get_u32(b, 24) != g.desc_blocks || get_u32(b, 28) != g.slots_per_chunk {
-            return Err(invalid("zone chunk shape", get_u32(b, 28) as u64));
+        let g = ZoneGeometry::new(
+            raw.slot_size.get(),
+            raw.subzones.get(),
+            raw.chunk_blocks.get(),
+        )?;
+        if raw.desc_blocks.get() != g.desc_blocks || raw.slots_per_chunk.get() != g.slots_per_chunk
+        {
+            return Err(invalid(
+                "zone chunk shape",
+                raw.slots_per_chunk.get() as u64,
+            ));
         }
-        if get_u32(b, 32) != MAX_CHUNKS {
-            return Err(invalid("zone chunk-table width", get_u32(b, 32) as u64));
+        if raw.table_width.get() != MAX_CHUNKS {
+            return Err(invalid(
+                "zone chunk-table width",
+                raw.table_width.get() as u64,
+            ));
         }
         Ok(g)
     }
@@ -206,26 +257,28 @@ impl Descriptor {
     /// are the low half).
     pub fn encode(&self) -> u128 {
         assert!(self.ino != 0 && self.seq <= MAX_SEQ);
-        let w0 = self.seq | if self.doomed { DOOMED } else { 0 };
-        let w1 = self.slice as u64 | (self.ino as u64) << 32;
-        w0 as u128 | (w1 as u128) << 64
+        let raw = RawDescriptor {
+            seq: (self.seq | if self.doomed { DOOMED } else { 0 }).into(),
+            slice: self.slice.into(),
+            ino: self.ino.into(),
+        };
+        u128::from_le_bytes(zerocopy::transmute!(raw))
     }
 
     /// None for a free slot (all zero); an error for bytes no store ever
     /// writes (a zero inode with a nonzero rest).
     pub fn decode(b: &[u8; DESC_SIZE as usize]) -> Result<Option<Descriptor>, FormatError> {
-        let w0 = get_u64(b, 0);
-        let slice = get_u32(b, 8);
-        let ino = get_u32(b, 12);
-        if ino == 0 {
-            if w0 != 0 || slice != 0 {
+        let raw: RawDescriptor = zerocopy::transmute!(*b);
+        let w0 = raw.seq.get();
+        if raw.ino.get() == 0 {
+            if w0 != 0 || raw.slice.get() != 0 {
                 return Err(invalid("zone descriptor with no inode", w0));
             }
             return Ok(None);
         }
         Ok(Some(Descriptor {
-            ino,
-            slice,
+            ino: raw.ino.get(),
+            slice: raw.slice.get(),
             seq: w0 & !DOOMED,
             doomed: w0 & DOOMED != 0,
         }))
@@ -245,6 +298,28 @@ impl Descriptor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Every header `new` accepts decodes to itself and its bytes
+        /// encode back unchanged.
+        #[test]
+        fn headers_round_trip(slot in 0..4usize, subzones in 1..=MAX_SUBZONES, chunk in MIN_CHUNK_BLOCKS..=MAX_CHUNK_BLOCKS) {
+            let g = ZoneGeometry::new(SLOT_SIZES[slot], subzones, chunk).expect("a geometry");
+            let b = g.encode();
+            prop_assert_eq!(ZoneGeometry::decode(&b), Ok(g));
+        }
+
+        /// Every 16 bytes a descriptor accepts encode back to themselves.
+        #[test]
+        fn descriptors_encode_back(b: [u8; 16]) {
+            match Descriptor::decode(&b) {
+                Ok(Some(d)) => prop_assert_eq!(d.encode().to_le_bytes(), b),
+                Ok(None) => prop_assert_eq!(b, [0; 16]),
+                Err(_) => prop_assert!(b[12..] == [0; 4]),
+            }
+        }
+    }
 
     #[test]
     fn geometry_fits_its_chunk() {

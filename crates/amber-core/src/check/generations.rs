@@ -19,7 +19,7 @@ use amber_format::{FileKind, Inode, BLOCK_SIZE, INODE_SIZE};
 use amber_pmem::PmDevice;
 
 /// Byte offset of the generation field in an inode.
-const OFF_GENERATION: u64 = 20;
+const OFF_GENERATION: u64 = amber_format::inode::OFF_GENERATION as u64;
 
 /// Checks every inode's generation against its attribute log; returns
 /// the generation each live regular file is judged by from here on

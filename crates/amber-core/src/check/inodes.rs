@@ -14,11 +14,11 @@ use std::collections::BTreeMap;
 const SYMLINK_MAX: u64 = 4095;
 
 /// Reserved inode bytes a v1 pool leaves zero.
-const RESERVED: [(usize, usize); 2] = [(105, 112), (248, 256)];
+const RESERVED: [(usize, usize); 2] = amber_format::inode::RESERVED;
 /// Byte offset of the xattr-block field.
-const OFF_XATTR: u64 = 112;
+const OFF_XATTR: u64 = amber_format::inode::OFF_XATTR as u64;
 /// Byte offset of the flags field.
-const OFF_FLAGS: u64 = 16;
+const OFF_FLAGS: u64 = amber_format::inode::OFF_FLAGS as u64;
 
 /// One in-use inode.
 pub(super) struct Rec {

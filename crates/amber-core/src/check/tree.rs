@@ -11,8 +11,8 @@ use amber_format::{FileKind, ROOT_INO};
 use amber_pmem::PmDevice;
 use rustc_hash::FxHashMap;
 
-const OFF_NLINK: u64 = 4;
-const OFF_PARENT: u64 = 120;
+const OFF_NLINK: u64 = amber_format::inode::OFF_NLINK as u64;
+const OFF_PARENT: u64 = amber_format::inode::OFF_PARENT as u64;
 
 pub(super) fn check<D: PmDevice>(cx: &mut Ctx<'_, D>, scan: &mut Scan, ents: Vec<Ent>) {
     let l = cx.layout;

@@ -16,7 +16,7 @@ use crate::split::{self, SplitMedia};
 use crate::time::{self, Clock};
 use crate::types::Owner;
 use crate::zone::{self, ZoneMedia};
-use amber_format::inode::{mode, OFF_SIZE};
+use amber_format::inode::{mode, OFF_BLOCKS};
 use amber_format::superblock::SUPERBLOCK_SIZE;
 use amber_format::{
     FileKind, FormatError, FormatParams, Inode, Layout, PoolLayout, PoolState, Superblock,
@@ -316,7 +316,7 @@ fn rebuild_used<D: PmDevice>(
         let counted_here = !(split.is_some() && i.kind() == Some(FileKind::Regular));
         if counted_here && i.blocks != count {
             i.blocks = count;
-            let off = l.inode_offset(ino) + OFF_SIZE as u64 + 8;
+            let off = l.inode_offset(ino) + OFF_BLOCKS as u64;
             dev.write(off, &count.to_le_bytes());
             dev.flush(off, 8);
             report.block_counts_fixed += 1;
