@@ -19,7 +19,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     let explain =
         "use bytes, or a number with a binary suffix K, M, G or T (KiB, MiB, ... alike), \
                    e.g. 4096, 64M or 1.5G";
-    let (num, unit) = split(text).ok_or_else(|| format!("size {text:?}: {explain}"))?;
+    let (num, unit) = split(text).ok_or_else(|| malformed("size", text, explain))?;
     let shift = match unit.to_ascii_lowercase().as_str() {
         "" | "b" => 0,
         "k" | "kib" => 10,
@@ -28,7 +28,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "t" | "tib" => 40,
         _ => {
             return Err(format!(
-                "size {text:?} has an unknown unit {unit:?}; {explain}"
+                "size {text:?} has an unknown suffix {unit:?}; {explain}"
             ))
         }
     };
@@ -41,7 +41,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 /// Parses a duration: `5`, `1.5s`, `500ms`, `2m`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let explain = "use seconds, or a number with a unit ms, s or m, e.g. 5s, 1.5s or 500ms";
-    let (num, unit) = split(text).ok_or_else(|| format!("duration {text:?}: {explain}"))?;
+    let (num, unit) = split(text).ok_or_else(|| malformed("duration", text, explain))?;
     let unit_ns: u128 = match unit.to_ascii_lowercase().as_str() {
         "ms" => 1_000_000,
         "" | "s" => 1_000_000_000,
@@ -58,6 +58,15 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let secs =
         u64::try_from(ns / 1_000_000_000).map_err(|_| format!("duration {text:?} is too long"))?;
     Ok(Duration::new(secs, (ns % 1_000_000_000) as u32))
+}
+
+/// Why `text` does not parse as a number with a unit.
+fn malformed(what: &str, text: &str, explain: &str) -> String {
+    if text.trim().starts_with(|c: char| c.is_ascii_digit()) {
+        format!("{what} {text:?} is not a well-formed number; {explain}")
+    } else {
+        format!("{what} {text:?} does not start with a number; {explain}")
+    }
 }
 
 /// A decimal number as written: its digits without the point, and how
@@ -143,6 +152,15 @@ mod tests {
         ] {
             assert!(parse_size(bad).is_err(), "{bad}");
         }
+        let said = |text| parse_size(text).unwrap_err();
+        assert!(
+            said("64X").contains("unknown suffix \"X\""),
+            "{}",
+            said("64X")
+        );
+        assert!(said("M").contains("does not start with a number"));
+        assert!(said("1.2.3").contains("not a well-formed number"));
+        assert!(said("99999999999T").contains("too large"));
     }
 
     #[test]

@@ -268,17 +268,6 @@ const FALLOC_CHUNK: usize = 4096;
 mod tests {
     use super::*;
     use crate::fs::MountOptions;
-    use amber_pmem::MmapDevice;
-
-    #[test]
-    fn split_layout_wishes_match_the_policies() {
-        for &name in POLICIES.iter() {
-            let opts = MountOptions::parse(&format!("policy={name}")).unwrap();
-            let p = by_name::<MmapDevice>(&opts).unwrap();
-            assert_eq!(p.pool_layout(), layout_for(&opts), "{name}");
-            assert_eq!(p.name(), name);
-        }
-    }
 
     /// The defaults go together: a pool made with the default format
     /// mounts with the default options.

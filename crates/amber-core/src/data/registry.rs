@@ -242,20 +242,26 @@ pub static POLICIES: LazyLock<Vec<&'static str>> =
     LazyLock::new(|| BUILTIN.iter().map(|r| r.name).collect());
 
 /// Adds a policy defined outside the core, for mounts of devices of type
-/// `D`, for the rest of the process: `-o policy=<its name>` then selects
-/// it and its options are accepted. Its options live in
-/// `MountOptions::registered` (a [`Group`] of [`Registered`]). Refused if
-/// the name is taken.
+/// `D` (register it once for each device type it mounts), for the rest of
+/// the process: `-o policy=<its name>` then selects it and its options
+/// are accepted. Its options live in `MountOptions::registered` (a
+/// [`Group`] of [`Registered`]). Refused if a built-in policy has the
+/// name, or one registered for `D`.
 pub fn register<D: PmDevice>(policy: Policy<D>) -> Result<()> {
     let mut extra = REGISTERED.write().unwrap_or_else(|e| e.into_inner());
-    if rows_in(&extra).any(|r| r.name == policy.name) {
+    let device = TypeId::of::<D>();
+    let taken = BUILTIN.iter().any(|r| r.name == policy.name)
+        || extra
+            .iter()
+            .any(|e| e.row.name == policy.name && e.device == device);
+    if taken {
         return Err(FsError::InvalidArgument(
             "a policy of that name is registered",
         ));
     }
     extra.push(Extra {
         row: Row::from(&policy),
-        device: TypeId::of::<D>(),
+        device,
         policy: Box::new(policy),
     });
     Ok(())
@@ -414,4 +420,86 @@ pub fn size(v: &str) -> Option<u64> {
 /// A duration in the one grammar (`crate::units`).
 pub fn duration(v: &str) -> Option<Duration> {
     units::parse_duration(v).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The README's option table lists each policy option as its row says
+    /// (`readme_rows`), and its `policy=` row names every policy.
+    #[test]
+    fn readme_option_table_is_the_registry() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+        let readme = std::fs::read_to_string(path).unwrap();
+        let rows = readme_rows();
+        assert!(
+            readme.contains(&rows),
+            "README.md's option table should hold these rows:\n{rows}"
+        );
+        let policy_row = readme
+            .lines()
+            .find(|l| l.starts_with("| `policy=NAME`"))
+            .unwrap();
+        for name in POLICIES.iter() {
+            assert!(policy_row.contains(&format!("`{name}`")), "{name}");
+        }
+    }
+
+    /// Every message naming policies or options names all of them.
+    #[test]
+    fn refusals_name_every_policy_and_option() {
+        for name in POLICIES.iter() {
+            assert!(unknown_policy().contains(name), "{name}");
+        }
+        for d in option_docs() {
+            assert!(unknown_option().contains(&format!("{}={}", d.key, d.value)));
+            assert!(options_help().contains(&format!("{}={}", d.key, d.value)));
+        }
+        for generic in GENERIC_OPTIONS.split(", ") {
+            assert!(unknown_option().contains(generic), "{generic}");
+            let key = generic.split('=').next().unwrap();
+            let value = generic
+                .split('=')
+                .nth(1)
+                .map(|v| v.split('|').next().unwrap());
+            let mut o = MountOptions::default();
+            let item = match value {
+                Some("NAME") => "policy=direct".to_string(),
+                Some(v) => format!("{key}={v}"),
+                None => key.to_string(),
+            };
+            assert!(MountOptions::parse(&item).is_ok(), "{item}");
+            assert!(
+                set_option(&mut o, key, "x").is_err(),
+                "{key} is not a policy option"
+            );
+        }
+    }
+
+    /// Each row's layout is what the policy it builds says, and its name.
+    #[test]
+    fn rows_agree_with_their_policies() {
+        for row in builtin::<MmapDevice>() {
+            let opts = MountOptions::parse(&format!("policy={}", row.name)).unwrap();
+            let p = (row.build)(&opts);
+            assert_eq!((p.name(), p.pool_layout()), (row.name, row.layout));
+            assert_eq!(layout_for(&opts), row.layout);
+        }
+    }
+
+    /// Every knob refuses what it does not take and accepts its default.
+    #[test]
+    fn option_defaults_parse() {
+        for d in option_docs() {
+            let default = d.default.trim_matches('`');
+            if d.key == "lawn_subzones" {
+                continue;
+            }
+            let item = format!("{}={default}", d.key);
+            assert!(MountOptions::parse(&item).is_ok(), "{item}");
+            let bad = format!("{}=bogus", d.key);
+            assert!(MountOptions::parse(&bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -446,16 +446,19 @@ fn layout_refusal(have: PoolLayout, wanted: PoolLayout) -> String {
         PoolLayout::Split => "`amberfs mkfs` (split layout, the default)",
         PoolLayout::Lfs => "`amberfs mkfs --layout lfs`",
     };
-    let mount_with = match takes.split_first() {
-        Some((first, [])) => format!("-o policy={first}"),
-        Some((first, rest)) => format!("-o policy={first} (or {})", rest.join(", ")),
-        None => "no policy of this build".to_string(),
+    let takes = match takes.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => takes.join(""),
     };
+    let asked = match asked.split_first() {
+        Some((first, [])) => first.to_string(),
+        Some((first, rest)) => format!("{first} (and {})", rest.join(", ")),
+        None => "it".to_string(),
+    };
+    let first = asked.split(' ').next().unwrap_or("it");
     format!(
-        "this pool has {described}, which {} cannot use: mount it with {mount_with}, or make a \
-         new pool with {mkfs} for {}",
-        asked.join(", "),
-        asked.first().copied().unwrap_or("it"),
+        "this pool has {described}, which {asked} cannot use: mount it with -o policy={takes}, \
+         or make a new pool with {mkfs} for {first}"
     )
 }
 
