@@ -40,9 +40,13 @@ pub struct Knob<T: 'static> {
 /// A knob without its setter: what help and the README show of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OptionDoc {
+    /// [`Knob::key`].
     pub key: &'static str,
+    /// [`Knob::value`].
     pub value: &'static str,
+    /// [`Knob::default`].
     pub default: &'static str,
+    /// [`Knob::doc`].
     pub doc: &'static str,
 }
 
@@ -58,7 +62,9 @@ pub trait OptionSet: Sync {
 
 /// The options of one settings struct `T` and where `MountOptions` keeps it.
 pub struct Group<T: 'static> {
+    /// The options, in the order help shows them.
     pub knobs: &'static [Knob<T>],
+    /// Where the settings they write live.
     pub field: fn(&mut MountOptions) -> &mut T,
 }
 
@@ -126,82 +132,57 @@ pub fn builtin<D: PmDevice>() -> Vec<Policy<D>> {
     use PoolLayout::{Classic, Lfs, Split};
     const HINFS: &[&dyn OptionSet] = &[&BUFFER];
     const HUNTER_ONLY: &[&dyn OptionSet] = &[&HUNTER];
+    const NONE: &[&dyn OptionSet] = &[];
     vec![
-        Policy {
-            name: "amber",
-            layout: Split,
-            options: &[&BUFFER, &AMBER, &ZONE, &HUNTER],
-            build: |o| {
-                Box::new(Amber::new(
-                    o.amber_buffer,
-                    &o.buffer,
-                    &o.zone,
-                    &o.hunter,
-                    o.cpus,
-                ))
-            },
-        },
-        Policy {
-            name: "direct",
-            layout: Classic,
-            options: &[],
-            build: |_| Box::new(Direct),
-        },
-        Policy {
-            name: "hinfs",
-            layout: Classic,
-            options: HINFS,
-            build: |o| Box::new(Hinfs::new(Variant::Full, &o.buffer)),
-        },
-        Policy {
-            name: "hinfs-wb",
-            layout: Classic,
-            options: HINFS,
-            build: |o| Box::new(Hinfs::new(Variant::WriteBuffer, &o.buffer)),
-        },
-        Policy {
-            name: "hinfs-nclfw",
-            layout: Classic,
-            options: HINFS,
-            build: |o| Box::new(Hinfs::new(Variant::NoClfw, &o.buffer)),
-        },
-        Policy {
-            name: "cow",
-            layout: Classic,
-            options: &[],
-            build: |_| Box::new(Cow),
-        },
-        Policy {
-            name: "finelog",
-            layout: Classic,
-            options: &[],
-            build: |_| Box::new(Finelog),
-        },
-        Policy {
-            name: "lawn",
-            layout: Classic,
-            options: &[&ZONE],
-            build: |o| Box::new(Lawn::new(&o.zone)),
-        },
-        Policy {
-            name: "hunter",
-            layout: Split,
-            options: HUNTER_ONLY,
-            build: |o| Box::new(Hunter::new(&o.hunter, o.cpus, false, false)),
-        },
-        Policy {
-            name: "hunter-sync",
-            layout: Split,
-            options: HUNTER_ONLY,
-            build: |o| Box::new(Hunter::new(&o.hunter, o.cpus, true, false)),
-        },
-        Policy {
-            name: "hunter-lfs",
-            layout: Lfs,
-            options: HUNTER_ONLY,
-            build: |o| Box::new(Hunter::new(&o.hunter, o.cpus, false, true)),
-        },
+        Policy::row("amber", Split, &[&BUFFER, &AMBER, &ZONE, &HUNTER], |o| {
+            Box::new(Amber::new(
+                o.amber_buffer,
+                &o.buffer,
+                &o.zone,
+                &o.hunter,
+                o.cpus,
+            ))
+        }),
+        Policy::row("direct", Classic, NONE, |_| Box::new(Direct)),
+        Policy::row("hinfs", Classic, HINFS, |o| {
+            Box::new(Hinfs::new(Variant::Full, &o.buffer))
+        }),
+        Policy::row("hinfs-wb", Classic, HINFS, |o| {
+            Box::new(Hinfs::new(Variant::WriteBuffer, &o.buffer))
+        }),
+        Policy::row("hinfs-nclfw", Classic, HINFS, |o| {
+            Box::new(Hinfs::new(Variant::NoClfw, &o.buffer))
+        }),
+        Policy::row("cow", Classic, NONE, |_| Box::new(Cow)),
+        Policy::row("finelog", Classic, NONE, |_| Box::new(Finelog)),
+        Policy::row("lawn", Classic, &[&ZONE], |o| Box::new(Lawn::new(&o.zone))),
+        Policy::row("hunter", Split, HUNTER_ONLY, |o| {
+            Box::new(Hunter::new(&o.hunter, o.cpus, false, false))
+        }),
+        Policy::row("hunter-sync", Split, HUNTER_ONLY, |o| {
+            Box::new(Hunter::new(&o.hunter, o.cpus, true, false))
+        }),
+        Policy::row("hunter-lfs", Lfs, HUNTER_ONLY, |o| {
+            Box::new(Hunter::new(&o.hunter, o.cpus, false, true))
+        }),
     ]
+}
+
+impl<D> Policy<D> {
+    /// A row, its fields in order.
+    pub fn row(
+        name: &'static str,
+        layout: PoolLayout,
+        options: &'static [&'static dyn OptionSet],
+        build: fn(&MountOptions) -> Box<dyn DataPolicy<D>>,
+    ) -> Policy<D> {
+        Policy {
+            name,
+            layout,
+            options,
+            build,
+        }
+    }
 }
 
 /// What a row says without its constructor, whatever device it builds for.
