@@ -58,38 +58,10 @@ pub const CHUNK: usize = 1 << 20;
 
 pub use crate::output::{warn, Shown};
 
-/// Parses `64M`, `1G`, `4096`: binary suffixes because pools are mapped in
-/// pages and huge pages, where decimal sizes would never line up.
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let trimmed = text.trim();
-    let split = trimmed
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(trimmed.len());
-    let (digits, suffix) = trimmed.split_at(split);
-    let explain = "use a whole number of bytes or one with a K, M, G or T suffix (binary: 64M = 64 MiB), e.g. 64M or 1G";
-    if digits.is_empty() {
-        return Err(format!(
-            "size {text:?} does not start with a number; {explain}"
-        ));
-    }
-    let shift = match suffix.to_ascii_uppercase().as_str() {
-        "" | "B" => 0,
-        "K" | "KIB" => 10,
-        "M" | "MIB" => 20,
-        "G" | "GIB" => 30,
-        "T" | "TIB" => 40,
-        _ => {
-            return Err(format!(
-                "size {text:?} has an unknown suffix {suffix:?}; {explain}"
-            ))
-        }
-    };
-    digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(1u64 << shift))
-        .ok_or_else(|| format!("size {text:?} is too large to be a pool size"))
-}
+/// Sizes in the one grammar of the core, the CLI and the workbench
+/// (binary suffixes: pools are mapped in pages and huge pages, where
+/// decimal sizes would never line up).
+pub use amber_core::units::parse_size;
 
 /// A byte count for people (shared with the workbench's notes).
 pub use amber_bench::record::human_bytes;
@@ -452,21 +424,6 @@ pub fn format_time(t: Timespec) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_take_binary_suffixes() {
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("64M"), Ok(64 << 20));
-        assert_eq!(parse_size("1g"), Ok(1 << 30));
-        assert_eq!(parse_size("2T"), Ok(2 << 40));
-        assert_eq!(parse_size("8KiB"), Ok(8 << 10));
-        assert!(parse_size("64X").unwrap_err().contains("unknown suffix"));
-        assert!(parse_size("M").is_err());
-        assert!(parse_size("").is_err());
-        assert!(parse_size("99999999999T")
-            .unwrap_err()
-            .contains("too large"));
-    }
 
     #[test]
     fn human_sizes() {

@@ -28,10 +28,23 @@ struct Cli {
     emulate: Option<String>,
     /// Mount options, e.g. `sync` or `policy=direct` (the default policy is
     /// amber, which needs a split-layout pool: mkfs's default).
-    #[arg(short = 'o', global = true, value_name = "OPTIONS")]
+    #[arg(short = 'o', global = true, value_name = "OPTIONS", long_help = mount_options_help())]
     options: Option<String>,
     #[command(subcommand)]
     command: Command,
+}
+
+/// `-o`'s long help: the options every mount takes, then each policy's
+/// from its row in the core's registry.
+fn mount_options_help() -> String {
+    use amber_core::data::{registry, POLICIES};
+    format!(
+        "Mount options, comma-separated: {}. The default policy is amber, which needs a \
+         split-layout pool (mkfs's default). Policies: {}. Policy options:\n{}",
+        registry::GENERIC_OPTIONS,
+        POLICIES.join(", "),
+        registry::options_help()
+    )
 }
 
 #[derive(Subcommand)]

@@ -19,6 +19,7 @@ mod ordered;
 pub mod split;
 pub mod time;
 pub mod types;
+pub mod units;
 pub mod zone;
 
 pub use api::{DirEntry as Entry, File, FileType, Fs, Metadata, OpenOptions, Permissions};

@@ -27,7 +27,7 @@ fn fresh(policy: &str) -> Core<MmapDevice> {
 fn frees_count_when_the_change_returns() {
     let data = vec![7u8; 16 << 20];
     let blocks = data.len() as u64 / 4096;
-    for &policy in POLICIES {
+    for &policy in POLICIES.iter() {
         let fs = fresh(policy);
         let free = || fs.statfs().blocks_free;
         let f = fs

@@ -234,7 +234,7 @@ fn read_range(fs: &Core<MmapDevice>, ino: u64, off: u64, len: usize) -> Vec<u8> 
 #[test]
 fn zero_range_under_every_policy() {
     const B: u64 = 4096;
-    for &policy in amber_core::data::POLICIES {
+    for &policy in amber_core::data::POLICIES.iter() {
         let (dev, fs, opts) = fresh_under(policy);
         let f = fs
             .mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, ME)

@@ -41,18 +41,9 @@ impl FromStr for XParam {
     }
 }
 
+/// A note's byte count, in the one size grammar (`amber_core::units`).
 fn bytes(text: &str) -> Option<f64> {
-    let t = text
-        .trim()
-        .trim_end_matches(['B', 'b'])
-        .trim_end_matches("i");
-    let (num, mul) = match t.char_indices().last()? {
-        (i, 'K' | 'k') => (&t[..i], 1u64 << 10),
-        (i, 'M' | 'm') => (&t[..i], 1 << 20),
-        (i, 'G' | 'g') => (&t[..i], 1 << 30),
-        _ => (t, 1),
-    };
-    num.parse::<f64>().ok().map(|n| n * mul as f64)
+    amber_core::units::parse_size(text).ok().map(|b| b as f64)
 }
 
 impl XParam {

@@ -2,7 +2,7 @@
 //! core calls the mounted policy for every read, write, truncate and fsync
 //! with the inode locked; a policy is chosen by name at mount
 //! ([`by_name`]). To add one, implement [`DataPolicy`] in a module of its
-//! own and add its name to [`by_name`] (ARCHITECTURE.md).
+//! own and give it a row in [`registry`] (ARCHITECTURE.md).
 
 mod amber;
 mod cow;
@@ -11,21 +11,23 @@ mod finelog;
 mod hinfs;
 mod hunter;
 mod lawn;
+pub mod registry;
 
-use crate::error::{FsError, Result};
-use crate::fs::{Core, MountOptions};
+use crate::error::Result;
+use crate::fs::Core;
 use crate::inode::InodeState;
 use amber_format::PoolLayout;
 use amber_pmem::PmDevice;
 use std::sync::Weak;
 
-pub use amber::Amber;
+pub use amber::{Amber, AmberBuffer};
 pub use cow::{Cow, CowStage};
 pub use direct::Direct;
 pub use finelog::Finelog;
-pub use hinfs::{Hinfs, Variant};
-pub use hunter::Hunter;
-pub use lawn::Lawn;
+pub use hinfs::{BufferOptions, Hinfs, Variant, MAX_WRITEBACK_THREADS, MIN_BUFFER};
+pub use hunter::{Hunter, HunterOptions, MAX_HUNTER_QUEUES, MAX_HUNTER_WORKERS};
+pub use lawn::{Lawn, ZoneOptions};
+pub use registry::{by_name, layout_for, register, Policy, POLICIES};
 
 /// A data path. Every method is called with the inode's write lock held
 /// (read lock for `read`). Methods whose default is "`direct`'s" delegate
@@ -262,67 +264,10 @@ pub enum FallocStep {
 /// every block of the range.
 const FALLOC_CHUNK: usize = 4096;
 
-/// Names of the policies this build offers.
-pub const POLICIES: &[&str] = &[
-    "amber",
-    "direct",
-    "hinfs",
-    "hinfs-wb",
-    "hinfs-nclfw",
-    "cow",
-    "finelog",
-    "lawn",
-    "hunter",
-    "hunter-sync",
-    "hunter-lfs",
-];
-
-/// The pool layout the policy `opts` names needs, for whoever formats a
-/// pool for it (what `DataPolicy::pool_layout` says once it is built; a
-/// test holds the two together).
-pub fn layout_for(opts: &MountOptions) -> PoolLayout {
-    match opts.policy.as_str() {
-        "amber" | "hunter" | "hunter-sync" => PoolLayout::Split,
-        "hunter-lfs" => PoolLayout::Lfs,
-        _ => PoolLayout::Classic,
-    }
-}
-
-/// The policy `opts` names, configured by the rest of `opts`.
-pub fn by_name<D: PmDevice>(opts: &MountOptions) -> Result<Box<dyn DataPolicy<D>>> {
-    match opts.policy.as_str() {
-        "amber" => Ok(Box::new(Amber::new(opts))),
-        "direct" => Ok(Box::new(Direct)),
-        "hinfs" => Ok(Box::new(Hinfs::new(Variant::Full, opts))),
-        "hinfs-wb" => Ok(Box::new(Hinfs::new(Variant::WriteBuffer, opts))),
-        "hinfs-nclfw" => Ok(Box::new(Hinfs::new(Variant::NoClfw, opts))),
-        "cow" => Ok(Box::new(Cow)),
-        "finelog" => Ok(Box::new(Finelog)),
-        "lawn" => Ok(Box::new(Lawn::new(opts))),
-        "hunter" => Ok(Box::new(Hunter::new(opts, false, false))),
-        "hunter-sync" => Ok(Box::new(Hunter::new(opts, true, false))),
-        "hunter-lfs" => Ok(Box::new(Hunter::new(opts, false, true))),
-        _ => Err(FsError::InvalidArgument(
-            "unknown policy (known: amber, direct, hinfs, hinfs-wb, hinfs-nclfw, cow, finelog, lawn, \
-             hunter, hunter-sync, hunter-lfs)",
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use amber_pmem::MmapDevice;
-
-    #[test]
-    fn split_layout_wishes_match_the_policies() {
-        for &name in POLICIES {
-            let opts = MountOptions::parse(&format!("policy={name}")).unwrap();
-            let p = by_name::<MmapDevice>(&opts).unwrap();
-            assert_eq!(p.pool_layout(), layout_for(&opts), "{name}");
-            assert_eq!(p.name(), name);
-        }
-    }
+    use crate::fs::MountOptions;
 
     /// The defaults go together: a pool made with the default format
     /// mounts with the default options.

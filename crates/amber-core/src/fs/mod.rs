@@ -15,7 +15,7 @@ mod xattr;
 
 pub(crate) use mount::write_superblock;
 pub use mount::{format, format_for_replay, mount, read_superblock, RecoveryReport};
-pub use options::{AmberBuffer, HunterOptions, MountOptions, ZoneOptions, SIMULATED_CPUS};
+pub use options::{MountOptions, SIMULATED_CPUS};
 pub use salvage::salvage;
 pub use xattr::XattrSet;
 

@@ -9,6 +9,7 @@
 use super::{Core, MountOptions};
 use crate::alloc::{BitSet, BlockAllocator, Homes, InodeAllocator};
 use crate::data;
+use crate::data::registry::policies_for;
 use crate::error::{FsError, Result};
 use crate::inode::{read_inode, walk, InodeCache};
 use crate::journal::{self, Journals, Tx};
@@ -406,37 +407,59 @@ pub(super) fn check_root<D: PmDevice>(dev: &D, l: &Layout) -> Result<()> {
     }
 }
 
-/// Refuses a policy that cannot use the pool's layout. Each message names
+/// Refuses a policy that cannot use the pool's layout. The message names
 /// the policies this pool takes and how to make a pool for the one asked
-/// for. A classic pool mounted with the default options is the common
-/// case: pools made before amber became the default are classic.
+/// for, from the policy rows (`data::registry`). A classic pool mounted
+/// with the default options is the common case: pools made before amber
+/// became the default are classic.
 fn check_layout(sb: &Superblock, wanted: PoolLayout) -> Result<()> {
-    if wanted == sb.pool_layout() {
+    let have = sb.pool_layout();
+    if wanted == have {
         return Ok(());
     }
-    Err(FsError::InvalidArgument(match (sb.pool_layout(), wanted) {
-        (PoolLayout::Classic, PoolLayout::Lfs) => {
-            "this pool has the classic layout, which hunter-lfs cannot use: mount it \
-             with -o policy=direct (or hinfs, cow, finelog, lawn), or make a new pool \
-             with `amberfs mkfs --layout lfs` for hunter-lfs"
+    static TEXTS: OnceLock<Vec<((PoolLayout, PoolLayout), String)>> = OnceLock::new();
+    let texts = TEXTS.get_or_init(|| {
+        let all = [PoolLayout::Classic, PoolLayout::Split, PoolLayout::Lfs];
+        let pairs = all.into_iter().flat_map(|h| all.map(|w| (h, w)));
+        pairs.map(|(h, w)| ((h, w), layout_refusal(h, w))).collect()
+    });
+    let text = texts.iter().find(|(k, _)| *k == (have, wanted));
+    Err(FsError::InvalidArgument(
+        text.map_or("", |(_, t)| t.as_str()),
+    ))
+}
+
+/// Why a pool of layout `have` cannot be mounted with a policy of layout
+/// `wanted`, and what to do instead.
+fn layout_refusal(have: PoolLayout, wanted: PoolLayout) -> String {
+    let (takes, asked) = (policies_for(have), policies_for(wanted));
+    let described = match have {
+        PoolLayout::Classic => {
+            "the classic layout (made before amber was the default, or with `amberfs mkfs \
+             --layout classic`)"
         }
-        (PoolLayout::Classic, _) => {
-            "this pool has the classic layout (made before amber was the default, or \
-             with `amberfs mkfs --layout classic`), which the default policy amber (and \
-             hunter, hunter-sync) cannot use: mount it with -o policy=direct (or hinfs, \
-             cow, finelog, lawn), or make a new pool with `amberfs mkfs` (split layout, \
-             the default) for amber"
-        }
-        (PoolLayout::Split, _) => {
-            "this pool has the split layout (mkfs's default): mount it with \
-             policy=amber, hunter or hunter-sync, or make a pool with `amberfs mkfs \
-             --layout classic` for the other policies"
-        }
-        (PoolLayout::Lfs, _) => {
-            "this pool keeps HUNTER's records in its data log: mount it with \
-             policy=hunter-lfs"
-        }
-    }))
+        PoolLayout::Split => "the split layout (mkfs's default)",
+        PoolLayout::Lfs => "the lfs layout (HUNTER's records in its data log)",
+    };
+    let mkfs = match wanted {
+        PoolLayout::Classic => "`amberfs mkfs --layout classic`",
+        PoolLayout::Split => "`amberfs mkfs` (split layout, the default)",
+        PoolLayout::Lfs => "`amberfs mkfs --layout lfs`",
+    };
+    let takes = match takes.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => takes.join(""),
+    };
+    let asked = match asked.split_first() {
+        Some((first, [])) => first.to_string(),
+        Some((first, rest)) => format!("{first} (and {})", rest.join(", ")),
+        None => "it".to_string(),
+    };
+    let first = asked.split(' ').next().unwrap_or("it");
+    format!(
+        "this pool has {described}, which {asked} cannot use: mount it with -o policy={takes}, \
+         or make a new pool with {mkfs} for {first}"
+    )
 }
 
 /// The saved bitmap of a cleanly unmounted pool, after checking that the

@@ -12,8 +12,9 @@
 
 use super::media::{header_offsets, read_header, HeaderCopy, Place, ZoneMedia};
 use super::{judge, Verdict, Zone};
+use crate::data::ZoneOptions;
 use crate::error::{FsError, Result};
-use crate::fs::{write_superblock, Core, ZoneOptions};
+use crate::fs::{write_superblock, Core};
 use crate::inode::read_inode;
 use amber_format::zone::{
     Descriptor, ZoneGeometry, FEATURE_ZONE, HEADER_BLOCKS, MAX_CHUNKS, MAX_CHUNK_BLOCKS,

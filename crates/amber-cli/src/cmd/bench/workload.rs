@@ -102,23 +102,16 @@ fn size(flag: &str, v: &Option<String>, default: u64) -> CliResult<u64> {
     })
 }
 
-/// Parses `10s`, `500ms`, `2m` or a bare number of seconds.
+/// A run's length: a duration in the one grammar (`amber_core::units`),
+/// positive and under a day.
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (s, 1.0)
-    };
-    match num.parse::<f64>() {
-        Ok(x) if x > 0.0 && x * scale < 86_400.0 => Ok(Duration::from_secs_f64(x * scale)),
-        _ => Err(format!(
+    let d = amber_core::units::parse_duration(s).map_err(|e| format!("--duration: {e}"))?;
+    if d.is_zero() || d >= Duration::from_secs(86_400) {
+        return Err(format!(
             "--duration {s:?}: use a positive time under a day, e.g. 10s, 500ms or 2m"
-        )),
+        ));
     }
+    Ok(d)
 }
 
 /// The workload's defaults with the command line's overrides applied.

@@ -25,10 +25,11 @@ use super::super::hinfs::buffer::lines_of;
 use super::super::hinfs::calibrate;
 use super::super::hunter::{runs, Control};
 use super::super::lawn::{read_over, slices};
-use super::super::{DataPolicy, Hunter, Lawn};
+use super::super::{BufferOptions, DataPolicy, Hunter, Lawn};
 use super::table::Table;
+use super::AmberBuffer;
 use crate::error::Result;
-use crate::fs::{AmberBuffer, Core, MountOptions};
+use crate::fs::Core;
 use crate::inode::InodeState;
 use crate::time::ClockSource;
 use amber_format::{FileKind, BLOCK_SIZE};
@@ -131,20 +132,20 @@ fn record_through(model: &mut FileModel, off: u64, end: u64) {
 }
 
 impl Buffer {
-    pub fn new(opts: &MountOptions) -> Buffer {
+    pub fn new(opts: &BufferOptions, mode: AmberBuffer) -> Buffer {
         Buffer {
-            mode: opts.amber_buffer,
+            mode,
             pays: AtomicBool::new(false),
             costs: Mutex::new(Costs {
                 l_dram_ns: 0.0,
                 l_pm_ns: 0.0,
             }),
-            capacity: opts.buffer / BLOCK_SIZE,
+            capacity: opts.bytes / BLOCK_SIZE,
             held: AtomicU64::new(0),
             oldest: Mutex::new(FxHashMap::default()),
             spare: Mutex::new(Vec::new()),
-            age: opts.writeback_age,
-            interval: opts.writeback_interval,
+            age: opts.age,
+            interval: opts.interval,
             lazy_after: opts.lazy_after,
             control: Control::default(),
             buffered_writes: AtomicU64::new(0),

@@ -27,18 +27,20 @@
 //! entry of their write's seq or later, which is persisted after them.
 
 mod buffer;
+pub(crate) mod options;
 mod table;
 
 use super::hinfs::buffer::LINE;
 use super::hinfs::calibrate;
 use super::lawn::slices;
-use super::{DataPolicy, FallocStep, Hunter, Lawn};
+use super::{BufferOptions, DataPolicy, FallocStep, Hunter, HunterOptions, Lawn, ZoneOptions};
 use crate::error::Result;
-use crate::fs::{Core, MountOptions};
+use crate::fs::Core;
 use crate::inode::InodeState;
 use amber_format::{PoolLayout, BLOCK_SIZE};
 use amber_pmem::PmDevice;
 use buffer::Buffer;
+pub use options::AmberBuffer;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 
@@ -72,11 +74,19 @@ pub struct Amber {
 }
 
 impl Amber {
-    pub fn new(opts: &MountOptions) -> Amber {
+    /// The policy: its buffer (`mode`, sized and drained as `buffer`
+    /// says), its zone and its engine, with data logs for `cpus` CPUs.
+    pub fn new(
+        mode: AmberBuffer,
+        buffer: &BufferOptions,
+        zone: &ZoneOptions,
+        hunter: &HunterOptions,
+        cpus: usize,
+    ) -> Amber {
         Amber {
-            hunter: Arc::new(Hunter::new(opts, false, false)),
-            buffer: Arc::new(Buffer::new(opts)),
-            lawn: Lawn::new(opts),
+            hunter: Arc::new(Hunter::new(hunter, cpus, false, false)),
+            buffer: Arc::new(Buffer::new(buffer, mode)),
+            lawn: Lawn::new(zone),
             zone_max: AtomicU64::new(u64::MAX),
             line_ps: AtomicU64::new(0),
             flush_ps: AtomicU64::new(0),

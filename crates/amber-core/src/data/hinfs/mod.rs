@@ -16,12 +16,13 @@ pub(super) mod bbm;
 pub(super) mod buffer;
 pub(super) mod calibrate;
 mod index;
+pub(crate) mod options;
 mod writeback;
 
 use super::direct::{self, Direct};
 use super::{DataPolicy, FallocStep};
 use crate::error::{FsError, Result};
-use crate::fs::{Core, MountOptions};
+use crate::fs::Core;
 use crate::inode::InodeState;
 use amber_format::blockmap::MAX_FILE_SIZE;
 use amber_format::BLOCK_SIZE;
@@ -29,6 +30,7 @@ use amber_pmem::PmDevice;
 use bbm::Costs;
 use buffer::{lines_of, Pool, LINE, LINES};
 use index::FileBuf;
+pub use options::{BufferOptions, MAX_WRITEBACK_THREADS, MIN_BUFFER};
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
@@ -109,10 +111,10 @@ pub struct Hinfs {
 }
 
 impl Hinfs {
-    /// A policy with a pool of `opts.buffer` bytes (checked by
-    /// `MountOptions::validate`).
-    pub fn new(variant: Variant, opts: &MountOptions) -> Hinfs {
-        let blocks = u32::try_from(opts.buffer / BLOCK_SIZE).unwrap_or(u32::MAX - 1);
+    /// A policy with a pool of `opts.bytes` bytes (checked by
+    /// `BufferOptions::validate`).
+    pub fn new(variant: Variant, opts: &BufferOptions) -> Hinfs {
+        let blocks = u32::try_from(opts.bytes / BLOCK_SIZE).unwrap_or(u32::MAX - 1);
         let pct = |p: u8| ((blocks as u64 * p as u64 / 100) as u32).max(1);
         Hinfs {
             shared: Arc::new(Shared {
@@ -122,16 +124,16 @@ impl Hinfs {
                 stop: AtomicBool::new(false),
                 costs: Mutex::new(FALLBACK_COSTS),
                 buffering_pays: AtomicBool::new(true),
-                always_buffer: opts.always_buffer,
+                always_buffer: opts.always,
                 fs_prior_eager: AtomicBool::new(false),
                 fs_last_sync_ns: AtomicU64::new(0),
                 stats: Stats::default(),
-                low: pct(opts.writeback_low),
-                high: pct(opts.writeback_high),
-                interval: opts.writeback_interval,
-                age: opts.writeback_age,
+                low: pct(opts.low),
+                high: pct(opts.high),
+                interval: opts.interval,
+                age: opts.age,
                 lazy_after: opts.lazy_after,
-                threads: opts.writeback_threads,
+                threads: opts.threads,
             }),
         }
     }

@@ -14,13 +14,14 @@
 
 mod index;
 mod log;
+pub(crate) mod options;
 mod queue;
 mod worker;
 
 use super::direct::partial_edges;
 use super::{DataPolicy, Direct, FallocStep, FALLOC_CHUNK};
 use crate::error::{FsError, Result};
-use crate::fs::{Core, HunterOptions};
+use crate::fs::Core;
 use crate::inode::InodeState;
 use crate::split::{effective, walk_chain, LogState, SplitMedia};
 use amber_format::blockmap::MAX_FILE_SIZE;
@@ -28,6 +29,7 @@ use amber_format::{FileKind, PoolLayout, BLOCK_SIZE};
 use amber_pmem::PmDevice;
 use index::{FileIndex, Sizer};
 use log::DataLogs;
+pub use options::{HunterOptions, MAX_HUNTER_QUEUES, MAX_HUNTER_WORKERS};
 pub(super) use queue::runs;
 use queue::{Op, Queues, Snapshot};
 use std::any::Any;
@@ -109,8 +111,8 @@ impl HunterFile {
 }
 
 impl Hunter {
-    pub fn new(opts: &crate::fs::MountOptions, sync: bool, lfs: bool) -> Hunter {
-        let h = opts.hunter;
+    pub fn new(opts: &HunterOptions, cpus: usize, sync: bool, lfs: bool) -> Hunter {
+        let h = *opts;
         let default_blocks = (h.index_bytes / 8) as usize;
         Hunter {
             sync,
@@ -118,7 +120,7 @@ impl Hunter {
             shared: Arc::new(Shared {
                 opts: h,
                 queues: Queues::new(h.queues, h.queue_max),
-                logs: DataLogs::new(opts.cpus.clamp(1, 16)),
+                logs: DataLogs::new(cpus.clamp(1, 16)),
                 sizer: Sizer::new(default_blocks, h.window),
                 stats: Stats::default(),
                 control: Control::default(),

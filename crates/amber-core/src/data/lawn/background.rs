@@ -6,8 +6,9 @@
 //! piece instead of slice by slice from scattered slots. The extra PM
 //! writes happen off the critical path, when nothing else is running.
 
+use super::ZoneOptions;
 use super::{slices, Stats};
-use crate::fs::{Core, ZoneOptions};
+use crate::fs::Core;
 use amber_pmem::PmDevice;
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};

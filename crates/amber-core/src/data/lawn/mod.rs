@@ -19,13 +19,14 @@
 //! the bytes written past the end.
 
 mod background;
+pub(crate) mod options;
 pub(super) mod slices;
 
 use super::cow::{merge_write, write_cow, CowStage};
 use super::direct::{block_range, note_write, write_first_line, Direct, FSYNC_HEAVY_WRITES};
 use super::{DataPolicy, FallocStep};
 use crate::error::Result;
-use crate::fs::{Core, MountOptions};
+use crate::fs::Core;
 use crate::inode::InodeState;
 use crate::journal::Tx;
 use crate::zone::Zone;
@@ -33,6 +34,7 @@ use amber_format::inode::OFF_ZONE_SEQ;
 use amber_format::zone::{Descriptor, MAX_SEQ};
 use amber_format::BLOCK_SIZE;
 use amber_pmem::PmDevice;
+pub use options::ZoneOptions;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 
@@ -79,9 +81,9 @@ struct Piece {
 }
 
 impl Lawn {
-    pub fn new(opts: &MountOptions) -> Lawn {
+    pub fn new(opts: &ZoneOptions) -> Lawn {
         Lawn {
-            shared: Arc::new(background::Shared::new(opts.zone)),
+            shared: Arc::new(background::Shared::new(*opts)),
         }
     }
 
