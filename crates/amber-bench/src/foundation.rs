@@ -259,12 +259,12 @@ pub fn rand_write(cfg: &Config) -> Result<Vec<Record>, String> {
     fs.unmount().map_err(|e| e.to_string())?;
     let bench = "rand-overwrite-128b-fsync";
     let b = record(cfg, bench, "bare-store-clwb-fence", "ops", "ops/s", &bare);
-    let mut a = record(cfg, bench, "amberfs:direct", "ops", "ops/s", &amber);
-    a.notes.push(format!(
-        "{:.1}% of bare; {}",
-        100.0 * a.value / b.value,
-        per_op(&amber_stats, cfg.rand_ops)
-    ));
+    let a = against_bare(
+        record(cfg, bench, "amberfs:direct", "ops", "ops/s", &amber),
+        &b,
+        &amber_stats,
+        cfg.rand_ops,
+    );
     Ok(vec![b, a])
 }
 
