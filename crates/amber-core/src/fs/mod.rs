@@ -8,6 +8,9 @@ mod flags;
 mod lock;
 mod mount;
 mod namespace;
+// `MountOptions::parse` is the one function over the limit left: issue 17's
+// registry work rewrites it, and this exemption goes with that rewrite.
+#[allow(clippy::too_many_lines)]
 mod options;
 mod rename;
 mod salvage;
