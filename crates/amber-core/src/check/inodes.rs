@@ -256,6 +256,24 @@ struct Walked {
     complete: bool,
 }
 
+/// Whether a block map's root can be walked: a data block at a height the
+/// map can have. One that cannot is cleared (its data is lost).
+fn root_ok<D: PmDevice>(cx: &mut Ctx<'_, D>, ino: u64, root: u64, height: u8) -> bool {
+    let l = cx.layout;
+    if height <= MAX_HEIGHT && l.is_data_block(root) {
+        return true;
+    }
+    let what = format!(
+        "inode {ino} has block-map root {root} at height {height}, which cannot be \
+         (roots are data blocks, heights at most {MAX_HEIGHT})"
+    );
+    let off = inode_off(&l, ino) + OFF_MAP_ROOT as u64;
+    cx.fixable(what, "the block map is cleared (its data is lost)", |f| {
+        f.zero(off, 9)
+    });
+    false
+}
+
 /// Walks a block map, claiming each block. A block already claimed (by
 /// another inode, or earlier in this tree) is reported and not descended,
 /// so a cyclic or cross-linked map costs at most one visit per block.
@@ -276,15 +294,7 @@ fn walk<D: PmDevice>(
     if root == 0 {
         return out;
     }
-    if height > MAX_HEIGHT || !l.is_data_block(root) {
-        let what = format!(
-            "inode {ino} has block-map root {root} at height {height}, which cannot be \
-             (roots are data blocks, heights at most {MAX_HEIGHT})"
-        );
-        let off = inode_off(&l, ino) + OFF_MAP_ROOT as u64;
-        cx.fixable(what, "the block map is cleared (its data is lost)", |f| {
-            f.zero(off, 9)
-        });
+    if !root_ok(cx, ino, root, height) {
         return out;
     }
     let keep_data = matches!(kind, FileKind::Directory | FileKind::Symlink);
