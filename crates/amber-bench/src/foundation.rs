@@ -107,6 +107,35 @@ fn per_op(s: &WriteStats, ops: u64) -> String {
     )
 }
 
+/// Writes `buf` over the file's first `chunks` chunks in order: how long
+/// it took and what it cost the device.
+fn write_pass(
+    fs: &Core<BenchDevice>,
+    ino: u64,
+    chunks: u64,
+    buf: &[u8],
+) -> Result<(Duration, WriteStats), String> {
+    let before = fs.device().stats();
+    let t = Instant::now();
+    for i in 0..chunks {
+        fs.write(ino, Some(i * CHUNK as u64), buf, false)
+            .map_err(|e| e.to_string())?;
+    }
+    let took = t.elapsed();
+    Ok((took, fs.device().stats().since(&before)))
+}
+
+/// `r` with a note of its share of the bare copy's bandwidth and its
+/// device cost per op.
+fn against_bare(mut r: Record, bare: &Record, stats: &WriteStats, ops: u64) -> Record {
+    r.notes.push(format!(
+        "{:.1}% of bare; {}",
+        100.0 * r.value / bare.value,
+        per_op(stats, ops)
+    ));
+    r
+}
+
 /// Sequential 4 KiB writes: bare NT copy vs Amber append vs Amber overwrite.
 pub fn seq_write(cfg: &Config) -> Result<Vec<Record>, String> {
     let size = cfg.seq_file_bytes + (256 << 20);
@@ -134,22 +163,13 @@ pub fn seq_write(cfg: &Config) -> Result<Vec<Record>, String> {
         let f = fs
             .mknod(ROOT_INO, b"seq", FileKind::Regular, 0o644, 0, owner)
             .map_err(|e| e.to_string())?;
-        let before = dev.stats();
-        let t = Instant::now();
-        for i in 0..chunks {
-            fs.write(f.ino, Some(i * CHUNK as u64), &buf, false)
-                .map_err(|e| e.to_string())?;
-        }
-        append.push(gib_per_s(cfg.seq_file_bytes, t.elapsed()));
-        append_stats = dev.stats().since(&before);
-        let before = dev.stats();
-        let t = Instant::now();
-        for i in 0..chunks {
-            fs.write(f.ino, Some(i * CHUNK as u64), &buf, false)
-                .map_err(|e| e.to_string())?;
-        }
-        over.push(gib_per_s(cfg.seq_file_bytes, t.elapsed()));
-        over_stats = dev.stats().since(&before);
+        // The first pass appends (allocates), the second overwrites.
+        let (d, stats) = write_pass(&fs, f.ino, chunks, &buf)?;
+        append.push(gib_per_s(cfg.seq_file_bytes, d));
+        append_stats = stats;
+        let (d, stats) = write_pass(&fs, f.ino, chunks, &buf)?;
+        over.push(gib_per_s(cfg.seq_file_bytes, d));
+        over_stats = stats;
         fs.unmount().map_err(|e| e.to_string())?;
     }
     let bench = "seq-write-4k";
@@ -161,32 +181,32 @@ pub fn seq_write(cfg: &Config) -> Result<Vec<Record>, String> {
         "GiB/s",
         &bare,
     )];
-    let mut a = record(
-        cfg,
-        bench,
-        "amberfs:direct append",
-        "bandwidth",
-        "GiB/s",
-        &append,
+    let a = against_bare(
+        record(
+            cfg,
+            bench,
+            "amberfs:direct append",
+            "bandwidth",
+            "GiB/s",
+            &append,
+        ),
+        &out[0],
+        &append_stats,
+        chunks,
     );
-    a.notes.push(format!(
-        "{:.1}% of bare; {}",
-        100.0 * a.value / out[0].value,
-        per_op(&append_stats, chunks)
-    ));
-    let mut o = record(
-        cfg,
-        bench,
-        "amberfs:direct overwrite",
-        "bandwidth",
-        "GiB/s",
-        &over,
+    let o = against_bare(
+        record(
+            cfg,
+            bench,
+            "amberfs:direct overwrite",
+            "bandwidth",
+            "GiB/s",
+            &over,
+        ),
+        &out[0],
+        &over_stats,
+        chunks,
     );
-    o.notes.push(format!(
-        "{:.1}% of bare; {}",
-        100.0 * o.value / out[0].value,
-        per_op(&over_stats, chunks)
-    ));
     out.push(a);
     out.push(o);
     Ok(out)
@@ -239,12 +259,12 @@ pub fn rand_write(cfg: &Config) -> Result<Vec<Record>, String> {
     fs.unmount().map_err(|e| e.to_string())?;
     let bench = "rand-overwrite-128b-fsync";
     let b = record(cfg, bench, "bare-store-clwb-fence", "ops", "ops/s", &bare);
-    let mut a = record(cfg, bench, "amberfs:direct", "ops", "ops/s", &amber);
-    a.notes.push(format!(
-        "{:.1}% of bare; {}",
-        100.0 * a.value / b.value,
-        per_op(&amber_stats, cfg.rand_ops)
-    ));
+    let a = against_bare(
+        record(cfg, bench, "amberfs:direct", "ops", "ops/s", &amber),
+        &b,
+        &amber_stats,
+        cfg.rand_ops,
+    );
     Ok(vec![b, a])
 }
 

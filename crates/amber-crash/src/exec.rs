@@ -54,6 +54,26 @@ impl Handles {
             .ok_or(FsError::BadHandle)
     }
 
+    /// Opens `path` as handle `h`, releasing what `h` held before.
+    fn open<D: PmDevice>(&mut self, fs: &Core<D>, path: &str, h: usize) -> Result<(), FsError> {
+        let ino = resolve(fs, path)?;
+        fs.open(ino)?;
+        if self.open.len() <= h {
+            self.open.resize(h + 1, None);
+        }
+        if let Some(old) = self.open[h].replace(ino) {
+            fs.release(old)?;
+        }
+        Ok(())
+    }
+
+    /// Closes handle `h`.
+    fn release<D: PmDevice>(&mut self, fs: &Core<D>, h: usize) -> Result<(), FsError> {
+        let ino = self.get(h)?;
+        self.open[h] = None;
+        fs.release(ino)
+    }
+
     /// Inodes still open, to release before unmounting.
     pub fn drain(&mut self) -> Vec<u64> {
         self.open.drain(..).flatten().collect()
@@ -112,11 +132,31 @@ pub fn write_range<D: PmDevice>(
     })
 }
 
-fn set(fs: &Core<impl PmDevice>, path: &str, s: SetAttr) -> Result<(), FsError> {
+/// Applies the attribute change `change` makes to an empty [`SetAttr`].
+fn set(
+    fs: &Core<impl PmDevice>,
+    path: &str,
+    change: impl FnOnce(&mut SetAttr),
+) -> Result<(), FsError> {
+    let mut s = SetAttr::default();
+    change(&mut s);
     fs.setattr(resolve(fs, path)?, &s).map(drop)
 }
 
-/// Runs `op`.
+/// Writes `len` bytes drawn from `seed` at `off` (`None` appends).
+fn write_seeded(
+    fs: &Core<impl PmDevice>,
+    ino: u64,
+    off: Option<u64>,
+    len: u64,
+    seed: u64,
+    sync: bool,
+) -> Result<(), FsError> {
+    fs.write(ino, off, &rng::bytes(seed, len as usize), sync)
+        .map(drop)
+}
+
+/// Runs `op`: namespace and attribute ops here, data ops in [`apply_data`].
 pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Result<(), FsError> {
     match op {
         Op::Mkdir { path } => {
@@ -155,82 +195,18 @@ pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Resul
             let (np, newname) = parent(fs, to)?;
             fs.rename_whiteout(p, name, np, newname, false, OWNER)
         }
-        Op::Truncate { path, size } => set(
-            fs,
-            path,
-            SetAttr {
-                size: Some(*size),
-                ..Default::default()
-            },
-        ),
-        Op::Write {
-            path,
-            at,
-            len,
-            seed,
-        } => {
-            let ino = resolve(fs, path)?;
-            let off = match at {
-                WriteAt::Offset(o) => Some(*o),
-                WriteAt::Append => None,
-            };
-            let data = rng::bytes(*seed, *len as usize);
-            fs.write(ino, off, &data, false).map(drop)
+        Op::Truncate { path, size } => set(fs, path, |a| a.size = Some(*size)),
+        Op::Chmod { path, perm } => set(fs, path, |a| a.perm = Some(*perm)),
+        Op::Chown { path, uid, gid } => {
+            set(fs, path, |a| (a.uid, a.gid) = (Some(*uid), Some(*gid)))
         }
-        Op::Chmod { path, perm } => set(
-            fs,
-            path,
-            SetAttr {
-                perm: Some(*perm),
-                ..Default::default()
-            },
-        ),
-        Op::Chown { path, uid, gid } => set(
-            fs,
-            path,
-            SetAttr {
-                uid: Some(*uid),
-                gid: Some(*gid),
-                ..Default::default()
-            },
-        ),
-        Op::Utimens { path, atime, mtime } => set(
-            fs,
-            path,
-            SetAttr {
-                atime: Some(TimeSet::At(*atime)),
-                mtime: Some(TimeSet::At(*mtime)),
-                ..Default::default()
-            },
-        ),
-        Op::Fsync { path } => fs.fsync(resolve(fs, path)?),
+        Op::Utimens { path, atime, mtime } => set(fs, path, |a| {
+            a.atime = Some(TimeSet::At(*atime));
+            a.mtime = Some(TimeSet::At(*mtime));
+        }),
         Op::SetFlags { path, flags } => fs.set_flags(resolve(fs, path)?, *flags).map(drop),
-        Op::Open { path, handle } => {
-            let ino = resolve(fs, path)?;
-            fs.open(ino)?;
-            if handles.open.len() <= *handle {
-                handles.open.resize(handle + 1, None);
-            }
-            if let Some(old) = handles.open[*handle].replace(ino) {
-                fs.release(old)?;
-            }
-            Ok(())
-        }
-        Op::WriteHandle {
-            handle,
-            off,
-            len,
-            seed,
-        } => {
-            let data = rng::bytes(*seed, *len as usize);
-            fs.write(handles.get(*handle)?, Some(*off), &data, false)
-                .map(drop)
-        }
-        Op::Release { handle } => {
-            let ino = handles.get(*handle)?;
-            handles.open[*handle] = None;
-            fs.release(ino)
-        }
+        Op::Open { path, handle } => handles.open(fs, path, *handle),
+        Op::Release { handle } => handles.release(fs, *handle),
         Op::SetXattr {
             path,
             name,
@@ -249,39 +225,91 @@ pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Resul
             XattrSet::Either,
         ),
         Op::RemoveXattr { path, name } => fs.removexattr(resolve(fs, path)?, name.as_bytes()),
+        Op::Write { .. }
+        | Op::WriteHandle { .. }
+        | Op::WriteSync { .. }
+        | Op::Fallocate { .. }
+        | Op::ZeroRange { .. }
+        | Op::Punch { .. }
+        | Op::Fsync { .. }
+        | Op::WriteBack { .. }
+        | Op::SyncAll => apply_data(fs, op, handles),
+    }
+}
+
+/// Runs a data op: a write, an allocation change or a flush. Both matches
+/// list every op, so a new op must be placed in one of them.
+fn apply_data<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &Handles) -> Result<(), FsError> {
+    match op {
+        Op::Write {
+            path,
+            at,
+            len,
+            seed,
+        } => {
+            let off = match at {
+                WriteAt::Offset(o) => Some(*o),
+                WriteAt::Append => None,
+            };
+            write_seeded(fs, resolve(fs, path)?, off, *len, *seed, false)
+        }
+        Op::WriteHandle {
+            handle,
+            off,
+            len,
+            seed,
+        } => write_seeded(fs, handles.get(*handle)?, Some(*off), *len, *seed, false),
+        Op::WriteSync {
+            path,
+            off,
+            len,
+            seed,
+        } => write_seeded(fs, resolve(fs, path)?, Some(*off), *len, *seed, true),
         Op::Fallocate {
             path,
             off,
             len,
             keep_size,
+        } => {
+            let mode = FallocMode::Allocate {
+                keep_size: *keep_size,
+            };
+            fs.fallocate(resolve(fs, path)?, *off, *len, mode)
         }
-        | Op::ZeroRange {
+        Op::ZeroRange {
             path,
             off,
             len,
             keep_size,
         } => {
-            let keep_size = *keep_size;
-            let mode = match op {
-                Op::Fallocate { .. } => FallocMode::Allocate { keep_size },
-                _ => FallocMode::ZeroRange { keep_size },
+            let mode = FallocMode::ZeroRange {
+                keep_size: *keep_size,
             };
             fs.fallocate(resolve(fs, path)?, *off, *len, mode)
         }
         Op::Punch { path, off, len } => {
             fs.fallocate(resolve(fs, path)?, *off, *len, FallocMode::PunchHole)
         }
-        Op::WriteSync {
-            path,
-            off,
-            len,
-            seed,
-        } => {
-            let data = rng::bytes(*seed, *len as usize);
-            fs.write(resolve(fs, path)?, Some(*off), &data, true)
-                .map(drop)
-        }
+        Op::Fsync { path } => fs.fsync(resolve(fs, path)?),
         Op::WriteBack { blocks } => fs.write_back(*blocks).map(drop),
         Op::SyncAll => fs.sync_all(),
+        Op::Mkdir { .. }
+        | Op::Create { .. }
+        | Op::Symlink { .. }
+        | Op::Link { .. }
+        | Op::Unlink { .. }
+        | Op::Rmdir { .. }
+        | Op::Rename { .. }
+        | Op::RenameWhiteout { .. }
+        | Op::Truncate { .. }
+        | Op::Chmod { .. }
+        | Op::Chown { .. }
+        | Op::Utimens { .. }
+        | Op::SetFlags { .. }
+        | Op::Open { .. }
+        | Op::Release { .. }
+        | Op::SetXattr { .. }
+        | Op::SetXattrTo { .. }
+        | Op::RemoveXattr { .. } => unreachable!("apply runs namespace and attribute ops"),
     }
 }

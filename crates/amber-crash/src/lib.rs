@@ -32,7 +32,7 @@ pub use workload::{atomic_random, random, Op, Workload, WriteAt, ATOMIC_RANDOM_O
 
 use amber_core::data::layout_for;
 use amber_core::fs::{format_for_replay, mount};
-use amber_core::{Durability, MountOptions};
+use amber_core::{Core, Durability, MountOptions};
 use amber_format::{FormatParams, PoolLayout};
 use amber_sim::{enumerate, CrashImage, CrashPoint, EnumConfig, OverlayDevice, RecordingDevice};
 use digest::Digest;
@@ -390,6 +390,41 @@ impl Judged<'_> {
     }
 }
 
+/// Tells a buffering policy's history what `op` made durable.
+///
+/// Per-file durability (user.amberfs.durability): an fsync of a lazy file
+/// makes nothing durable, and every write to a sync file is an O_SYNC
+/// write. A punch or a zero range, like truncate and fallocate, is durable
+/// on return under every policy (design.md §14.2): its zeroed range stays
+/// zero.
+fn note_persisted(
+    h: &mut History,
+    fs: &Core<RecordingDevice>,
+    op: &Op,
+    after: &FsState,
+    range: Option<&WriteRange>,
+) {
+    let asks = |ino| fs.durability(ino).unwrap_or_default();
+    let synced = match op {
+        Op::Fsync { path } => after
+            .nodes
+            .get(path.as_str())
+            .filter(|n| asks(n.ino) != Durability::Lazy)
+            .map(|n| vec![n.ino])
+            .unwrap_or_default(),
+        Op::SyncAll => History::files(after),
+        _ => Vec::new(),
+    };
+    let sync_range = match op {
+        Op::WriteSync { .. } | Op::Punch { .. } | Op::ZeroRange { .. } => range,
+        Op::Write { .. } | Op::WriteHandle { .. } => {
+            range.filter(|r| asks(r.ino) == Durability::Sync)
+        }
+        _ => None,
+    };
+    h.persisted(after, &synced, sync_range);
+}
+
 /// Where an image is within the run, for a violation.
 struct Site<'a> {
     op_index: usize,
@@ -413,7 +448,20 @@ impl Runner<'_> {
         ))
     }
 
-    fn run(mut self) -> Result<(), String> {
+    /// Formats a recording pool for the run's policy and mounts it: the
+    /// device, the mounted core, its options and whether the pool has the
+    /// split layout.
+    fn start(
+        &self,
+    ) -> Result<
+        (
+            Arc<RecordingDevice>,
+            Core<RecordingDevice>,
+            MountOptions,
+            bool,
+        ),
+        String,
+    > {
         let opts = match MountOptions::parse(&mount_text(self.cfg)) {
             Ok(o) => o,
             Err(e) => {
@@ -432,21 +480,30 @@ impl Runner<'_> {
         // The core's mount: no background threads, so write-back happens
         // only where the workload says (fsync, syncfs, WriteBack), and a
         // run is deterministic.
-        let fs = match mount(Arc::clone(&dev), opts.clone()) {
-            Ok((fs, _)) => fs,
-            Err(e) => return self.fail(format!("mount: {e}")),
-        };
-        let durable = fs.policy_durable_on_return();
-        // A policy durable on return recovers under the run's own options,
-        // as a user remounts: its durability may rest on structures its
-        // mount replays, laid out as its options say; so does one whose
-        // pool layout only its own family mounts (the split layout). A
-        // buffering policy keeps nothing of its own across a crash (its
-        // buffer is gone), so its images recover under `direct`, the
-        // block-map policy its classic pool takes with nothing to set up,
-        // sparing hinfs a DRAM-vs-PM calibration per mount (it would make
-        // its runs four times longer).
-        let recovery_opts = match &self.cfg.recover_policy {
+        match mount(Arc::clone(&dev), opts.clone()) {
+            Ok((fs, _)) => Ok((dev, fs, opts, split)),
+            Err(e) => self.fail(format!("mount: {e}")),
+        }
+    }
+
+    /// The options each crash image is recovered under.
+    ///
+    /// A policy durable on return recovers under the run's own options,
+    /// as a user remounts: its durability may rest on structures its
+    /// mount replays, laid out as its options say; so does one whose
+    /// pool layout only its own family mounts (the split layout). A
+    /// buffering policy keeps nothing of its own across a crash (its
+    /// buffer is gone), so its images recover under `direct`, the
+    /// block-map policy its classic pool takes with nothing to set up,
+    /// sparing hinfs a DRAM-vs-PM calibration per mount (it would make
+    /// its runs four times longer).
+    fn recovery_options(
+        &self,
+        opts: MountOptions,
+        durable: bool,
+        split: bool,
+    ) -> Result<MountOptions, String> {
+        Ok(match &self.cfg.recover_policy {
             Some(p) => match MountOptions::parse(&format!("policy={p},clock=simulated")) {
                 Ok(o) => o,
                 Err(e) => return self.fail(format!("recovery policy {p:?}: {e}")),
@@ -457,7 +514,13 @@ impl Runner<'_> {
                 clock: opts.clock,
                 ..MountOptions::default()
             },
-        };
+        })
+    }
+
+    fn run(mut self) -> Result<(), String> {
+        let (dev, fs, opts, split) = self.start()?;
+        let durable = fs.policy_durable_on_return();
+        let recovery_opts = self.recovery_options(opts, durable, split)?;
         let atomic = fs.policy_atomic_writes() || self.cfg.force_atomic_oracle;
         self.rep.oracle = format!(
             "{}{}",
@@ -513,33 +576,7 @@ impl Runner<'_> {
                 self.check_point(i, op, p, &judged);
             }
             if let Some(h) = history.as_mut() {
-                // Per-file durability (user.amberfs.durability): an fsync
-                // of a lazy file makes nothing durable, and every write to
-                // a sync file is an O_SYNC write.
-                let asks = |ino| fs.durability(ino).unwrap_or_default();
-                let synced = match op {
-                    Op::Fsync { path } => after
-                        .nodes
-                        .get(path.as_str())
-                        .filter(|n| asks(n.ino) != Durability::Lazy)
-                        .map(|n| vec![n.ino])
-                        .unwrap_or_default(),
-                    Op::SyncAll => History::files(&after),
-                    _ => Vec::new(),
-                };
-                // A punch or a zero range, like truncate and fallocate,
-                // is durable on return under every policy (design.md
-                // §14.2): its zeroed range stays zero.
-                let sync_range = match op {
-                    Op::WriteSync { .. } | Op::Punch { .. } | Op::ZeroRange { .. } => {
-                        range.as_ref()
-                    }
-                    Op::Write { .. } | Op::WriteHandle { .. } => {
-                        range.as_ref().filter(|r| asks(r.ino) == Durability::Sync)
-                    }
-                    _ => None,
-                };
-                h.persisted(&after, &synced, sync_range);
+                note_persisted(h, &fs, op, &after, range.as_ref());
             }
         }
         dev.set_fence_hook(None);

@@ -80,68 +80,20 @@ pub fn capture<D: PmDevice>(fs: &Core<D>) -> Result<FsState, String> {
             .getattr(ino)
             .map_err(|e| format!("getattr /{path}: {e}"))?;
         let content = match a.kind {
-            FileKind::Regular => {
-                let len =
-                    usize::try_from(a.size).map_err(|_| format!("/{path}: size {}", a.size))?;
-                let mut buf = vec![0u8; len];
-                let n = fs
-                    .read(ino, 0, &mut buf)
-                    .map_err(|e| format!("read /{path}: {e}"))?;
-                if n != len {
-                    return Err(format!("read /{path}: {n} of {len} bytes"));
-                }
-                Content::File(buf)
-            }
+            FileKind::Regular => Content::File(capture_file(fs, ino, &path, a.size)?),
             FileKind::Symlink => Content::Symlink(
                 fs.readlink(ino)
                     .map_err(|e| format!("readlink /{path}: {e}"))?,
             ),
             FileKind::Directory => {
-                let parent = fs
-                    .lookup(ino, b"..")
-                    .map_err(|e| format!("lookup /{path}/..: {e}"))?
-                    .ino;
-                let mut entries = Vec::new();
-                fs.readdir(ino, 0, |e| {
-                    entries.push(e);
-                    entries.len() < MAX_NODES
-                })
-                .map_err(|e| format!("readdir /{path}: {e}"))?;
-                for e in entries {
-                    let name = String::from_utf8_lossy(&e.name).into_owned();
-                    let child = join(&path, &name);
-                    let found = fs
-                        .lookup(ino, &e.name)
-                        .map_err(|err| format!("lookup /{child} (listed by readdir): {err}"))?;
-                    if found.ino != e.ino || found.kind != e.kind {
-                        return Err(format!(
-                            "/{child}: readdir says ino {} {:?}, lookup says ino {} {:?}",
-                            e.ino, e.kind, found.ino, found.kind
-                        ));
-                    }
-                    if st.nodes.contains_key(&child) {
-                        return Err(format!("/{child} is listed twice"));
-                    }
-                    stack.push((child, e.ino, depth + 1));
-                }
+                let (parent, children) = capture_dir(fs, &st, ino, &path)?;
+                stack.extend(children.into_iter().map(|(c, i)| (c, i, depth + 1)));
                 Content::Dir { parent }
             }
             _ => Content::Other,
         };
-        let mut xattrs = BTreeMap::new();
-        for name in fs
-            .listxattr(ino)
-            .map_err(|e| format!("listxattr /{path}: {e}"))?
-        {
-            let value = fs
-                .getxattr(ino, &name)
-                .map_err(|e| format!("getxattr /{path}: {e}"))?;
-            if xattrs.insert(name, value).is_some() {
-                return Err(format!("/{path} lists an attribute twice"));
-            }
-        }
         let node = Node {
-            xattrs,
+            xattrs: capture_xattrs(fs, ino, &path)?,
             ino,
             kind: a.kind,
             perm: a.perm,
@@ -157,6 +109,84 @@ pub fn capture<D: PmDevice>(fs: &Core<D>) -> Result<FsState, String> {
         }
     }
     Ok(st)
+}
+
+/// A regular file's `size` bytes, all of which must read.
+fn capture_file<D: PmDevice>(
+    fs: &Core<D>,
+    ino: u64,
+    path: &str,
+    size: u64,
+) -> Result<Vec<u8>, String> {
+    let len = usize::try_from(size).map_err(|_| format!("/{path}: size {size}"))?;
+    let mut buf = vec![0u8; len];
+    let n = fs
+        .read(ino, 0, &mut buf)
+        .map_err(|e| format!("read /{path}: {e}"))?;
+    if n != len {
+        return Err(format!("read /{path}: {n} of {len} bytes"));
+    }
+    Ok(buf)
+}
+
+/// A directory's parent and its children (path and inode), each checked
+/// against a lookup and against the nodes `st` already holds.
+fn capture_dir<D: PmDevice>(
+    fs: &Core<D>,
+    st: &FsState,
+    ino: u64,
+    path: &str,
+) -> Result<(u64, Vec<(String, u64)>), String> {
+    let parent = fs
+        .lookup(ino, b"..")
+        .map_err(|e| format!("lookup /{path}/..: {e}"))?
+        .ino;
+    let mut entries = Vec::new();
+    fs.readdir(ino, 0, |e| {
+        entries.push(e);
+        entries.len() < MAX_NODES
+    })
+    .map_err(|e| format!("readdir /{path}: {e}"))?;
+    let mut children = Vec::with_capacity(entries.len());
+    for e in entries {
+        let name = String::from_utf8_lossy(&e.name).into_owned();
+        let child = join(path, &name);
+        let found = fs
+            .lookup(ino, &e.name)
+            .map_err(|err| format!("lookup /{child} (listed by readdir): {err}"))?;
+        if found.ino != e.ino || found.kind != e.kind {
+            return Err(format!(
+                "/{child}: readdir says ino {} {:?}, lookup says ino {} {:?}",
+                e.ino, e.kind, found.ino, found.kind
+            ));
+        }
+        if st.nodes.contains_key(&child) {
+            return Err(format!("/{child} is listed twice"));
+        }
+        children.push((child, e.ino));
+    }
+    Ok((parent, children))
+}
+
+/// Every extended attribute of `ino`, by name.
+fn capture_xattrs<D: PmDevice>(
+    fs: &Core<D>,
+    ino: u64,
+    path: &str,
+) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, String> {
+    let mut xattrs = BTreeMap::new();
+    for name in fs
+        .listxattr(ino)
+        .map_err(|e| format!("listxattr /{path}: {e}"))?
+    {
+        let value = fs
+            .getxattr(ino, &name)
+            .map_err(|e| format!("getxattr /{path}: {e}"))?;
+        if xattrs.insert(name, value).is_some() {
+            return Err(format!("/{path} lists an attribute twice"));
+        }
+    }
+    Ok(xattrs)
 }
 
 /// How the bytes of an interrupted data write may have landed.

@@ -308,43 +308,60 @@ pub fn enumerate(point: &CrashPoint, cfg: &EnumConfig) -> Enumeration {
     out.emit(everything);
 
     let sampled = candidates > cap as u128;
-    if !sampled {
-        for s in 1..=k {
-            for_each_subset_of_size(m, s, |subset| {
-                let mut digits = vec![0usize; s];
-                loop {
-                    out.emit(
-                        subset
-                            .iter()
-                            .zip(&digits)
-                            .map(|(&i, &d)| cands[i].choice(d))
-                            .collect(),
-                    );
-                    if !next_digits(&mut digits, |j| cands[subset[j]].prefixes.len()) {
-                        break;
-                    }
-                }
-            });
-        }
+    if sampled {
+        let seed = cfg.seed ^ point.fence().wrapping_mul(0xD134_2543_DE82_EF95);
+        emit_sampled(&mut out, &cands, k, seed);
+    } else {
+        emit_every(&mut out, &cands, k);
         assert_eq!(
             out.images.len() as u128,
             candidates,
             "count matches the policy"
         );
-        return Enumeration {
-            images: out.images,
-            candidates,
-            sampled,
-        };
     }
+    Enumeration {
+        images: out.images,
+        candidates,
+        sampled,
+    }
+}
 
-    let mut rng = SplitMix64::new(cfg.seed ^ point.fence().wrapping_mul(0xD134_2543_DE82_EF95));
+/// Every image the policy admits: each subset of up to `k` candidate
+/// lines, with every combination of their contents.
+fn emit_every(out: &mut Emitter, cands: &[Candidates], k: usize) {
+    let m = cands.len();
+    for s in 1..=k {
+        for_each_subset_of_size(m, s, |subset| {
+            let mut digits = vec![0usize; s];
+            loop {
+                out.emit(
+                    subset
+                        .iter()
+                        .zip(&digits)
+                        .map(|(&i, &d)| cands[i].choice(d))
+                        .collect(),
+                );
+                if !next_digits(&mut digits, |j| cands[subset[j]].prefixes.len()) {
+                    break;
+                }
+            }
+        });
+    }
+}
+
+/// Samples up to the cap: first each line's newest content over every
+/// subset of up to `k` lines (or a uniform sample of the subsets when
+/// they do not fit), then random subsets with random contents. `seed`
+/// makes the draws deterministic per fence.
+fn emit_sampled(out: &mut Emitter, cands: &[Candidates], k: usize, seed: u64) {
+    let mut rng = SplitMix64::new(seed);
+    let m = cands.len();
     let sampler = SubsetSampler::new(m, k);
-    let attempts = 4 * cap + 64;
+    let attempts = 4 * out.cap + 64;
     let subsets: u128 = (1..=k)
         .map(|s| binomial(m, s))
         .fold(0, u128::saturating_add);
-    if subsets <= (cap - out.images.len()) as u128 {
+    if subsets <= (out.cap - out.images.len()) as u128 {
         for s in 1..=k {
             for_each_subset_of_size(m, s, |subset| {
                 out.emit(subset.iter().map(|&i| cands[i].last()).collect());
@@ -373,11 +390,6 @@ pub fn enumerate(point: &CrashPoint, cfg: &EnumConfig) -> Enumeration {
                 })
                 .collect(),
         );
-    }
-    Enumeration {
-        images: out.images,
-        candidates,
-        sampled,
     }
 }
 

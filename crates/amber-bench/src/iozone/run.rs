@@ -421,35 +421,7 @@ fn file_step(t: &dyn Target, s: &Step) -> Result<Duration, String> {
 /// A test through a mapping of the file, persisted per record as the mode
 /// says.
 fn map_step(dir: &Path, mode: Mode, s: &Step) -> Result<Duration, String> {
-    let path = dir.join(FILE_NAME);
-    let msync = mode == Mode::MmapMsync;
-    let options = MapOptions {
-        durability: if msync {
-            Durability::Msync
-        } else {
-            Durability::Auto
-        },
-        // Explicit, so AMBER_FLUSH cannot turn the msync baseline into
-        // flushes; the other modes take the CPU's best or AMBER_FLUSH.
-        flush_override: msync.then_some(FlushKind::Msync),
-    };
-    let dev = if s.test == Test::Write {
-        match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.to_string()),
-            _ => {}
-        }
-        MmapDevice::create(&path, s.cell.file, &options)
-    } else {
-        MmapDevice::open(&path, &options)
-    }
-    .map_err(|e| e.to_string())?;
-    if !msync && dev.info().flush == FlushKind::Msync {
-        return Err(
-            "the mapping persists with msync (no cache-flush instruction, or AMBER_FLUSH=msync); \
-             use --mode mmap-msync for that"
-                .into(),
-        );
-    }
+    let dev = map_file(dir, mode, s)?;
     let persist = |e: amber_pmem::PersistError| e.to_string();
     let rec = s.cell.record;
     let mut buf = vec![0u8; rec as usize];
@@ -490,22 +462,64 @@ fn map_step(dir: &Path, mode: Mode, s: &Step) -> Result<Duration, String> {
     }
     let elapsed = start.elapsed();
     if !s.test.writes() && matches!(mode, Mode::LoadStore | Mode::Nt) {
-        let expected = s.data[..s.cell.bytes() as usize]
-            .chunks_exact(8)
-            .fold(0u64, |acc, w| {
-                acc.wrapping_add(u64::from_le_bytes(w.try_into().expect("8 bytes")))
-            });
-        if sum != expected {
-            return Err(format!(
-                "the loads summed to {sum:#x}, the data sums to {expected:#x}"
-            ));
-        }
+        check_sum(s, sum)?;
     }
     verify(s, |off, chunk| {
         dev.read(off, chunk);
         Ok(())
     })?;
     Ok(elapsed)
+}
+
+/// Maps the test file as `mode` says: created afresh for the write test,
+/// else the one the write test left. A flushing mode refuses a mapping
+/// that could only persist with msync.
+fn map_file(dir: &Path, mode: Mode, s: &Step) -> Result<MmapDevice, String> {
+    let path = dir.join(FILE_NAME);
+    let msync = mode == Mode::MmapMsync;
+    let options = MapOptions {
+        durability: if msync {
+            Durability::Msync
+        } else {
+            Durability::Auto
+        },
+        // Explicit, so AMBER_FLUSH cannot turn the msync baseline into
+        // flushes; the other modes take the CPU's best or AMBER_FLUSH.
+        flush_override: msync.then_some(FlushKind::Msync),
+    };
+    let dev = if s.test == Test::Write {
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.to_string()),
+            _ => {}
+        }
+        MmapDevice::create(&path, s.cell.file, &options)
+    } else {
+        MmapDevice::open(&path, &options)
+    }
+    .map_err(|e| e.to_string())?;
+    if !msync && dev.info().flush == FlushKind::Msync {
+        return Err(
+            "the mapping persists with msync (no cache-flush instruction, or AMBER_FLUSH=msync); \
+             use --mode mmap-msync for that"
+                .into(),
+        );
+    }
+    Ok(dev)
+}
+
+/// The untimed check of a load test: the loads' sum must match the data's.
+fn check_sum(s: &Step, sum: u64) -> Result<(), String> {
+    let expected = s.data[..s.cell.bytes() as usize]
+        .chunks_exact(8)
+        .fold(0u64, |acc, w| {
+            acc.wrapping_add(u64::from_le_bytes(w.try_into().expect("8 bytes")))
+        });
+    if sum != expected {
+        return Err(format!(
+            "the loads summed to {sum:#x}, the data sums to {expected:#x}"
+        ));
+    }
+    Ok(())
 }
 
 /// The untimed check: the file's first `cell.bytes()` bytes must equal the

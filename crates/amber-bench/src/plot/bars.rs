@@ -4,7 +4,9 @@
 //! group, with a dashed line at 1.0 so "faster than the baseline" reads
 //! at a glance.
 
-use super::{fit, frame, number, text_width, Anchor, Color, Scene, Shape, PALETTE, PLOT_WIDTH};
+use super::{
+    fit, frame, number, text_width, Anchor, Color, Frame, Scene, Shape, PALETTE, PLOT_WIDTH,
+};
 use crate::record::Record;
 
 /// One group: its label and each target's normalized value.
@@ -54,39 +56,7 @@ pub fn bars(
             targets.push(r.target.clone());
         }
     }
-    let mut groups = Vec::new();
-    let mut notes = Vec::new();
-    for (key, label) in group_keys(records) {
-        let members: Vec<&Record> = records
-            .iter()
-            .filter(|r| {
-                (r.benchmark.as_str(), r.metric.as_str(), r.threads) == (&key.0, &key.1, key.2)
-            })
-            .collect();
-        let base = match baseline {
-            Some(b) => members.iter().find(|r| r.target == b),
-            None => members.first(),
-        };
-        let Some(base) = base.filter(|b| b.value != 0.0 && b.value.is_finite()) else {
-            notes.push(format!(
-                "{label}: no nonzero value for the baseline, left out"
-            ));
-            continue;
-        };
-        let mut bars: Vec<(usize, f64)> = Vec::new();
-        for r in &members {
-            let t = targets.iter().position(|t| *t == r.target).expect("listed");
-            if !bars.iter().any(|(i, _)| *i == t) {
-                bars.push((t, r.value / base.value));
-            }
-        }
-        bars.sort_by_key(|(t, _)| *t);
-        groups.push(Group {
-            label,
-            baseline: base.target.clone(),
-            bars,
-        });
-    }
+    let (groups, notes) = normalize(records, baseline, &targets);
     if groups.is_empty() {
         return Err(match baseline {
             Some(b) => format!("no benchmark has a record for the baseline target {b:?}"),
@@ -127,42 +97,7 @@ pub fn bars(
     let bar_w = (group_w * 0.8 / per_group).min(56.0);
     for (gi, g) in groups.iter().enumerate() {
         let center = f.left + (gi as f32 + 0.5) * group_w;
-        let first = center - bar_w * g.bars.len() as f32 / 2.0;
-        for (bi, (t, v)) in g.bars.iter().enumerate() {
-            let x = first + bi as f32 * bar_w;
-            let top = f.y(*v);
-            s.shapes.push(Shape::Rect {
-                x: x + 1.0,
-                y: top,
-                w: bar_w - 2.0,
-                h: f.bottom - top,
-                fill: PALETTE[*t % PALETTE.len()],
-            });
-            let label = number(*v);
-            let vertical = text_width(&label, 10.0) > bar_w;
-            s.shapes.push(Shape::Text {
-                x: x + bar_w / 2.0 + if vertical { 3.5 } else { 0.0 },
-                y: top - 4.0,
-                size: 10.0,
-                anchor: if vertical {
-                    Anchor::Start
-                } else {
-                    Anchor::Middle
-                },
-                vertical,
-                color: Color::TEXT,
-                text: label,
-            });
-        }
-        for (i, line) in wrap(&g.label, 11.0, group_w - 4.0).iter().enumerate() {
-            s.text(
-                center,
-                f.bottom + 18.0 + 14.0 * i as f32,
-                11.0,
-                Anchor::Middle,
-                line,
-            );
-        }
+        draw_group(&mut s, &f, g, center, group_w, bar_w);
     }
     s.shapes.push(Shape::Line {
         x1: f.left,
@@ -174,6 +109,90 @@ pub fn bars(
         dashed: true,
     });
     Ok((s, notes))
+}
+
+/// Each group's values divided by its baseline's, and a note for each
+/// group left out for want of a usable baseline value.
+fn normalize(
+    records: &[Record],
+    baseline: Option<&str>,
+    targets: &[String],
+) -> (Vec<Group>, Vec<String>) {
+    let mut groups = Vec::new();
+    let mut notes = Vec::new();
+    for (key, label) in group_keys(records) {
+        let members: Vec<&Record> = records
+            .iter()
+            .filter(|r| {
+                (r.benchmark.as_str(), r.metric.as_str(), r.threads) == (&key.0, &key.1, key.2)
+            })
+            .collect();
+        let base = match baseline {
+            Some(b) => members.iter().find(|r| r.target == b),
+            None => members.first(),
+        };
+        let Some(base) = base.filter(|b| b.value != 0.0 && b.value.is_finite()) else {
+            notes.push(format!(
+                "{label}: no nonzero value for the baseline, left out"
+            ));
+            continue;
+        };
+        let mut bars: Vec<(usize, f64)> = Vec::new();
+        for r in &members {
+            let t = targets.iter().position(|t| *t == r.target).expect("listed");
+            if !bars.iter().any(|(i, _)| *i == t) {
+                bars.push((t, r.value / base.value));
+            }
+        }
+        bars.sort_by_key(|(t, _)| *t);
+        groups.push(Group {
+            label,
+            baseline: base.target.clone(),
+            bars,
+        });
+    }
+    (groups, notes)
+}
+
+/// One group's bars, each labelled with its value, and the group's label
+/// under them, centred at `center`.
+fn draw_group(s: &mut Scene, f: &Frame, g: &Group, center: f32, group_w: f32, bar_w: f32) {
+    let first = center - bar_w * g.bars.len() as f32 / 2.0;
+    for (bi, (t, v)) in g.bars.iter().enumerate() {
+        let x = first + bi as f32 * bar_w;
+        let top = f.y(*v);
+        s.shapes.push(Shape::Rect {
+            x: x + 1.0,
+            y: top,
+            w: bar_w - 2.0,
+            h: f.bottom - top,
+            fill: PALETTE[*t % PALETTE.len()],
+        });
+        let label = number(*v);
+        let vertical = text_width(&label, 10.0) > bar_w;
+        s.shapes.push(Shape::Text {
+            x: x + bar_w / 2.0 + if vertical { 3.5 } else { 0.0 },
+            y: top - 4.0,
+            size: 10.0,
+            anchor: if vertical {
+                Anchor::Start
+            } else {
+                Anchor::Middle
+            },
+            vertical,
+            color: Color::TEXT,
+            text: label,
+        });
+    }
+    for (i, line) in wrap(&g.label, 11.0, group_w - 4.0).iter().enumerate() {
+        s.text(
+            center,
+            f.bottom + 18.0 + 14.0 * i as f32,
+            11.0,
+            Anchor::Middle,
+            line,
+        );
+    }
 }
 
 /// A group label on at most two lines: split at the space or dash nearest

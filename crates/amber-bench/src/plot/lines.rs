@@ -111,6 +111,30 @@ fn labels(keys: &[(String, String, String)]) -> Vec<String> {
         .collect()
 }
 
+/// What tells one line from another: (benchmark, metric, target).
+type SeriesKey = (String, String, String);
+
+/// The series, one per (benchmark, metric, target) in order of first
+/// appearance, each with its points as (index into `xs`, value); the
+/// first record at an x wins.
+fn series(with_x: &[(f64, &Record)], xs: &[f64]) -> (Vec<SeriesKey>, Vec<Vec<(usize, f64)>>) {
+    let mut keys: Vec<SeriesKey> = Vec::new();
+    let mut points: Vec<Vec<(usize, f64)>> = Vec::new();
+    for (v, r) in with_x {
+        let key = (r.benchmark.clone(), r.metric.clone(), r.target.clone());
+        let si = keys.iter().position(|k| *k == key).unwrap_or_else(|| {
+            keys.push(key);
+            points.push(Vec::new());
+            keys.len() - 1
+        });
+        let xi = xs.iter().position(|x| x == v).expect("listed");
+        if !points[si].iter().any(|(i, _)| *i == xi) {
+            points[si].push((xi, r.value));
+        }
+    }
+    (keys, points)
+}
+
 /// Lays out the figure: one line per (benchmark, metric, target), over
 /// `x`. Records without an x value are left out and counted in the
 /// returned notes; fails when none has one.
@@ -134,20 +158,7 @@ pub fn lines(records: &[Record], x: XParam, title: &str) -> Result<(Scene, Vec<S
     let mut xs: Vec<f64> = with_x.iter().map(|(v, _)| *v).collect();
     xs.sort_by(f64::total_cmp);
     xs.dedup();
-    let mut keys: Vec<(String, String, String)> = Vec::new();
-    let mut points: Vec<Vec<(usize, f64)>> = Vec::new();
-    for (v, r) in &with_x {
-        let key = (r.benchmark.clone(), r.metric.clone(), r.target.clone());
-        let si = keys.iter().position(|k| *k == key).unwrap_or_else(|| {
-            keys.push(key);
-            points.push(Vec::new());
-            keys.len() - 1
-        });
-        let xi = xs.iter().position(|x| x == v).expect("listed");
-        if !points[si].iter().any(|(i, _)| *i == xi) {
-            points[si].push((xi, r.value));
-        }
-    }
+    let (keys, mut points) = series(&with_x, &xs);
     let legend: Vec<(String, Color)> = labels(&keys)
         .into_iter()
         .enumerate()

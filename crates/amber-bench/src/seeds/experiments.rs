@@ -418,6 +418,27 @@ enum Figure {
     Lines(XParam),
 }
 
+/// IOzone's figure: one group per test at the smallest record (4 KiB),
+/// every lane.
+fn iozone_records(runs: &[RunResult]) -> Vec<Record> {
+    runs.iter()
+        .flat_map(|r| r.records.iter())
+        .filter(|r| r.note("record_bytes").as_deref() == Some("4096"))
+        .cloned()
+        .map(|mut r| {
+            r.benchmark = r.metric.clone();
+            // A lane's name carries the directory's path; the
+            // legend needs only the data path.
+            if r.policy == "-" {
+                if let Some(mode) = r.target.split(':').next() {
+                    r.target = format!("{mode} (tmpfs)");
+                }
+            }
+            r
+        })
+        .collect()
+}
+
 fn figures(e: Experiment, runs: &[RunResult]) -> Vec<(String, String, Vec<Record>, Figure)> {
     let fig = |stem: &str, title: &str, records: Vec<Record>, f: Figure| {
         (stem.to_string(), title.to_string(), records, f)
@@ -476,24 +497,7 @@ fn figures(e: Experiment, runs: &[RunResult]) -> Vec<(String, String, Vec<Record
             Figure::Bars(Some("amberfs:direct")),
         )],
         Experiment::Iozone => {
-            // One group per test at the smallest record, every lane.
-            let records: Vec<Record> = runs
-                .iter()
-                .flat_map(|r| r.records.iter())
-                .filter(|r| r.note("record_bytes").as_deref() == Some("4096"))
-                .cloned()
-                .map(|mut r| {
-                    r.benchmark = r.metric.clone();
-                    // A lane's name carries the directory's path; the
-                    // legend needs only the data path.
-                    if r.policy == "-" {
-                        if let Some(mode) = r.target.split(':').next() {
-                            r.target = format!("{mode} (tmpfs)");
-                        }
-                    }
-                    r
-                })
-                .collect();
+            let records = iozone_records(runs);
             vec![(
                 "seeds-iozone".into(),
                 "NVMFS-IOzone: 4 KiB records (Amber under pcm), MiB/s relative to mmap + msync"

@@ -153,6 +153,15 @@ fn x(v: Option<f64>) -> String {
 /// The report, as markdown. `commit` names the build when known.
 pub fn render(cfg: &Config, out: &Outcome, commit: Option<&str>) -> String {
     let mut md = String::new();
+    header(&mut md, cfg, out, commit);
+    claims_table(&mut md, cfg, out);
+    goals_table(&mut md, out);
+    experiments(&mut md, cfg, out);
+    md
+}
+
+/// The run's provenance (machine, command, mode, timing) and how to read its figures.
+fn header(md: &mut String, cfg: &Config, out: &Outcome, commit: Option<&str>) {
     let info = &cfg.info;
     let _ = writeln!(
         md,
@@ -204,7 +213,10 @@ pub fn render(cfg: &Config, out: &Outcome, commit: Option<&str>) -> String {
              experiment adds it as a target once it is.\n"
         );
     }
+}
 
+/// One row per paper's claim: what we measured and whether the claim holds here.
+fn claims_table(md: &mut String, cfg: &Config, out: &Outcome) {
     md.push_str("## The papers' claims and what we measured\n\n");
     md.push_str(
         "| paper | claim in the paper | what we measured here | holds? | why they differ |\n",
@@ -237,7 +249,10 @@ pub fn render(cfg: &Config, out: &Outcome, commit: Option<&str>) -> String {
             cell(c.why)
         );
     }
+}
 
+/// Issue 8's goals: `amber` against the best specialized policy and `direct`, per workload.
+fn goals_table(md: &mut String, out: &Outcome) {
     md.push_str("\n## `amber` against the specialized policies and `direct` (issue 8's goals)\n\n");
     let rows = goal_rows(&out.runs);
     md.push_str(
@@ -283,7 +298,10 @@ pub fn render(cfg: &Config, out: &Outcome, commit: Option<&str>) -> String {
     }
     md.push('\n');
     md.push_str(&goal_summary(&rows, out.amber));
+}
 
+/// Per experiment: how long it took, its record files and its plots, or why it did not run.
+fn experiments(md: &mut String, cfg: &Config, out: &Outcome) {
     md.push_str("\n## What each experiment ran\n\n");
     for (e, status, took) in &out.status {
         let _ = write!(md, "### {} (`--only {}`)\n\n", e.paper(), e.name());
@@ -323,7 +341,6 @@ pub fn render(cfg: &Config, out: &Outcome, commit: Option<&str>) -> String {
             }
         }
     }
-    md
 }
 
 /// The goals' verdict in one paragraph.

@@ -625,13 +625,84 @@ struct Exec<'a> {
     writes: u64,
 }
 
-impl Exec<'_> {
+impl<'a> Exec<'a> {
+    fn new(t: &'a dyn Target, layout: &'a Layout, pat: &'a Pattern, io: u64) -> Self {
+        Exec {
+            t,
+            layout,
+            pat,
+            io,
+            cur: None,
+            log: None,
+            buf: Vec::new(),
+            sink: 0,
+            read: 0,
+            written: 0,
+            writes: 0,
+        }
+    }
+
     /// The handle of `file`, opening it if the last op left another.
     fn file(&mut self, file: u64) -> io::Result<&mut Box<dyn TargetFile>> {
         if self.cur.as_ref().map(|c| c.0) != Some(file) {
             self.cur = Some((file, self.t.open(&self.layout.path(file), false)?));
         }
         Ok(&mut self.cur.as_mut().expect("just opened").1)
+    }
+
+    /// Writes `len` bytes of version `ver` at `off` in `io`-sized calls,
+    /// then fsyncs if `sync`.
+    fn write_range(
+        &mut self,
+        file: u64,
+        off: u64,
+        len: u64,
+        ver: u64,
+        sync: bool,
+    ) -> io::Result<()> {
+        let (pat, io) = (self.pat, self.io);
+        let f = self.file(file)?;
+        let (mut done, mut calls) = (0, 0);
+        while done < len {
+            let n = io.min(len - done);
+            f.write_at(pat.slice(file, ver, off + done, n), off + done)?;
+            done += n;
+            calls += 1;
+        }
+        if sync {
+            f.fsync()?;
+        }
+        self.written += len;
+        self.writes += calls;
+        Ok(())
+    }
+
+    /// Reads `len` bytes at `off` in `io`-sized calls, each of which must
+    /// return in full, and folds a byte of each into the sink.
+    fn read_range(&mut self, file: u64, off: u64, len: u64) -> io::Result<()> {
+        let io = self.io;
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.resize(io.min(len.max(1)) as usize, 0);
+        let f = self.file(file)?;
+        let mut done = 0;
+        let mut sink = 0u64;
+        while done < len {
+            let n = io.min(len - done) as usize;
+            let got = f.read_at(&mut buf[..n], off + done)?;
+            if got != n {
+                return Err(io::Error::other(format!(
+                    "short read of {}: {got} of {n} bytes at {}",
+                    self.layout.path(file),
+                    off + done
+                )));
+            }
+            sink = sink.wrapping_add(u64::from(buf[n - 1]));
+            done += n as u64;
+        }
+        self.buf = buf;
+        self.sink = std::hint::black_box(self.sink.wrapping_add(sink));
+        self.read += len;
+        Ok(())
     }
 
     fn run(&mut self, op: &Op) -> io::Result<()> {
@@ -650,22 +721,7 @@ impl Exec<'_> {
                 len,
                 ver,
                 sync,
-            } => {
-                let (pat, io) = (self.pat, self.io);
-                let f = self.file(file)?;
-                let (mut done, mut calls) = (0, 0);
-                while done < len {
-                    let n = io.min(len - done);
-                    f.write_at(pat.slice(file, ver, off + done, n), off + done)?;
-                    done += n;
-                    calls += 1;
-                }
-                if sync {
-                    f.fsync()?;
-                }
-                self.written += len;
-                self.writes += calls;
-            }
+            } => self.write_range(file, off, len, ver, sync)?,
             Op::Append { file, off, len } => {
                 let pat = self.pat;
                 self.file(file)?.append(pat.slice(file, 0, off, len))?;
@@ -681,30 +737,7 @@ impl Exec<'_> {
                 self.written += len;
                 self.writes += 1;
             }
-            Op::Read { file, off, len } => {
-                let io = self.io;
-                let mut buf = std::mem::take(&mut self.buf);
-                buf.resize(io.min(len.max(1)) as usize, 0);
-                let f = self.file(file)?;
-                let mut done = 0;
-                let mut sink = 0u64;
-                while done < len {
-                    let n = io.min(len - done) as usize;
-                    let got = f.read_at(&mut buf[..n], off + done)?;
-                    if got != n {
-                        return Err(io::Error::other(format!(
-                            "short read of {}: {got} of {n} bytes at {}",
-                            self.layout.path(file),
-                            off + done
-                        )));
-                    }
-                    sink = sink.wrapping_add(u64::from(buf[n - 1]));
-                    done += n as u64;
-                }
-                self.buf = buf;
-                self.sink = std::hint::black_box(self.sink.wrapping_add(sink));
-                self.read += len;
-            }
+            Op::Read { file, off, len } => self.read_range(file, off, len)?,
             Op::Fsync { file } => self.file(file)?.fsync()?,
             Op::Delete { file } => {
                 if self.cur.as_ref().map(|c| c.0) == Some(file) {
@@ -808,7 +841,7 @@ impl<F: Flow> FlowSession<'_, F> {
             let handles: Vec<_> = states
                 .into_iter()
                 .enumerate()
-                .map(|(i, mut state)| {
+                .map(|(i, state)| {
                     let barrier = &barrier;
                     scope.spawn(move || {
                         let quota = match p.limit {
@@ -817,50 +850,11 @@ impl<F: Flow> FlowSession<'_, F> {
                             }
                             Limit::Duration(_) | Limit::Complete => u64::MAX,
                         };
-                        let mut rng =
+                        let rng =
                             SplitMix64::new(SplitMix64::new(p.seed ^ stream ^ i as u64).next_u64());
-                        let mut ex = Exec {
-                            t,
-                            layout,
-                            pat,
-                            io: p.io_size,
-                            cur: None,
-                            log: None,
-                            buf: Vec::new(),
-                            sink: 0,
-                            read: 0,
-                            written: 0,
-                            writes: 0,
-                        };
-                        let mut ops = Vec::new();
-                        let mut count = 0u64;
+                        let ex = Exec::new(t, layout, pat, p.io_size);
                         barrier.wait();
-                        let start = Instant::now();
-                        for _ in 0..MAX_STEPS {
-                            let over = match p.limit {
-                                Limit::Duration(d) => start.elapsed() >= d,
-                                Limit::Ops(_) | Limit::Complete => count >= quota,
-                            };
-                            ops.clear();
-                            if over || !flow.step(p, &mut rng, &mut state, &mut ops) {
-                                break;
-                            }
-                            for op in &ops {
-                                ex.run(op)?;
-                            }
-                            count += ops.len() as u64;
-                        }
-                        let elapsed = start.elapsed();
-                        Ok((
-                            state,
-                            Outcome {
-                                ops: count,
-                                bytes_read: ex.read,
-                                bytes_written: ex.written,
-                                writes: ex.writes,
-                                elapsed,
-                            },
-                        ))
+                        run_thread(flow, p, ex, rng, quota, state)
                     })
                 })
                 .collect();
@@ -884,6 +878,46 @@ impl<F: Flow> FlowSession<'_, F> {
         }
         Ok(total)
     }
+}
+
+/// One thread's timed loop: steps `flow` until the limit (`quota` ops,
+/// or the duration) or the flow ends, running each step's ops on `ex`.
+fn run_thread<F: Flow>(
+    flow: &F,
+    p: &Params,
+    mut ex: Exec<'_>,
+    mut rng: SplitMix64,
+    quota: u64,
+    mut state: F::State,
+) -> io::Result<(F::State, Outcome)> {
+    let mut ops = Vec::new();
+    let mut count = 0u64;
+    let start = Instant::now();
+    for _ in 0..MAX_STEPS {
+        let over = match p.limit {
+            Limit::Duration(d) => start.elapsed() >= d,
+            Limit::Ops(_) | Limit::Complete => count >= quota,
+        };
+        ops.clear();
+        if over || !flow.step(p, &mut rng, &mut state, &mut ops) {
+            break;
+        }
+        for op in &ops {
+            ex.run(op)?;
+        }
+        count += ops.len() as u64;
+    }
+    let elapsed = start.elapsed();
+    Ok((
+        state,
+        Outcome {
+            ops: count,
+            bytes_read: ex.read,
+            bytes_written: ex.written,
+            writes: ex.writes,
+            elapsed,
+        },
+    ))
 }
 
 fn is_covered(bits: &[u64], unit: u64) -> bool {

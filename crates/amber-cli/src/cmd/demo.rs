@@ -46,7 +46,40 @@ fn line(label: &str, bytes: u64, secs: f64, s: &WriteStats, ops: u64) -> CliResu
     )
 }
 
+/// The demo's file system: the emulated device behind the defaults a user gets.
+type DemoFs = Fs<Emulated<MmapDevice>>;
+
 pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
+    let fs = create(&args, emulate)?;
+    small_files(&fs)?;
+    let chunk: Vec<u8> = (0..4096u32).map(|i| (i * 7 % 251) as u8).collect();
+    sequential(&fs, &chunk)?;
+    overwrites(&fs, &chunk)?;
+    verify(&fs, &chunk)?;
+    fs.unmount().map_err(err("unmount"))?;
+
+    let clean = fsck(&args)?;
+    let mut crash = amber_crash::CrashConfig::new("files", 1);
+    crash.max_images = Some(2_000);
+    let r = amber_crash::run(&crash).map_err(|e| CliError::new(format!("crash test: {e}")))?;
+    outln!(
+        "  crash test (workload files, seed 1): {} images checked at {:.0}/s, {} violations",
+        r.images_checked,
+        r.images_per_sec,
+        r.violation_count
+    )?;
+    let ok = clean && r.is_clean();
+    outln!("demo {}", if ok { "passed" } else { "FAILED" })?;
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Makes a fresh pool, formats it with the defaults (split layout, policy
+/// amber) and mounts it behind the emulator preset `emulate` names.
+fn create(args: &Args, emulate: Option<&str>) -> CliResult<DemoFs> {
     let preset = emulate.unwrap_or("pcm");
     let spec = EmulatorSpec::parse(preset).map_err(|e| CliError::new(format!("--emulate: {e}")))?;
     super::mkfs::check_new(&args.pool)?;
@@ -67,10 +100,16 @@ pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
     let opts = MountOptions::default();
     outln!("  policy {} (the default)", opts.policy)?;
     let (fs, _) = Fs::mount(Emulated::new(dev, spec), opts).map_err(err("mount"))?;
-    let stats = |fs: &Fs<Emulated<MmapDevice>>| fs.core().device().stats();
+    Ok(fs)
+}
 
-    // A tree of small files.
-    let before = stats(&fs);
+fn stats(fs: &DemoFs) -> WriteStats {
+    fs.core().device().stats()
+}
+
+/// A tree of small files.
+fn small_files(fs: &DemoFs) -> CliResult<()> {
+    let before = stats(fs);
     let t = Instant::now();
     for i in 0..SMALL_FILES {
         let dir = format!("/tree/d{:02}", i % 20);
@@ -82,17 +121,18 @@ pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
         "create + write 2,000 small files",
         SMALL_FILES * 8,
         t.elapsed().as_secs_f64(),
-        &stats(&fs).since(&before),
+        &stats(fs).since(&before),
         SMALL_FILES,
-    )?;
+    )
+}
 
-    // One large file, 4 KiB at a time.
-    let chunk: Vec<u8> = (0..4096u32).map(|i| (i * 7 % 251) as u8).collect();
+/// One large file, 4 KiB at a time.
+fn sequential(fs: &DemoFs, chunk: &[u8]) -> CliResult<()> {
     let f = fs.create("/big").map_err(err("create"))?;
-    let before = stats(&fs);
+    let before = stats(fs);
     let t = Instant::now();
     for i in 0..BIG / 4096 {
-        f.write_at(&chunk, i * 4096).map_err(err("write"))?;
+        f.write_at(chunk, i * 4096).map_err(err("write"))?;
     }
     // Inside the timing: on slow PM the writes above sit in amber's DRAM
     // buffer, and without it their cost would show up in the first fsync
@@ -103,17 +143,19 @@ pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
         "sequential 4 KiB writes + fsync, 64 MiB",
         BIG,
         t.elapsed().as_secs_f64(),
-        &stats(&fs).since(&before),
+        &stats(fs).since(&before),
         BIG / 4096,
-    )?;
+    )
+}
 
-    // Small fsync'd overwrites.
+/// Small fsync'd overwrites at pseudo-random 128 B slots of the large file.
+fn overwrites(fs: &DemoFs, chunk: &[u8]) -> CliResult<()> {
     let f = OpenOptions::new()
         .read(true)
         .write(true)
-        .open(&fs, "/big")
+        .open(fs, "/big")
         .map_err(err("open"))?;
-    let before = stats(&fs);
+    let before = stats(fs);
     let t = Instant::now();
     let mut x = 0x2545_f491_4f6c_dd1du64;
     for _ in 0..OVERWRITES {
@@ -128,12 +170,13 @@ pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
         "random 128 B overwrite + fsync",
         OVERWRITES * 128,
         t.elapsed().as_secs_f64(),
-        &stats(&fs).since(&before),
+        &stats(fs).since(&before),
         OVERWRITES,
-    )?;
-    drop(f);
+    )
+}
 
-    // Read everything back.
+/// Reads everything back and checks every byte.
+fn verify(fs: &DemoFs, chunk: &[u8]) -> CliResult<()> {
     for i in 0..SMALL_FILES {
         let got = fs
             .read(&format!("/tree/d{:02}/f{i}", i % 20))
@@ -160,9 +203,11 @@ pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
         s.blocks,
         s.inodes_free,
         s.inodes
-    )?;
-    fs.unmount().map_err(err("unmount"))?;
+    )
+}
 
+/// Checks the unmounted pool with fsck (and removes it unless kept); true when clean.
+fn fsck(args: &Args) -> CliResult<bool> {
     let dev = MmapDevice::open(&args.pool, &MapOptions::default())
         .map_err(|e| CliError::new(format!("cannot reopen {}: {e}", args.pool.shown())))?;
     let report = check(&dev, &CheckOptions { repair: false }).map_err(err("fsck"))?;
@@ -178,20 +223,5 @@ pub fn run(args: Args, emulate: Option<&str>) -> CliResult<ExitCode> {
     if !args.keep {
         let _ = std::fs::remove_file(&args.pool);
     }
-    let mut crash = amber_crash::CrashConfig::new("files", 1);
-    crash.max_images = Some(2_000);
-    let r = amber_crash::run(&crash).map_err(|e| CliError::new(format!("crash test: {e}")))?;
-    outln!(
-        "  crash test (workload files, seed 1): {} images checked at {:.0}/s, {} violations",
-        r.images_checked,
-        r.images_per_sec,
-        r.violation_count
-    )?;
-    let ok = report.is_clean() && r.is_clean();
-    outln!("demo {}", if ok { "passed" } else { "FAILED" })?;
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(report.is_clean())
 }

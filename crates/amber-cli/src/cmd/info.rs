@@ -229,9 +229,24 @@ fn when(secs: u64) -> String {
     }
 }
 
+/// One `label: value` line, values aligned.
+fn row(label: &str, value: String) -> CliResult<()> {
+    outln!("{:<20}{value}", format!("{label}:"))
+}
+
 fn print_text(i: &Info, map: &MapInfo) -> CliResult<()> {
-    let row = |label: &str, value: String| outln!("{:<20}{value}", format!("{label}:"));
-    let g = &i.geometry;
+    print_identity(i)?;
+    print_geometry(i)?;
+    print_layouts(i)?;
+    outln!("device:")?;
+    for line in map.to_string().lines() {
+        outln!("  {line}")?;
+    }
+    Ok(())
+}
+
+/// Which pool this is: format, features, state and mount history.
+fn print_identity(i: &Info) -> CliResult<()> {
     let f = &i.features;
     row("pool", i.pool.clone())?;
     row("format version", i.version.to_string())?;
@@ -247,7 +262,12 @@ fn print_text(i: &Info, map: &MapInfo) -> CliResult<()> {
     row("generation", i.generation.to_string())?;
     row("mount count", i.mount_count.to_string())?;
     row("last mount", when(i.last_mount_secs))?;
-    row("last clean unmount", when(i.last_clean_unmount_secs))?;
+    row("last clean unmount", when(i.last_clean_unmount_secs))
+}
+
+/// Where the fixed areas lie: blocks, inodes, journals, bitmap, data.
+fn print_geometry(i: &Info) -> CliResult<()> {
+    let g = &i.geometry;
     row(
         "pool size",
         format!("{} bytes ({})", i.pool_size, human_bytes(i.pool_size)),
@@ -277,7 +297,11 @@ fn print_text(i: &Info, map: &MapInfo) -> CliResult<()> {
             human_bytes(g.data_blocks * g.block_size),
             g.data_start
         ),
-    )?;
+    )
+}
+
+/// The optional layouts: the split layout's areas and the small-write zone.
+fn print_layouts(i: &Info) -> CliResult<()> {
     if let Some(s) = &i.split {
         let records = if s.records_in_log {
             format!(
@@ -310,10 +334,6 @@ fn print_text(i: &Info, map: &MapInfo) -> CliResult<()> {
                 z.descriptors_in_use
             ),
         )?;
-    }
-    outln!("device:")?;
-    for line in map.to_string().lines() {
-        outln!("  {line}")?;
     }
     Ok(())
 }

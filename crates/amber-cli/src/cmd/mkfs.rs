@@ -89,49 +89,61 @@ pub fn run(args: Args) -> CliResult<ExitCode> {
         check_new(pool)?;
     }
     let (layout, created) = if exists {
-        let dev = open_device(pool)?;
-        if let Some(size) = size.filter(|&s| s != dev.size()) {
-            return Err(CliError::new(format!(
-                "--size {} does not match {}, which is {} bytes; drop --size to format all of \
-                 it, or remove the file to create a pool of another size",
-                size,
-                pool.shown(),
-                dev.size()
-            )));
-        }
-        let what = format!("{}, {} bytes,", pool.shown(), dev.size());
-        let (params, layout) = params(&args, dev.size(), &what)?;
-        format(&dev, pool, &params)?;
-        (layout, false)
+        (reformat(&args, pool, size)?, false)
     } else {
-        let Some(size) = size else {
-            return Err(CliError::new(format!(
-                "--size is required to create pool {}, e.g. 'amberfs mkfs {} --size 64M'",
-                pool.shown(),
-                pool.shown()
-            )));
-        };
-        let (params, layout) = params(&args, size, &format!("--size {}", human_bytes(size)))?;
-        let dev = MmapDevice::create(pool, size, &MapOptions::default()).map_err(|e| match e {
-            MapError::AlreadyExists { .. } => CliError::new(format!(
-                "pool {} appeared while mkfs ran; pass --force to reformat it",
-                pool.shown()
-            )),
-            other => map_error(pool, other),
-        })?;
-        match format(&dev, pool, &params) {
-            Ok(()) => (layout, true),
-            Err(e) => {
-                drop(dev);
-                // The file is ours and holds no file system: leaving it
-                // would make the retry fail with "already exists".
-                let _ = std::fs::remove_file(pool);
-                return Err(e);
-            }
-        }
+        (create(&args, pool, size)?, true)
     };
     print_geometry(pool, &layout, args.layout.into(), created)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Formats the existing pool file `pool` whole (`size`, if given, must
+/// be its size).
+fn reformat(args: &Args, pool: &Path, size: Option<u64>) -> CliResult<Layout> {
+    let dev = open_device(pool)?;
+    if let Some(size) = size.filter(|&s| s != dev.size()) {
+        return Err(CliError::new(format!(
+            "--size {} does not match {}, which is {} bytes; drop --size to format all of \
+             it, or remove the file to create a pool of another size",
+            size,
+            pool.shown(),
+            dev.size()
+        )));
+    }
+    let what = format!("{}, {} bytes,", pool.shown(), dev.size());
+    let (params, layout) = params(args, dev.size(), &what)?;
+    format(&dev, pool, &params)?;
+    Ok(layout)
+}
+
+/// Creates the pool file `pool` of `size` bytes (required) and formats it;
+/// a file that fails to format is removed.
+fn create(args: &Args, pool: &Path, size: Option<u64>) -> CliResult<Layout> {
+    let Some(size) = size else {
+        return Err(CliError::new(format!(
+            "--size is required to create pool {}, e.g. 'amberfs mkfs {} --size 64M'",
+            pool.shown(),
+            pool.shown()
+        )));
+    };
+    let (params, layout) = params(args, size, &format!("--size {}", human_bytes(size)))?;
+    let dev = MmapDevice::create(pool, size, &MapOptions::default()).map_err(|e| match e {
+        MapError::AlreadyExists { .. } => CliError::new(format!(
+            "pool {} appeared while mkfs ran; pass --force to reformat it",
+            pool.shown()
+        )),
+        other => map_error(pool, other),
+    })?;
+    match format(&dev, pool, &params) {
+        Ok(()) => Ok(layout),
+        Err(e) => {
+            drop(dev);
+            // The file is ours and holds no file system: leaving it
+            // would make the retry fail with "already exists".
+            let _ = std::fs::remove_file(pool);
+            Err(e)
+        }
+    }
 }
 
 /// Checks where a new pool file is to be made, before anything is: its

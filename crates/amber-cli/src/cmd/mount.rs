@@ -30,7 +30,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::common::{
-    map_error, mount_pool, pool_error, warn, CliError, CliResult, MountConfig, Shown,
+    map_error, mount_pool, pool_error, warn, CliError, CliResult, MountConfig, PoolFs, Shown,
 };
 use crate::daemon_log;
 use crate::output::{note, outln};
@@ -348,22 +348,12 @@ fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliRe
     // mount unmounts cleanly instead of killing us with the pool dirty.
     // SIGHUP too: a terminal closing under a --foreground mount ends it
     // cleanly rather than killing it with the pool dirty.
-    let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP])
+    let signals = Signals::new([SIGTERM, SIGINT, SIGHUP])
         .map_err(|e| CliError::new(format!("cannot catch SIGTERM, SIGINT and SIGHUP: {e}")))?;
     let pid_file = PidFile::create(dir, pool)?;
     let (fs, report) = mount_pool(pool, config)?;
     log(&format!("{}: {report}", pool.shown()));
-    // The policy's calibration (hinfs: L_dram, L_pm, whether buffering
-    // pays on this device), so a user can see what the model works with.
-    let stats = fs.core().policy_stats();
-    if !stats.is_empty() {
-        let shown: Vec<String> = stats.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        log(&format!(
-            "policy {}: {}",
-            fs.core().options().policy,
-            shown.join(" ")
-        ));
-    }
+    log_calibration(&fs);
     let adapter = AmberFuse::new(fs.core().clone());
     let fsname = format!("amberfs:{}", pool.shown());
     let mut session_options = session_config(&fsname, threads);
@@ -372,7 +362,7 @@ fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliRe
         // any read-only mount; the core refuses what still arrives.
         session_options.mount_options.push(fuser::MountOption::RO);
     }
-    let mut session = match fuser::Session::new(adapter, dir, &session_options) {
+    let session = match fuser::Session::new(adapter, dir, &session_options) {
         Ok(s) => s,
         Err(e) => {
             let clean = fs.unmount();
@@ -398,6 +388,54 @@ fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliRe
             ""
         }
     ));
+    let served = run_until_stopped(session, signals, dir);
+    if let Err(e) = served {
+        // A worker that failed (or panicked) may have stopped inside an
+        // operation; marking the pool clean would skip the recovery that
+        // makes that safe, so it is left for the next mount to recover.
+        drop(pid_file);
+        return Err(CliError::new(format!(
+            "the FUSE session ended with an error: {e}; pool {} was not marked clean, \
+             the next mount recovers it",
+            pool.shown()
+        )));
+    }
+    let clean = fs.unmount();
+    drop(pid_file);
+    match clean {
+        Ok(()) => {
+            log(&format!("{} unmounted cleanly", pool.shown()));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => Err(CliError::new(format!(
+            "could not unmount pool {} cleanly: {e}; the next mount will recover it",
+            pool.shown()
+        ))),
+    }
+}
+
+/// Logs the policy's calibration (hinfs: L_dram, L_pm, whether buffering
+/// pays on this device), so a user can see what the model works with.
+fn log_calibration(fs: &PoolFs) {
+    let stats = fs.core().policy_stats();
+    if !stats.is_empty() {
+        let shown: Vec<String> = stats.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        log(&format!(
+            "policy {}: {}",
+            fs.core().options().policy,
+            shown.join(" ")
+        ));
+    }
+}
+
+/// Serves `session` on its own thread until the kernel ends it (an
+/// unmount) or a signal arrives, which unmounts `dir` (or detaches it
+/// while busy); returns how the session ended.
+fn run_until_stopped<FS: fuser::Filesystem + Send + 'static>(
+    mut session: fuser::Session<FS>,
+    mut signals: Signals,
+    dir: &Path,
+) -> std::io::Result<()> {
     let mut unmounter = session.unmount_callable();
     let (tx, rx) = mpsc::channel();
     let ended = tx.clone();
@@ -438,29 +476,7 @@ fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliRe
         .join()
         .unwrap_or_else(|_| Err(std::io::Error::other("the FUSE session panicked")));
     signal_handle.close();
-    if let Err(e) = served {
-        // A worker that failed (or panicked) may have stopped inside an
-        // operation; marking the pool clean would skip the recovery that
-        // makes that safe, so it is left for the next mount to recover.
-        drop(pid_file);
-        return Err(CliError::new(format!(
-            "the FUSE session ended with an error: {e}; pool {} was not marked clean, \
-             the next mount recovers it",
-            pool.shown()
-        )));
-    }
-    let clean = fs.unmount();
-    drop(pid_file);
-    match clean {
-        Ok(()) => {
-            log(&format!("{} unmounted cleanly", pool.shown()));
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(e) => Err(CliError::new(format!(
-            "could not unmount pool {} cleanly: {e}; the next mount will recover it",
-            pool.shown()
-        ))),
-    }
+    served
 }
 
 /// Lazily detaches a busy mount (umount -l): the kernel ends the session

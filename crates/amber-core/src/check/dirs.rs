@@ -2,7 +2,7 @@
 //! name something that exists with the right type, once per name; free
 //! slots are zero.
 
-use super::inodes::Scan;
+use super::inodes::{Rec, Scan};
 use super::Ctx;
 use crate::escape::Escaped;
 use amber_format::dirent::{self, SLOTS_PER_BLOCK, SLOT_SIZE};
@@ -84,6 +84,33 @@ fn dir_blocks<D: PmDevice>(cx: &mut Ctx<'_, D>, scan: &mut Scan, d: u64) -> u64 
     have
 }
 
+/// Why the entry `ent` must go (a name that cannot be, a target that is
+/// not a live inode, a repeated name), or None to keep it; a kept name is
+/// added to `names`.
+fn entry_fault<D: PmDevice>(
+    cx: &Ctx<'_, D>,
+    target: Option<&Rec>,
+    names: &mut FxHashSet<Vec<u8>>,
+    ent: &Ent,
+) -> Option<String> {
+    let bad_name = ent.name == b"." || ent.name == b".." || ent.name.contains(&b'/');
+    if bad_name || ent.name.contains(&0) {
+        Some("has a name that cannot be".to_string())
+    } else if !cx.layout.is_valid_ino(ent.ino) {
+        Some(format!("names inode {}, outside the inode table", ent.ino))
+    } else if ent.ino == amber_format::ROOT_INO {
+        Some("names the root directory, which has no entry".to_string())
+    } else if target.is_none() {
+        Some(format!("names inode {}, which is free", ent.ino))
+    } else if target.and_then(|r| r.live_kind()).is_none() {
+        Some(format!("names inode {}, which repair frees", ent.ino))
+    } else if !names.insert(ent.name.clone()) {
+        Some("repeats a name already in the directory".to_string())
+    } else {
+        None
+    }
+}
+
 fn scan_block<D: PmDevice>(
     cx: &mut Ctx<'_, D>,
     scan: &Scan,
@@ -133,23 +160,8 @@ fn scan_block<D: PmDevice>(
             nslots: e.nslots,
         };
         let len = ent.nslots * SLOT_SIZE;
-        let bad_name = ent.name == b"." || ent.name == b".." || ent.name.contains(&b'/');
         let target = scan.recs.get(&ent.ino);
-        let why = if bad_name || ent.name.contains(&0) {
-            Some("has a name that cannot be".to_string())
-        } else if !cx.layout.is_valid_ino(ent.ino) {
-            Some(format!("names inode {}, outside the inode table", ent.ino))
-        } else if ent.ino == amber_format::ROOT_INO {
-            Some("names the root directory, which has no entry".to_string())
-        } else if target.is_none() {
-            Some(format!("names inode {}, which is free", ent.ino))
-        } else if target.and_then(|r| r.live_kind()).is_none() {
-            Some(format!("names inode {}, which repair frees", ent.ino))
-        } else if !names.insert(ent.name.clone()) {
-            Some("repeats a name already in the directory".to_string())
-        } else {
-            None
-        };
+        let why = entry_fault(cx, target, names, &ent);
         if let (None, Some(kind)) = (&why, target.and_then(|r| r.live_kind())) {
             if kind.dtype() != e.dtype {
                 let what = format!(

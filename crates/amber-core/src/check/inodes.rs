@@ -89,7 +89,6 @@ fn check_inode<D: PmDevice>(
     was_clean: bool,
 ) -> Rec {
     let l = cx.layout;
-    let base = inode_off(&l, ino);
     let mut rec = Rec {
         kind: disk.kind(),
         condemned: false,
@@ -113,22 +112,7 @@ fn check_inode<D: PmDevice>(
         });
         return rec;
     };
-    for (s, e) in RESERVED {
-        if raw[s..e].iter().any(|&b| b != 0) {
-            let what = format!("inode {ino} has non-zero reserved bytes {s}..{e}");
-            cx.fixable(what, "the bytes are zeroed", |f| {
-                f.zero(base + s as u64, e - s)
-            });
-        }
-    }
-    let unknown = rec.disk.flags & !flags::KNOWN;
-    if unknown != 0 {
-        let what = format!("inode {ino} has flags {unknown:#x}, which have no meaning");
-        let kept = rec.disk.flags & flags::KNOWN;
-        cx.fixable(what, "they are cleared", |f| {
-            f.write(base + OFF_FLAGS, &kept.to_le_bytes())
-        });
-    }
+    check_fields(cx, ino, raw, &rec.disk);
     let walked = walk(cx, owners, ino, &rec.disk, kind);
     rec.blocks = walked.blocks;
     rec.data = walked.data;
@@ -141,26 +125,7 @@ fn check_inode<D: PmDevice>(
     // logs (check::split).
     let counted = !(cx.split.is_some() && kind == FileKind::Regular);
     if counted && walked.complete && rec.disk.blocks != count {
-        let what = format!(
-            "inode {ino} says it has {} block(s) but its block map holds {count}",
-            rec.disk.blocks
-        );
-        let off = base + 32;
-        if was_clean {
-            cx.fixable(what, &format!("the count is set to {count}"), |f| {
-                f.write(off, &count.to_le_bytes())
-            });
-        } else {
-            // A crash between a map store and the inode line that counts
-            // it leaves this; recovery corrects it.
-            let done = if cx.repair {
-                cx.fixes.write(off, &count.to_le_bytes());
-                "corrected"
-            } else {
-                "mount corrects it"
-            };
-            cx.note(format!("{what} (left by a crash); {done}"));
-        }
+        check_block_count(cx, ino, &rec.disk, count, was_clean);
         rec.disk.blocks = count;
     }
     match kind {
@@ -172,6 +137,63 @@ fn check_inode<D: PmDevice>(
         _ => {}
     }
     rec
+}
+
+/// Reserved bytes must be zero and flags must have a meaning; both are
+/// mended in place.
+fn check_fields<D: PmDevice>(cx: &mut Ctx<'_, D>, ino: u64, raw: &[u8; INODE_SIZE], disk: &Inode) {
+    let l = cx.layout;
+    let base = inode_off(&l, ino);
+    for (s, e) in RESERVED {
+        if raw[s..e].iter().any(|&b| b != 0) {
+            let what = format!("inode {ino} has non-zero reserved bytes {s}..{e}");
+            cx.fixable(what, "the bytes are zeroed", |f| {
+                f.zero(base + s as u64, e - s)
+            });
+        }
+    }
+    let unknown = disk.flags & !flags::KNOWN;
+    if unknown != 0 {
+        let what = format!("inode {ino} has flags {unknown:#x}, which have no meaning");
+        let kept = disk.flags & flags::KNOWN;
+        cx.fixable(what, "they are cleared", |f| {
+            f.write(base + OFF_FLAGS, &kept.to_le_bytes())
+        });
+    }
+}
+
+/// An inode whose block count disagrees with its walked map (`count`
+/// blocks): a clean pool's count is wrong and is fixed; after a crash it
+/// is the expected gap between a map store and the inode line that counts
+/// it, which recovery closes.
+fn check_block_count<D: PmDevice>(
+    cx: &mut Ctx<'_, D>,
+    ino: u64,
+    disk: &Inode,
+    count: u64,
+    was_clean: bool,
+) {
+    let base = inode_off(&cx.layout, ino);
+    let what = format!(
+        "inode {ino} says it has {} block(s) but its block map holds {count}",
+        disk.blocks
+    );
+    let off = base + 32;
+    if was_clean {
+        cx.fixable(what, &format!("the count is set to {count}"), |f| {
+            f.write(off, &count.to_le_bytes())
+        });
+    } else {
+        // A crash between a map store and the inode line that counts
+        // it leaves this; recovery corrects it.
+        let done = if cx.repair {
+            cx.fixes.write(off, &count.to_le_bytes());
+            "corrected"
+        } else {
+            "mount corrects it"
+        };
+        cx.note(format!("{what} (left by a crash); {done}"));
+    }
 }
 
 /// Validates and claims an inode's attribute block; returns it if owned.
@@ -234,6 +256,24 @@ struct Walked {
     complete: bool,
 }
 
+/// Whether a block map's root can be walked: a data block at a height the
+/// map can have. One that cannot is cleared (its data is lost).
+fn root_ok<D: PmDevice>(cx: &mut Ctx<'_, D>, ino: u64, root: u64, height: u8) -> bool {
+    let l = cx.layout;
+    if height <= MAX_HEIGHT && l.is_data_block(root) {
+        return true;
+    }
+    let what = format!(
+        "inode {ino} has block-map root {root} at height {height}, which cannot be \
+         (roots are data blocks, heights at most {MAX_HEIGHT})"
+    );
+    let off = inode_off(&l, ino) + OFF_MAP_ROOT as u64;
+    cx.fixable(what, "the block map is cleared (its data is lost)", |f| {
+        f.zero(off, 9)
+    });
+    false
+}
+
 /// Walks a block map, claiming each block. A block already claimed (by
 /// another inode, or earlier in this tree) is reported and not descended,
 /// so a cyclic or cross-linked map costs at most one visit per block.
@@ -254,15 +294,7 @@ fn walk<D: PmDevice>(
     if root == 0 {
         return out;
     }
-    if height > MAX_HEIGHT || !l.is_data_block(root) {
-        let what = format!(
-            "inode {ino} has block-map root {root} at height {height}, which cannot be \
-             (roots are data blocks, heights at most {MAX_HEIGHT})"
-        );
-        let off = inode_off(&l, ino) + OFF_MAP_ROOT as u64;
-        cx.fixable(what, "the block map is cleared (its data is lost)", |f| {
-            f.zero(off, 9)
-        });
+    if !root_ok(cx, ino, root, height) {
         return out;
     }
     let keep_data = matches!(kind, FileKind::Directory | FileKind::Symlink);

@@ -63,22 +63,35 @@ pub(super) fn check<D: PmDevice>(cx: &mut Ctx<'_, D>, was_clean: bool) -> Result
         }
     }
     if replayable > 0 {
-        if cx.repair {
-            // Discard the refused transactions first: replay would stop at them.
-            cx.fixes.apply(cx.media.dev())?;
-            let r = journal::replay(cx.media.dev(), &l, true)?;
-            cx.note(format!(
-                "the pool was not cleanly unmounted: replayed {} journal transaction(s)",
-                r.replayed
-            ));
-        } else {
-            cx.note(format!(
-                "needs recovery: {replayable} journal transaction(s) will be replayed at mount"
-            ));
-            cx.media.add_patches(patches);
-        }
+        recover(cx, replayable, patches)?;
     }
     Ok(pending)
+}
+
+/// A crashed pool's `replayable` committed transactions (their entries
+/// `patches`): repair replays them on the media; a check lays them over
+/// its reads, as mount would see the pool.
+fn recover<D: PmDevice>(
+    cx: &mut Ctx<'_, D>,
+    replayable: u64,
+    patches: Vec<Entry>,
+) -> Result<(), FsError> {
+    let l = cx.layout;
+    if cx.repair {
+        // Discard the refused transactions first: replay would stop at them.
+        cx.fixes.apply(cx.media.dev())?;
+        let r = journal::replay(cx.media.dev(), &l, true)?;
+        cx.note(format!(
+            "the pool was not cleanly unmounted: replayed {} journal transaction(s)",
+            r.replayed
+        ));
+    } else {
+        cx.note(format!(
+            "needs recovery: {replayable} journal transaction(s) will be replayed at mount"
+        ));
+        cx.media.add_patches(patches);
+    }
+    Ok(())
 }
 
 fn inside(e: &Entry, lo: u64, hi: u64) -> bool {

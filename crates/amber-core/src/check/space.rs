@@ -55,6 +55,15 @@ pub(super) fn check<D: PmDevice>(
         // by design.
         return c;
     }
+    check_bitmap(cx, &used);
+    c
+}
+
+/// Compares the bitmap a clean unmount saved with the blocks in `used`
+/// (which mount trusts without looking at the inodes) and rewrites it
+/// from `used` when they differ.
+fn check_bitmap<D: PmDevice>(cx: &mut Ctx<'_, D>, used: &BitSet) {
+    let l = cx.layout;
     let mut bytes = vec![0u8; l.total_blocks.div_ceil(8) as usize];
     cx.media.read(l.bitmap_start * BLOCK_SIZE, &mut bytes);
     let saved = BitSet::from_bytes(&bytes, l.total_blocks);
@@ -67,7 +76,7 @@ pub(super) fn check<D: PmDevice>(
         }
     }
     if lost.is_empty() && leaked.is_empty() {
-        return c;
+        return;
     }
     let mut parts = Vec::new();
     if !lost.is_empty() {
@@ -91,7 +100,6 @@ pub(super) fn check<D: PmDevice>(
         "the bitmap is rewritten from the block maps",
         |f| f.write(off, &fixed),
     );
-    c
 }
 
 /// The inodes the pool keeps: in repair mode the condemned ones are gone;

@@ -44,67 +44,67 @@ pub(super) fn check<D: PmDevice>(
         });
     };
     for (i, bytes) in raw.iter().enumerate() {
-        let other = NAMES[1 - i];
-        let rewrite = match Superblock::decode(bytes) {
-            Err(e) => {
-                let why = match e {
-                    FormatError::BadMagic => "bad magic".to_string(),
-                    FormatError::BadChecksum => "checksum mismatch".to_string(),
-                    e => e.to_string(),
-                };
-                push(
-                    format!(
-                        "superblock copy {} is unusable ({why}); the pool is read through copy {other}",
-                        NAMES[i]
-                    ),
-                    true,
-                );
-                true
+        if let Some((what, rewrite)) = judge_copy(i, bytes, &sb) {
+            push(what, rewrite);
+            if rewrite && repair {
+                fixes.write(offsets[i], &good);
             }
-            Ok(copy) if copy.generation != sb.generation => {
-                push(
-                    format!(
-                        "superblock copy {} is older (generation {}) than the one in use ({}): \
-                         an update was interrupted; the next mount rewrites both copies",
-                        NAMES[i], copy.generation, sb.generation
-                    ),
-                    false,
-                );
-                false
-            }
-            Ok(copy) if copy != sb => {
-                push(
-                    format!(
-                        "superblock copies disagree at the same generation {}; copy {} differs \
-                         from the one in use",
-                        sb.generation, NAMES[i]
-                    ),
-                    true,
-                );
-                true
-            }
-            Ok(_) => {
-                let dirty: Vec<String> = RESERVED
-                    .iter()
-                    .filter(|(s, e)| bytes[*s..*e].iter().any(|&b| b != 0))
-                    .map(|(s, e)| format!("{s}..{e}"))
-                    .collect();
-                if !dirty.is_empty() {
-                    push(
-                        format!(
-                            "superblock copy {} has non-zero reserved bytes {}",
-                            NAMES[i],
-                            dirty.join(", ")
-                        ),
-                        true,
-                    );
-                }
-                !dirty.is_empty()
-            }
-        };
-        if rewrite && repair {
-            fixes.write(offsets[i], &good);
         }
     }
     Ok(sb)
+}
+
+/// What is wrong with copy `i` (`bytes`) against the superblock in use,
+/// and whether it is rewritten from that one; None when the copy is whole.
+fn judge_copy(i: usize, bytes: &[u8; SUPERBLOCK_SIZE], sb: &Superblock) -> Option<(String, bool)> {
+    let other = NAMES[1 - i];
+    match Superblock::decode(bytes) {
+        Err(e) => {
+            let why = match e {
+                FormatError::BadMagic => "bad magic".to_string(),
+                FormatError::BadChecksum => "checksum mismatch".to_string(),
+                e => e.to_string(),
+            };
+            Some((
+                format!(
+                    "superblock copy {} is unusable ({why}); the pool is read through copy {other}",
+                    NAMES[i]
+                ),
+                true,
+            ))
+        }
+        Ok(copy) if copy.generation != sb.generation => Some((
+            format!(
+                "superblock copy {} is older (generation {}) than the one in use ({}): \
+                 an update was interrupted; the next mount rewrites both copies",
+                NAMES[i], copy.generation, sb.generation
+            ),
+            false,
+        )),
+        Ok(copy) if copy != *sb => Some((
+            format!(
+                "superblock copies disagree at the same generation {}; copy {} differs \
+                 from the one in use",
+                sb.generation, NAMES[i]
+            ),
+            true,
+        )),
+        Ok(_) => {
+            let dirty: Vec<String> = RESERVED
+                .iter()
+                .filter(|(s, e)| bytes[*s..*e].iter().any(|&b| b != 0))
+                .map(|(s, e)| format!("{s}..{e}"))
+                .collect();
+            (!dirty.is_empty()).then(|| {
+                (
+                    format!(
+                        "superblock copy {} has non-zero reserved bytes {}",
+                        NAMES[i],
+                        dirty.join(", ")
+                    ),
+                    true,
+                )
+            })
+        }
+    }
 }

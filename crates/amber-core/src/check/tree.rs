@@ -15,29 +15,8 @@ const OFF_NLINK: u64 = amber_format::inode::OFF_NLINK as u64;
 const OFF_PARENT: u64 = amber_format::inode::OFF_PARENT as u64;
 
 pub(super) fn check<D: PmDevice>(cx: &mut Ctx<'_, D>, scan: &mut Scan, ents: Vec<Ent>) {
-    let l = cx.layout;
-    let root_ok = scan
-        .recs
-        .get(&ROOT_INO)
-        .is_some_and(|r| r.kind == Some(FileKind::Directory));
-    if !root_ok {
-        // Without a root nothing is reachable; freeing "unreachable"
-        // inodes would empty the pool.
-        cx.unfixable(
-            "the namespace cannot be checked without a root directory: no inode is \
-             reachable"
-                .into(),
-        );
+    if !check_root(cx, scan) {
         return;
-    }
-    let root_parent = scan.recs[&ROOT_INO].disk.parent;
-    if root_parent != ROOT_INO {
-        let off = inode_off(&l, ROOT_INO) + OFF_PARENT;
-        cx.fixable(
-            format!("the root directory's parent field is {root_parent}, not 1"),
-            "the parent is set to 1",
-            |f| f.write(off, &ROOT_INO.to_le_bytes()),
-        );
     }
     let mut keep = vec![true; ents.len()];
     let mut naming: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
@@ -51,9 +30,56 @@ pub(super) fn check<D: PmDevice>(cx: &mut Ctx<'_, D>, scan: &mut Scan, ents: Vec
             by_dir.entry(e.dir).or_default().push(i);
         }
     }
+    let reach = walk(scan, &ents, &by_dir, &chosen);
+    check_links(cx, scan, &ents, &naming, &keep, &reach);
+}
 
-    // Breadth-first from the root; each directory is entered once, through
-    // its chosen entry, so cycles end the walk instead of looping it.
+/// Whether the root is a directory (without one nothing is reachable, and
+/// the walk is skipped); mends the root's parent field, which must be 1.
+fn check_root<D: PmDevice>(cx: &mut Ctx<'_, D>, scan: &Scan) -> bool {
+    let l = cx.layout;
+    let root_ok = scan
+        .recs
+        .get(&ROOT_INO)
+        .is_some_and(|r| r.kind == Some(FileKind::Directory));
+    if !root_ok {
+        // Without a root nothing is reachable; freeing "unreachable"
+        // inodes would empty the pool.
+        cx.unfixable(
+            "the namespace cannot be checked without a root directory: no inode is \
+             reachable"
+                .into(),
+        );
+        return false;
+    }
+    let root_parent = scan.recs[&ROOT_INO].disk.parent;
+    if root_parent != ROOT_INO {
+        let off = inode_off(&l, ROOT_INO) + OFF_PARENT;
+        cx.fixable(
+            format!("the root directory's parent field is {root_parent}, not 1"),
+            "the parent is set to 1",
+            |f| f.write(off, &ROOT_INO.to_le_bytes()),
+        );
+    }
+    true
+}
+
+/// What the walk from the root reached: each inode's path, and the entries
+/// that name each non-directory and each directory's subdirectories.
+struct Reach {
+    paths: FxHashMap<u64, String>,
+    links: FxHashMap<u64, u32>,
+    subdirs: FxHashMap<u64, u32>,
+}
+
+/// Breadth-first from the root; each directory is entered once, through
+/// its chosen entry, so cycles end the walk instead of looping it.
+fn walk(
+    scan: &Scan,
+    ents: &[Ent],
+    by_dir: &FxHashMap<u64, Vec<usize>>,
+    chosen: &FxHashMap<u64, usize>,
+) -> Reach {
     let mut paths: FxHashMap<u64, String> = FxHashMap::default();
     paths.insert(ROOT_INO, "/".into());
     let mut links: FxHashMap<u64, u32> = FxHashMap::default();
@@ -78,6 +104,25 @@ pub(super) fn check<D: PmDevice>(cx: &mut Ctx<'_, D>, scan: &mut Scan, ents: Vec
         }
     }
 
+    Reach {
+        paths,
+        links,
+        subdirs,
+    }
+}
+
+/// Checks each live inode's link count against the entries the walk
+/// found; an inode in use that the walk did not reach is freed, with the
+/// entries that still name it.
+fn check_links<D: PmDevice>(
+    cx: &mut Ctx<'_, D>,
+    scan: &mut Scan,
+    ents: &[Ent],
+    naming: &FxHashMap<u64, Vec<usize>>,
+    keep: &[bool],
+    reach: &Reach,
+) {
+    let l = cx.layout;
     let inos: Vec<u64> = scan.recs.keys().copied().collect();
     for ino in inos {
         let rec = &scan.recs[&ino];
@@ -85,11 +130,16 @@ pub(super) fn check<D: PmDevice>(cx: &mut Ctx<'_, D>, scan: &mut Scan, ents: Vec
             continue;
         };
         let nlink = rec.disk.nlink;
-        if let Some(path) = paths.get(&ino) {
+        if let Some(path) = reach.paths.get(&ino) {
             let want = if kind == FileKind::Directory {
-                subdirs.get(&ino).copied().unwrap_or(0).saturating_add(2)
+                reach
+                    .subdirs
+                    .get(&ino)
+                    .copied()
+                    .unwrap_or(0)
+                    .saturating_add(2)
             } else {
-                links.get(&ino).copied().unwrap_or(0)
+                reach.links.get(&ino).copied().unwrap_or(0)
             };
             if nlink != want {
                 let off = inode_off(&l, ino) + OFF_NLINK;

@@ -58,65 +58,78 @@ impl<D: PmDevice> Core<D> {
                     pb,
                 )
             }
-            None => {
-                let fblock = dir.blocks();
-                let hint = fblock
-                    .checked_sub(1)
-                    .and_then(|f| st.map.get(f))
-                    .map(|b| b + 1);
-                let pblock = self.blocks.alloc(hint).ok_or(FsError::NoSpace)?;
-                let mut plan = MapPlan::new(pd.map_root, pd.map_height);
-                let mut taken = Vec::new();
-                let r = plan_insert(
-                    &*self.dev,
-                    &self.layout,
-                    &mut plan,
-                    fblock,
-                    pblock,
-                    &mut || {
-                        let b = self.blocks.alloc(None)?;
-                        taken.push(b);
-                        Some(b)
-                    },
-                );
-                if let Err(e) = r {
-                    self.blocks.free_all(&taken);
-                    self.blocks.free(pblock);
-                    return Err(e);
-                }
-                self.dev
-                    .zero_nt(self.layout.block_offset(pblock), BLOCK_SIZE);
-                plan.write_nodes(&*self.dev, &self.layout);
-                if let Err(e) = self.drain() {
-                    self.blocks.free_all(&taken);
-                    self.blocks.free(pblock);
-                    return Err(e);
-                }
-                for &(off, v) in &plan.stores {
-                    tx.write_u64(off, v);
-                }
-                if let Some((root, height)) = plan.new_root() {
-                    pd.map_root = root;
-                    pd.map_height = height;
-                }
-                pd.size += BLOCK_SIZE;
-                pd.blocks += 1 + plan.new_nodes.len() as u64;
-                let place = EntryPlace {
-                    block: fblock as u32,
-                    slot: 0,
-                    nslots: nslots as u8,
-                    new_block: Some(NewDirBlock {
-                        fblock,
-                        pblock,
-                        nodes: taken,
-                    }),
-                };
-                (place, pblock)
-            }
+            None => self.grow_dir(tx, st, pd, dir.blocks(), nslots)?,
         };
         let off = DirIndex::slot_offset(&self.layout, pblock, place.slot);
         tx.write(off, &dirent::encode(ino, dtype, name));
         Ok(place)
+    }
+
+    /// Appends a zeroed block at file block `fblock` of the full directory
+    /// `st` for an entry of `nslots` slots: the block and any map nodes it
+    /// needs are allocated, written and drained, their links recorded in
+    /// `tx` and the new size and map in `pd`. On error nothing stays
+    /// allocated.
+    fn grow_dir(
+        &self,
+        tx: &mut Tx,
+        st: &InodeState,
+        pd: &mut Inode,
+        fblock: u64,
+        nslots: usize,
+    ) -> Result<(EntryPlace, u64)> {
+        let hint = fblock
+            .checked_sub(1)
+            .and_then(|f| st.map.get(f))
+            .map(|b| b + 1);
+        let pblock = self.blocks.alloc(hint).ok_or(FsError::NoSpace)?;
+        let mut plan = MapPlan::new(pd.map_root, pd.map_height);
+        let mut taken = Vec::new();
+        let r = plan_insert(
+            &*self.dev,
+            &self.layout,
+            &mut plan,
+            fblock,
+            pblock,
+            &mut || {
+                let b = self.blocks.alloc(None)?;
+                taken.push(b);
+                Some(b)
+            },
+        );
+        if let Err(e) = r {
+            self.blocks.free_all(&taken);
+            self.blocks.free(pblock);
+            return Err(e);
+        }
+        self.dev
+            .zero_nt(self.layout.block_offset(pblock), BLOCK_SIZE);
+        plan.write_nodes(&*self.dev, &self.layout);
+        if let Err(e) = self.drain() {
+            self.blocks.free_all(&taken);
+            self.blocks.free(pblock);
+            return Err(e);
+        }
+        for &(off, v) in &plan.stores {
+            tx.write_u64(off, v);
+        }
+        if let Some((root, height)) = plan.new_root() {
+            pd.map_root = root;
+            pd.map_height = height;
+        }
+        pd.size += BLOCK_SIZE;
+        pd.blocks += 1 + plan.new_nodes.len() as u64;
+        let place = EntryPlace {
+            block: fblock as u32,
+            slot: 0,
+            nslots: nslots as u8,
+            new_block: Some(NewDirBlock {
+                fblock,
+                pblock,
+                nodes: taken,
+            }),
+        };
+        Ok((place, pblock))
     }
 
     /// Gives back a planned entry's blocks when the operation fails before

@@ -287,41 +287,7 @@ fn rebuild_used<D: PmDevice>(
         }
     }
     for ino in 1..l.inode_count {
-        let mut i = read_inode(dev, l, ino);
-        if !i.in_use() {
-            continue;
-        }
-        if i.kind().is_none() {
-            return Err(FsError::Corrupted(format!(
-                "inode {ino} has invalid mode {:o}",
-                i.mode
-            )));
-        }
-        let t = walk(dev, l, i.map_root, i.map_height)?;
-        if i.xattr_block != 0 && !l.is_data_block(i.xattr_block) {
-            return Err(FsError::Corrupted(format!(
-                "inode {ino} has xattr block {}, outside the data area",
-                i.xattr_block
-            )));
-        }
-        let xattr = (i.xattr_block != 0).then_some(i.xattr_block);
-        let data = t.data.iter().map(|(_, b)| *b);
-        for b in data.chain(t.nodes.iter().copied()).chain(xattr) {
-            if used.set(b) {
-                return Err(FsError::Corrupted(format!("block {b} is owned twice")));
-            }
-        }
-        let count = (t.data.len() + t.nodes.len()) as u64;
-        // A split pool's regular files count their blocks in their
-        // attribute logs, and their data blocks are found below.
-        let counted_here = !(split.is_some() && i.kind() == Some(FileKind::Regular));
-        if counted_here && i.blocks != count {
-            i.blocks = count;
-            let off = l.inode_offset(ino) + OFF_BLOCKS as u64;
-            dev.write(off, &count.to_le_bytes());
-            dev.flush(off, 8);
-            report.block_counts_fixed += 1;
-        }
+        claim_inode(dev, l, ino, split.is_some(), &mut used, report)?;
     }
     if let Some(m) = split {
         let r = split::recover(dev, l, m, &mut used)?;
@@ -330,6 +296,54 @@ fn rebuild_used<D: PmDevice>(
     }
     dev.drain()?;
     Ok(used)
+}
+
+/// Marks in `used` the blocks live inode `ino` owns (map, map nodes,
+/// attribute block), and corrects its block count if a crash left it
+/// behind (`split`: a regular file counts in its attribute log instead).
+fn claim_inode<D: PmDevice>(
+    dev: &D,
+    l: &Layout,
+    ino: u64,
+    split: bool,
+    used: &mut BitSet,
+    report: &mut RecoveryReport,
+) -> Result<()> {
+    let i = read_inode(dev, l, ino);
+    if !i.in_use() {
+        return Ok(());
+    }
+    if i.kind().is_none() {
+        return Err(FsError::Corrupted(format!(
+            "inode {ino} has invalid mode {:o}",
+            i.mode
+        )));
+    }
+    let t = walk(dev, l, i.map_root, i.map_height)?;
+    if i.xattr_block != 0 && !l.is_data_block(i.xattr_block) {
+        return Err(FsError::Corrupted(format!(
+            "inode {ino} has xattr block {}, outside the data area",
+            i.xattr_block
+        )));
+    }
+    let xattr = (i.xattr_block != 0).then_some(i.xattr_block);
+    let data = t.data.iter().map(|(_, b)| *b);
+    for b in data.chain(t.nodes.iter().copied()).chain(xattr) {
+        if used.set(b) {
+            return Err(FsError::Corrupted(format!("block {b} is owned twice")));
+        }
+    }
+    let count = (t.data.len() + t.nodes.len()) as u64;
+    // A split pool's regular files count their blocks in their
+    // attribute logs, and their data blocks are found below.
+    let counted_here = !(split && i.kind() == Some(FileKind::Regular));
+    if counted_here && i.blocks != count {
+        let off = l.inode_offset(ino) + OFF_BLOCKS as u64;
+        dev.write(off, &count.to_le_bytes());
+        dev.flush(off, 8);
+        report.block_counts_fixed += 1;
+    }
+    Ok(())
 }
 
 /// Mounts the pool on `dev`, recovering it if it was not cleanly unmounted.

@@ -27,6 +27,21 @@ const RETRIES: usize = 1000;
 
 /// Fails unless `st` is a directory that still has a name: entries
 /// cannot be added to a removed directory that someone still holds open.
+/// Whether `name` may be added to the directory `p`: a live directory
+/// that accepts new entries, without `name`, and below the link limit
+/// when the new node is a directory (its `..` links `p`).
+fn may_create_in(p: &InodeState, name: &[u8], is_dir: bool) -> Result<()> {
+    live_dir(p)?;
+    flags::may_add_to(p)?;
+    if p.dir()?.get(name).is_some() {
+        return Err(FsError::AlreadyExists);
+    }
+    if is_dir && p.disk.nlink >= LINK_MAX {
+        return Err(FsError::TooManyLinks);
+    }
+    Ok(())
+}
+
 fn live_dir(st: &InodeState) -> Result<()> {
     live(st)?;
     st.dir()?;
@@ -139,37 +154,20 @@ impl<D: PmDevice> Core<D> {
         self.check_writable()?;
         let pr = self.inode(parent)?;
         let mut p = pr.write();
-        live_dir(&p)?;
-        flags::may_add_to(&p)?;
-        if p.dir()?.get(name).is_some() {
-            return Err(FsError::AlreadyExists);
-        }
         let is_dir = n.kind == FileKind::Directory;
-        if is_dir && p.disk.nlink >= LINK_MAX {
-            return Err(FsError::TooManyLinks);
-        }
+        may_create_in(&p, name, is_dir)?;
         let ino = self.inos.alloc().ok_or(FsError::NoSpace)?;
         let now = self.now();
         let mut child = self.new_inode(ino, &p, &n, now);
         let mut map = BlockIndex::default();
         let mut target_block = None;
         if let Some(t) = n.target {
-            child.size = t.len() as u64;
-            if t.len() <= INLINE_MAX {
-                child.inline[..t.len()].copy_from_slice(t);
-            } else {
-                let Some(b) = self.blocks.alloc(None) else {
+            match self.store_target(&mut child, &mut map, t) {
+                Ok(b) => target_block = b,
+                Err(e) => {
                     self.inos.free(ino);
-                    return Err(FsError::NoSpace);
-                };
-                let off = self.layout.block_offset(b);
-                self.dev.write_nt(off, t);
-                self.dev
-                    .zero_nt(off + t.len() as u64, BLOCK_SIZE - t.len() as u64);
-                child.map_root = b;
-                child.blocks = 1;
-                map.set(0, b);
-                target_block = Some(b);
+                    return Err(e);
+                }
             }
         }
         // Durability and atomicity pass from the directory to a new file
@@ -224,6 +222,31 @@ impl<D: PmDevice> Core<D> {
         p.disk = pd;
         self.apply_add_entry(&mut p, place, name, ino, dtype);
         Ok(self.cache_new(ino, child, map, durability, atomicity))
+    }
+
+    /// Stores a symlink's target in the new inode `child`: inline when it
+    /// fits, else in a block of its own (returned), written but not yet
+    /// drained.
+    fn store_target(
+        &self,
+        child: &mut Inode,
+        map: &mut BlockIndex,
+        t: &[u8],
+    ) -> Result<Option<u64>> {
+        child.size = t.len() as u64;
+        if t.len() <= INLINE_MAX {
+            child.inline[..t.len()].copy_from_slice(t);
+            return Ok(None);
+        }
+        let b = self.blocks.alloc(None).ok_or(FsError::NoSpace)?;
+        let off = self.layout.block_offset(b);
+        self.dev.write_nt(off, t);
+        self.dev
+            .zero_nt(off + t.len() as u64, BLOCK_SIZE - t.len() as u64);
+        child.map_root = b;
+        child.blocks = 1;
+        map.set(0, b);
+        Ok(Some(b))
     }
 
     /// The on-media image of new inode `ino`, created now in directory

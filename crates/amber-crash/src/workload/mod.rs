@@ -807,6 +807,44 @@ impl Model {
         }
     }
 
+    /// A fresh path under a random directory, now a `kind` in the model.
+    fn add(&mut self, r: &mut SplitMix64, prefix: &str, kind: Kind) -> String {
+        let p = self.fresh(r, prefix);
+        self.nodes.insert(p.clone(), kind);
+        p
+    }
+
+    /// A rename of the file `f` or the directory `d` (whichever a coin
+    /// picks among those that exist), replacing, no-replace or exchange;
+    /// None when the model has nothing to rename or to exchange with.
+    fn random_rename(
+        &mut self,
+        r: &mut SplitMix64,
+        f: Option<String>,
+        d: Option<String>,
+    ) -> Option<Op> {
+        let from = match (r.below(2), f, d) {
+            (0, Some(f), _) | (1, Some(f), None) => f,
+            (_, _, Some(d)) => d,
+            _ => return None,
+        };
+        let mode = match r.below(4) {
+            0 => RenameMode::NoReplace,
+            1 => RenameMode::Exchange,
+            _ => RenameMode::Replace,
+        };
+        let to = if mode == RenameMode::Exchange {
+            let dirs = r.below(2) == 0;
+            self.pick(r, |k| (k == Kind::Dir) == dirs)?
+        } else {
+            self.fresh(r, "r")
+        };
+        if mode != RenameMode::Exchange {
+            self.rename(&from, &to);
+        }
+        Some(Op::Rename { from, to, mode })
+    }
+
     fn remove(&mut self, p: &str) {
         let under = format!("{p}/");
         self.nodes
@@ -841,16 +879,12 @@ pub fn random(seed: u64, ops: usize) -> Vec<Op> {
         let file = m.pick(&mut r, |k| k == Kind::File);
         let dir = m.pick(&mut r, |k| k == Kind::Dir);
         let op = match (r.below(12), file, dir) {
-            (0 | 1, _, _) => {
-                let p = m.fresh(&mut r, "f");
-                m.nodes.insert(p.clone(), Kind::File);
-                Op::Create { path: p }
-            }
-            (2, _, _) => {
-                let p = m.fresh(&mut r, "d");
-                m.nodes.insert(p.clone(), Kind::Dir);
-                Op::Mkdir { path: p }
-            }
+            (0 | 1, _, _) => Op::Create {
+                path: m.add(&mut r, "f", Kind::File),
+            },
+            (2, _, _) => Op::Mkdir {
+                path: m.add(&mut r, "d", Kind::Dir),
+            },
             (3, Some(f), _) => Op::Write {
                 path: f,
                 at: if r.below(2) == 0 {
@@ -866,8 +900,7 @@ pub fn random(seed: u64, ops: usize) -> Vec<Op> {
                 size: r.below(16 * KIB),
             },
             (5, Some(f), _) => {
-                let to = m.fresh(&mut r, "h");
-                m.nodes.insert(to.clone(), Kind::File);
+                let to = m.add(&mut r, "h", Kind::File);
                 Op::Link { from: f, to }
             }
             (6, Some(f), _) => {
@@ -881,34 +914,12 @@ pub fn random(seed: u64, ops: usize) -> Vec<Op> {
                 }
                 Op::Rmdir { path: d }
             }
-            (8 | 9, f, d) => {
-                let from = match (r.below(2), f, d) {
-                    (0, Some(f), _) | (1, Some(f), None) => f,
-                    (_, _, Some(d)) => d,
-                    _ => continue,
-                };
-                let mode = match r.below(4) {
-                    0 => RenameMode::NoReplace,
-                    1 => RenameMode::Exchange,
-                    _ => RenameMode::Replace,
-                };
-                let to = if mode == RenameMode::Exchange {
-                    let dirs = r.below(2) == 0;
-                    match m.pick(&mut r, |k| (k == Kind::Dir) == dirs) {
-                        Some(t) => t,
-                        None => continue,
-                    }
-                } else {
-                    m.fresh(&mut r, "r")
-                };
-                if mode != RenameMode::Exchange {
-                    m.rename(&from, &to);
-                }
-                Op::Rename { from, to, mode }
-            }
+            (8 | 9, f, d) => match m.random_rename(&mut r, f, d) {
+                Some(op) => op,
+                None => continue,
+            },
             (10, _, _) => {
-                let p = m.fresh(&mut r, "s");
-                m.nodes.insert(p.clone(), Kind::Symlink);
+                let p = m.add(&mut r, "s", Kind::Symlink);
                 let len = if r.below(2) == 0 { 8 } else { 150 };
                 Op::Symlink {
                     path: p,
@@ -919,11 +930,9 @@ pub fn random(seed: u64, ops: usize) -> Vec<Op> {
                 path: f,
                 perm: 0o600 + r.below(0o100) as u32,
             },
-            _ => {
-                let p = m.fresh(&mut r, "f");
-                m.nodes.insert(p.clone(), Kind::File);
-                Op::Create { path: p }
-            }
+            _ => Op::Create {
+                path: m.add(&mut r, "f", Kind::File),
+            },
         };
         out.push(op);
     }
