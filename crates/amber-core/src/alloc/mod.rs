@@ -40,7 +40,9 @@ impl Homes {
             static KNOWN: RefCell<Vec<(Weak<AtomicUsize>, usize)>> =
                 const { RefCell::new(Vec::new()) };
         }
-        KNOWN.with(|known| {
+        // At process exit (an atexit unmount writing back buffered
+        // blocks) the thread's locals may be gone: it takes a new number.
+        let numbered = KNOWN.try_with(|known| {
             let mut known = known.borrow_mut();
             let me = Arc::as_ptr(&self.0);
             // A Weak keeps its allocation, so no live mount shares an
@@ -52,7 +54,8 @@ impl Homes {
             let i = self.0.fetch_add(1, Relaxed);
             known.push((Arc::downgrade(&self.0), i));
             i
-        })
+        });
+        numbered.unwrap_or_else(|_| self.0.fetch_add(1, Relaxed))
     }
 }
 
