@@ -37,6 +37,8 @@ const THREAD_OPS: usize = 1500;
 /// amber with its DRAM buffer taking every write that may persist lazily,
 /// whatever the device measures (`auto` buffers only on slow PM).
 const AMBER_BUFFERED: &str = "amber,amber_buffer=always";
+/// amber as it runs on slow PM: HiNFS's model decides every block.
+const AMBER_MODELLED: &str = "amber,amber_buffer=model";
 
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
@@ -191,6 +193,11 @@ fn seeded_long_sequence_amber_buffered() {
 }
 
 #[test]
+fn seeded_long_sequence_amber_modelled() {
+    long_sequence(AMBER_MODELLED);
+}
+
+#[test]
 fn seeded_long_sequence_hunter_lfs() {
     long_sequence("hunter-lfs");
 }
@@ -241,6 +248,11 @@ fn threads_share_one_fs_amber() {
 #[test]
 fn threads_share_one_fs_amber_buffered() {
     threads(AMBER_BUFFERED);
+}
+
+#[test]
+fn threads_share_one_fs_amber_modelled() {
+    threads(AMBER_MODELLED);
 }
 
 #[test]

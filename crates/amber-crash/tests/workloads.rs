@@ -128,6 +128,16 @@ fn amber_buffered_named_and_random() {
     }
 }
 
+/// `amber` as it runs on slow PM by default: HiNFS's model decides which
+/// blocks the buffer holds, whatever the device measured.
+#[test]
+fn amber_modelled_named_and_random() {
+    for w in ["files", "durability", "buffered"] {
+        check_with(w, 1, "amber", "amber_buffer=model");
+    }
+    check_with("random", 1, "amber", "amber_buffer=model");
+}
+
 #[test]
 fn hunter_random() {
     for seed in [1, 2, 3] {

@@ -164,3 +164,49 @@ fn exec_hands_the_pool_to_the_new_program() {
     assert_eq!(out.stdout, b"written before exec");
     std::fs::remove_file(p).unwrap();
 }
+
+/// Under `pcm` amber buffers unsynced writes in DRAM (HiNFS's model
+/// deciding, as on slow PM); the unmount at exit writes them back from an
+/// atexit handler, after the main thread's locals are gone. That must
+/// neither panic nor lose the data; and an fsync'd directory (as sqlite3
+/// does around its journal) keeps its entries.
+#[test]
+fn exit_writes_back_what_the_buffer_held() {
+    let work = tempfile::tempdir().unwrap();
+    let p = pool("exit");
+    let m = work.path().join("m");
+    let script = format!(
+        "import os\n\
+         fd = os.open('{m}/lazy', os.O_CREAT | os.O_WRONLY, 0o644)\n\
+         for i in range(256):\n\
+         \x20   os.write(fd, bytes([i]) * 4096)\n\
+         j = os.open('{m}/journal', os.O_CREAT | os.O_WRONLY, 0o644)\n\
+         d = os.open('{m}', os.O_RDONLY)\n\
+         os.fsync(d)\n\
+         os.unlink('{m}/journal')\n\
+         os.close(fd)\n",
+        m = m.display()
+    );
+    let mut c = preloaded("python3", &p, &m);
+    c.env("AMBERFS_EMULATE", "pcm")
+        .env("AMBERFS_OPTIONS", "amber_buffer=model")
+        .arg("-c")
+        .arg(script);
+    let out = ok(c);
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dev = MmapDevice::open(&p, &MapOptions::default()).expect("open pool");
+    let rep = amber_core::check::check(&dev, &amber_core::check::CheckOptions::default()).unwrap();
+    assert!(rep.is_clean(), "fsck after the exit: {rep}");
+    drop(dev);
+    let data = with_pool(&p, |fs| fs.read("/lazy").unwrap());
+    let want: Vec<u8> = (0..=255u8).flat_map(|i| [i; 4096]).collect();
+    assert!(
+        data == want,
+        "every unsynced write reached the pool at exit"
+    );
+    std::fs::remove_file(p).unwrap();
+}

@@ -187,6 +187,7 @@ mod tests {
             ("auto", AmberBuffer::Auto),
             ("always", AmberBuffer::Always),
             ("never", AmberBuffer::Never),
+            ("model", AmberBuffer::Model),
         ] {
             let o = MountOptions::parse(&format!("amber_buffer={v}")).unwrap();
             assert_eq!(o.amber_buffer, want);

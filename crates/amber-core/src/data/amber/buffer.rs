@@ -71,6 +71,11 @@ fn file_mut<'a, D: PmDevice>(
     hunter: &Hunter,
     st: &'a mut InodeState,
 ) -> Result<&'a mut FileBuf> {
+    assert_eq!(
+        st.kind(),
+        FileKind::Regular,
+        "only regular files are buffered"
+    );
     let slot = hunter.extra_slot(fs, st)?;
     let extra = slot.get_or_insert_with(|| Box::new(FileBuf::default()));
     Ok(extra
@@ -135,7 +140,7 @@ impl Buffer {
     pub fn new(opts: &BufferOptions, mode: AmberBuffer) -> Buffer {
         Buffer {
             mode,
-            pays: AtomicBool::new(false),
+            pays: AtomicBool::new(mode == AmberBuffer::Model),
             costs: Mutex::new(Costs {
                 l_dram_ns: 0.0,
                 l_pm_ns: 0.0,
@@ -164,6 +169,20 @@ impl Buffer {
             self.pays.store(calibrate::buffering_pays(c), Relaxed);
         }
         *self.costs.lock() = c;
+    }
+
+    /// Whether writes that may persist lazily are buffered at all.
+    fn buffering(&self) -> bool {
+        match self.mode {
+            AmberBuffer::Never => false,
+            AmberBuffer::Always => true,
+            AmberBuffer::Auto | AmberBuffer::Model => self.pays.load(Relaxed),
+        }
+    }
+
+    /// Whether HiNFS's model decides which blocks are buffered.
+    fn modelled(&self) -> bool {
+        matches!(self.mode, AmberBuffer::Auto | AmberBuffer::Model)
     }
 
     /// Whether the file holds buffered blocks.
@@ -217,12 +236,8 @@ impl Buffer {
         sync: bool,
     ) -> Result<bool> {
         let regular = st.kind() == FileKind::Regular;
-        let pays = match self.mode {
-            AmberBuffer::Never => false,
-            AmberBuffer::Always => true,
-            AmberBuffer::Auto => self.pays.load(Relaxed),
-        };
-        let modelled = regular && pays && self.mode == AmberBuffer::Auto;
+        let pays = self.buffering();
+        let modelled = regular && pays && self.modelled();
         let may_buffer = regular && pays && !sync;
         if !may_buffer && !modelled {
             self.flush(fs, hunter, st)?;
@@ -351,7 +366,7 @@ impl Buffer {
             self.recycle(images.into_iter().rev());
             return Err(e);
         }
-        let model = self.mode == AmberBuffer::Auto;
+        let model = self.modelled();
         let was_empty = file_of(st).is_none_or(|f| f.blocks.is_empty());
         let file = file_mut(fs, hunter, st)?;
         for (&fb, image) in fresh.iter().zip(images) {
@@ -443,7 +458,7 @@ impl Buffer {
         hunter: &Hunter,
         st: &mut InodeState,
     ) -> Result<()> {
-        if self.mode != AmberBuffer::Auto || !self.pays.load(Relaxed) {
+        if !self.modelled() || !self.pays.load(Relaxed) {
             return self.flush(fs, hunter, st);
         }
         let costs = *self.costs.lock();
@@ -471,7 +486,7 @@ impl Buffer {
         size: u64,
     ) -> Result<()> {
         self.flush(fs, hunter, st)?;
-        if let Some(f) = existing_mut(st).filter(|_| self.mode == AmberBuffer::Auto) {
+        if let Some(f) = existing_mut(st).filter(|_| self.modelled()) {
             f.model.truncate(size.div_ceil(BLOCK_SIZE));
         }
         Ok(())
@@ -692,11 +707,7 @@ impl Buffer {
 
     pub fn stats(&self) -> Vec<(String, u64)> {
         let c = *self.costs.lock();
-        let on = match self.mode {
-            AmberBuffer::Always => true,
-            AmberBuffer::Never => false,
-            AmberBuffer::Auto => self.pays.load(Relaxed),
-        };
+        let on = self.buffering();
         [
             ("buffer_on", u64::from(on)),
             ("buffered_writes", self.buffered_writes.load(Relaxed)),

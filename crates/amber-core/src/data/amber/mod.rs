@@ -37,7 +37,7 @@ use super::{BufferOptions, DataPolicy, FallocStep, Hunter, HunterOptions, Lawn, 
 use crate::error::Result;
 use crate::fs::Core;
 use crate::inode::InodeState;
-use amber_format::{PoolLayout, BLOCK_SIZE};
+use amber_format::{FileKind, PoolLayout, BLOCK_SIZE};
 use amber_pmem::PmDevice;
 use buffer::Buffer;
 pub use options::AmberBuffer;
@@ -260,7 +260,13 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
     /// the file's queued updates. Not called for a durability=lazy file
     /// (`Core::fsync`): its buffer waits for write-back, syncfs or
     /// unmount.
+    /// A directory or symlink has no buffer, zone slices or hunter file
+    /// state, and must not be given any: hunter's state would carry a
+    /// block count of 0 into the directory's next attribute entry.
     fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
+        if st.kind() != FileKind::Regular {
+            return self.hunter.fsync(fs, st);
+        }
         self.buffer.fsync(fs, &self.hunter, st)?;
         if st.times_dirty {
             // mtime and ctime go in an entry; hunter's fsync then stores
