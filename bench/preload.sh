@@ -31,7 +31,8 @@ for tool in fio sqlite3 cc mkfs.ext4; do
     command -v $tool >/dev/null || { echo "needs $tool (apt-get install fio sqlite3 gcc e2fsprogs)"; exit 1; }
 done
 seq_size=512M read_size=512M rows=1000000 txs=10000
-if [ "${QUICK:-}" = 1 ]; then
+QUICK=${QUICK:-0}
+if [ "$QUICK" = 1 ]; then
     seq_size=32M read_size=32M rows=100000 txs=1000 reps=1 runtime=2
 fi
 mkdir -p "$out" "$top/docs/plots"
@@ -54,7 +55,7 @@ loopdev=$(losetup -f --show "$img")
 mkfs.ext4 -q "$loopdev"
 mount "$loopdev" "$work/ext4"
 mount -t tmpfs -o size=4G tmpfs "$work/tmpfs"
-cc -O2 -I "$top/crates/amber-ffi/include" -o "$work/overhead" "$top/bench/preload/overhead.c" \
+cc -O2 -pthread -I "$top/crates/amber-ffi/include" -o "$work/overhead" "$top/bench/preload/overhead.c" \
     -L "$bin" -lamberfs -Wl,-rpath,"$bin"
 
 # Runs "$@" on target $t: the interposer serving $work/ip, else plainly.
@@ -138,10 +139,29 @@ overhead_runs() {
     rm -f "$lib_pool"; "$amberfs" mkfs "$lib_pool" --size 256M >/dev/null
     for rep in $(seq 1 "$reps"); do
         on interposer "$work/overhead" served "$work/ip/overhead.bin" $n
-        "$work/overhead" library "$lib_pool" $n
+        AMBERFS_EMULATE=$preset "$work/overhead" library "$lib_pool" $n
         "$work/overhead" kernel "$f" $n | sed 's/^/plain_/'
+        "$work/overhead" kernel-mt "$f" $n | sed 's/^/threaded_/'
+        on interposer "$work/overhead" kernel "$f" $n | sed 's/^/idle_/'
         on interposer "$work/overhead" kernel "$f" $n "$work/ip" | sed 's/^/preloaded_/'
     done > "$out/$preset.overhead.txt"
+}
+
+# fio's own work per I/O is most of the gap between fio on the interposer
+# and `bench compare` on the library: the same C loop of fsync'd random
+# writes on every path measures the interposer against the library alone.
+same_loop_runs() {
+    local n=$((QUICK ? 2000 : 20000))
+    for rep in $(seq 1 "$reps"); do
+        for size in 128 4096; do
+            rm -f "$lib_pool"; "$amberfs" mkfs "$lib_pool" --size 256M >/dev/null
+            AMBERFS_EMULATE=$preset "$work/overhead" library-write "$lib_pool" $n $size
+            for t in interposer fuse ext4 tmpfs; do
+                on "$t" "$work/overhead" write "$(dir_of "$t")/loop.bin" $n $size | sed "s/^/${t}_/"
+                on "$t" rm -f "$(dir_of "$t")/loop.bin"
+            done
+        done
+    done > "$out/$preset.loop.txt"
 }
 
 for preset in $presets; do
@@ -153,6 +173,7 @@ for preset in $presets; do
     fresh_pools
     sqlite_runs
     overhead_runs
+    same_loop_runs
     "$amberfs" umount "$work/fuse" >/dev/null
     python3 "$top/bench/preload/report.py" "$out" "$preset" "$reps" "bash bench/preload.sh $*" \
         "$txs" "$rows" > "$out/$preset.table.md"

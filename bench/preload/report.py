@@ -61,6 +61,17 @@ ovm = {k: statistics.median(v) for k, v in ov.items()}
 for k, v in ovm.items():
     record("call-cost", k, ov[k], "ns", metric="ns_per_call")
 
+# The same C loop of fsync'd random writes on every path (ns per write
+# and fsync): ops/s, without fio's own cost per I/O.
+loop = {}
+for line in open(os.path.join(out, f"{preset}.loop.txt")):
+    name, ns = line.split()
+    target, size = name.rsplit("_write", 1)
+    loop.setdefault((int(size), target), []).append(1e9 / float(ns))
+loop_targets = ["interposer", "library", "fuse", "ext4", "tmpfs"]
+for (size, t), xs in sorted(loop.items()):
+    med[f"loop-{size}", t] = record(f"c-loop-randwrite-{size}-fsync", t, xs)
+
 info = {"command": command, "cpu_model": platform.processor() or "unknown", "cores": os.cpu_count(),
         "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "flush": "see amberfs info",
         "date_unix": int(time.time()), "version": "bench/preload.sh"}
@@ -92,6 +103,18 @@ print("| call | with the interposer | without | cost |")
 print("|---|---|---|---|")
 print(f"| pread 128 B, served (vs libamberfs's amberfs_pread) | {ovm['served_pread']:.0f} | {ovm['library_pread']:.0f} | "
       f"{ovm['served_pread'] - ovm['library_pread']:+.0f} ns |")
+print(f"\nCalls passed through to a tmpfs file: plainly (one thread), plainly with one idle thread, preloaded with "
+      f"the pool not open, preloaded with the pool open (its background threads running).\n")
+print("| call | plain | plain, 2 threads | preloaded, pool closed | preloaded, pool open | over plain | over plain, 2 threads |")
+print("|---|---|---|---|---|---|---|")
 for call in ["pread", "stat"]:
-    a, b = ovm[f"preloaded_kernel_{call}"], ovm[f"plain_kernel_{call}"]
-    print(f"| {call} passed through (tmpfs file) | {a:.0f} | {b:.0f} | {(a / b - 1) * 100:+.1f}% |")
+    p, t, i, o = (ovm[f"{k}_kernel_{call}"] for k in ["plain", "threaded", "idle", "preloaded"])
+    print(f"| {call} | {p:.0f} | {t:.0f} | {i:.0f} | {o:.0f} | {(o / p - 1) * 100:+.1f}% | {(o / t - 1) * 100:+.1f}% |")
+print(f"\n### `{preset}`: fsync'd random writes, the same C loop on every path (ops/s, best of 5 x N, medians of {reps})\n")
+print("| write | interposer | library | FUSE mount | ext4 (RAM loop) | tmpfs | interposer / library | / FUSE | / ext4 |")
+print("|---|---|---|---|---|---|---|---|---|")
+for size in [128, 4096]:
+    k = f"loop-{size}"
+    cells = " | ".join(f"{med[k, t]:,.0f}" for t in loop_targets)
+    print(f"| {size} B | {cells} | {r((k, 'interposer'), (k, 'library'))} | {r((k, 'interposer'), (k, 'fuse'))} | "
+          f"{r((k, 'interposer'), (k, 'ext4'))} |")
