@@ -8,10 +8,7 @@ mod blockmap;
 mod cache;
 mod pathcopy;
 
-pub use blockmap::{
-    load_index, plan_insert, plan_punch, plan_truncate, walk, BlockIndex, MapPlan, PunchStep,
-    TreeBlocks, TruncatePlan,
-};
+pub use blockmap::{load_index, plan_insert, plan_punch, plan_truncate, walk, BlockIndex, MapPlan};
 pub use cache::{InodeCache, InodeRef};
 pub use pathcopy::{plan_path_copy, CommitStore, PathCopy};
 
