@@ -161,6 +161,8 @@ impl SubZone {
         None
     }
 
+    /// The first block of each of the sub-zone's chunks, in chunk-table
+    /// order.
     pub fn chunks(&self) -> &[u64] {
         &self.chunks
     }
@@ -382,6 +384,7 @@ impl SubZone {
 
 /// The mounted zone.
 pub struct Zone {
+    /// The zone's fixed shape, from its header.
     pub geo: ZoneGeometry,
     /// The header's first block (the chunk table follows).
     pub header: u64,
