@@ -19,7 +19,7 @@ const LEVEL: log::LevelFilter = log::LevelFilter::Warn;
 pub fn line(message: &str) {
     note(format_args!(
         "{} amberfs[{}]: {message}",
-        format_time(amber_core::time::wall()),
+        format_time(amber_core::wall()),
         std::process::id()
     ));
 }

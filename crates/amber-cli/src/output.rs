@@ -59,7 +59,7 @@ pub use amber_bench::progress::note;
 
 /// Local paths in messages, escaped as names in the pool are (control
 /// characters and bytes that are not UTF-8 as `\xNN`; see
-/// `amber_core::escape`).
+/// `amber_core::Escaped`).
 pub trait Shown {
     fn shown(&self) -> Escaped<'_>;
 }

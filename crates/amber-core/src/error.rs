@@ -14,14 +14,23 @@ use std::sync::Arc;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FsError {
+    /// No file by that name or number (ENOENT).
     NotFound,
+    /// The name is taken (EEXIST).
     AlreadyExists,
+    /// A path component, or a directory operation's target, is not a
+    /// directory (ENOTDIR).
     NotADirectory,
+    /// A file operation was asked of a directory (EISDIR).
     IsADirectory,
+    /// rmdir, or a rename over a directory, found it not empty
+    /// (ENOTEMPTY).
     DirectoryNotEmpty,
     /// A name or path component is empty, contains '/' or NUL, or is "."/".." where
     /// those cannot be used.
     InvalidName,
+    /// A name over 255 bytes, a path over 4096 or a symlink target over
+    /// 4095 (ENAMETOOLONG).
     NameTooLong,
     /// An argument is out of range; the text says which.
     InvalidArgument(&'static str),
@@ -30,6 +39,7 @@ pub enum FsError {
     /// The DRAM a request needs could not be had (ENOMEM); the operation
     /// had no effect.
     OutOfMemory,
+    /// The inode already has the most links an inode may have (EMLINK).
     TooManyLinks,
     /// The operation is not allowed on this kind of file (e.g. a hard link
     /// to a directory).

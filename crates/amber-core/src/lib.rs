@@ -2,23 +2,30 @@
 //! directories, data policies, the std::fs-like API, recovery and fsck.
 //! Generic over [`amber_pmem::PmDevice`], so the same code runs on a real
 //! mapping, the PM emulator and the crash simulator.
+//!
+//! The public API is what the front ends and tools use: the types
+//! re-exported here, and five modules — [`fs`] (format, mount, salvage),
+//! [`data`] (the data policies and their registry), [`check`] (fsck and
+//! repair), [`zone`] (the small-write zone, for `info` and its tests) and
+//! [`units`] (the one grammar of sizes and durations). Every other module
+//! is internal, so it can change without touching another crate.
 #![forbid(unsafe_code)]
 
-pub mod alloc;
-pub mod api;
+mod alloc;
+mod api;
 pub mod check;
 pub mod data;
-pub mod dir;
-pub mod durability;
-pub mod error;
-pub mod escape;
+mod dir;
+mod durability;
+mod error;
+mod escape;
 pub mod fs;
-pub mod inode;
-pub mod journal;
+mod inode;
+mod journal;
 mod ordered;
-pub mod split;
-pub mod time;
-pub mod types;
+mod split;
+mod time;
+mod types;
 pub mod units;
 pub mod zone;
 
@@ -27,4 +34,7 @@ pub use durability::{Atomicity, Durability};
 pub use error::{DeviceError, FsError, Result};
 pub use escape::Escaped;
 pub use fs::{Core, MountOptions, RecoveryReport};
+pub use inode::InodeState;
+pub use journal::Tx;
+pub use time::{wall, ClockSource};
 pub use types::{Attr, DirEntry, Owner, RenameMode, SetAttr, StatFs, TimeSet};

@@ -5,7 +5,9 @@ use amber_format::{FileKind, Timespec};
 /// Who creates an inode: its owner and group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Owner {
+    /// User id the new inode is owned by.
     pub uid: u32,
+    /// Group id; a set-group-id parent directory overrides it with its own.
     pub gid: u32,
 }
 
@@ -27,21 +29,36 @@ impl Owner {
 /// Attributes of an inode, as stat reports them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attr {
+    /// Inode number: stable while the file exists, reused after it is
+    /// freed (with a new `generation`).
     pub ino: u64,
+    /// File type.
     pub kind: FileKind,
     /// Permission and set-id bits.
     pub perm: u32,
+    /// Hard links: directory entries naming the inode (a directory counts
+    /// its subdirectories' "..").
     pub nlink: u32,
+    /// Owner's user id.
     pub uid: u32,
+    /// Owner's group id.
     pub gid: u32,
+    /// Size in bytes, including what a buffering policy holds in DRAM.
     pub size: u64,
     /// Space used, in 512-byte units.
     pub blocks: u64,
+    /// Last access time.
     pub atime: Timespec,
+    /// Last data modification time.
     pub mtime: Timespec,
+    /// Last status change time.
     pub ctime: Timespec,
+    /// Creation (birth) time, as statx reports it.
     pub crtime: Timespec,
+    /// Device number of a device node; 0 otherwise.
     pub rdev: u64,
+    /// Bumped each time the inode number is reused, so NFS-style handles
+    /// (ino, generation) of a deleted file do not reach its successor.
     pub generation: u32,
     /// Inode flags (format::inode::flags: immutable, append-only), as
     /// FS_IOC_GETFLAGS reports them.
@@ -51,18 +68,26 @@ pub struct Attr {
 /// A time to set: now, or a given instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimeSet {
+    /// The mount's clock at the time of the change (UTIME_NOW).
     Now,
+    /// This instant, as given.
     At(Timespec),
 }
 
 /// Attribute changes; `None` leaves a field alone.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SetAttr {
+    /// New permission and set-id bits (chmod); the type bits stay.
     pub perm: Option<u32>,
+    /// New owner (chown).
     pub uid: Option<u32>,
+    /// New group (chown).
     pub gid: Option<u32>,
+    /// New size (truncate), through the mounted data policy.
     pub size: Option<u64>,
+    /// New access time (utimens).
     pub atime: Option<TimeSet>,
+    /// New modification time (utimens).
     pub mtime: Option<TimeSet>,
 }
 
@@ -81,8 +106,11 @@ pub enum RenameMode {
 /// One directory entry as readdir returns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
+    /// The inode the entry names.
     pub ino: u64,
+    /// Its type, from the entry itself (no inode read).
     pub kind: FileKind,
+    /// The name: any bytes but '/' and NUL, not necessarily UTF-8.
     pub name: Vec<u8>,
     /// Pass this back to continue after this entry.
     pub cookie: u64,
@@ -91,10 +119,16 @@ pub struct DirEntry {
 /// File-system usage, as statfs reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatFs {
+    /// Bytes per block (4096): the unit of `blocks` and `blocks_free`.
     pub block_size: u64,
+    /// Blocks of the data area (metadata regions are not counted).
     pub blocks: u64,
+    /// Blocks free, including those a policy holds but would give back.
     pub blocks_free: u64,
+    /// Inodes the table holds (slot 0 is never used).
     pub inodes: u64,
+    /// Inodes free.
     pub inodes_free: u64,
+    /// Longest name a directory entry takes, in bytes (255).
     pub name_max: u64,
 }

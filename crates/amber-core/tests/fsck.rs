@@ -221,7 +221,7 @@ fn wrong_link_count() {
 }
 
 /// A name is any bytes but '/' and NUL: a report shows it escaped, on
-/// one line (amber_core::escape), never raw.
+/// one line (amber_core::Escaped), never raw.
 #[test]
 fn reports_show_names_escaped() {
     let dev = Arc::new(MmapDevice::anonymous(1 << 20, &MapOptions::default()).unwrap());

@@ -6,8 +6,7 @@
 
 use amber_core::data::{FallocMode, POLICIES};
 use amber_core::fs::mount;
-use amber_core::types::SetAttr;
-use amber_core::{Core, FsError, MountOptions, Owner};
+use amber_core::{Core, FsError, MountOptions, Owner, SetAttr};
 use amber_format::blockmap::MAX_FILE_SIZE;
 use amber_format::{FileKind, ROOT_INO};
 use amber_pmem::MmapDevice;

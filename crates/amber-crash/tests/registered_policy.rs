@@ -7,9 +7,8 @@
 
 use amber_core::data::registry::{self, Group, Knob, Policy, Registered};
 use amber_core::data::{DataPolicy, Direct};
-use amber_core::inode::InodeState;
 use amber_core::units::parse_size;
-use amber_core::{Core, Fs, FsError, MountOptions, Result};
+use amber_core::{Core, Fs, FsError, InodeState, MountOptions, Result};
 use amber_crash::{run, CrashConfig};
 use amber_format::{FormatParams, PoolLayout};
 use amber_pmem::{MapOptions, MmapDevice, PmDevice};

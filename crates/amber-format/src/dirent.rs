@@ -77,17 +77,27 @@ pub fn encode(ino: u64, dtype: u8, name: &[u8]) -> Vec<u8> {
 /// A decoded entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dirent {
+    /// The inode the name refers to; never 0 (0 marks a free slot).
     pub ino: u64,
+    /// The DT_* value of the inode's kind ([`crate::FileKind::dtype`]), so
+    /// readdir need not read the inode.
     pub dtype: u8,
+    /// Slots the entry takes, from its first: always
+    /// [`slots_for`]`(name.len())`, within one block.
     pub nslots: usize,
+    /// The name, 1..=[`NAME_MAX`] bytes, any bytes but `/` and NUL.
     pub name: Vec<u8>,
 }
 
 /// Why a slot could not be decoded as an entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DirentError {
+    /// The slot names an inode but a name of zero bytes.
     BadLength,
+    /// The slot count is not the one the name needs, or the entry would
+    /// run past the end of its block.
     BadSlotCount,
+    /// The header and name do not match their CRC-32C: corruption.
     BadChecksum,
 }
 

@@ -8,15 +8,30 @@ pub enum FormatError {
     /// The pool does not start with Amber's magic.
     BadMagic,
     /// The pool was made by a newer, incompatible version of Amber.
-    UnsupportedVersion { found: u32, supported: u32 },
+    UnsupportedVersion {
+        /// The version the structure's header carries.
+        found: u32,
+        /// The only version this code reads and writes.
+        supported: u32,
+    },
     /// The pool uses incompatible features this version does not know.
     UnknownIncompatFeatures(u64),
     /// Neither superblock copy has a valid checksum.
     BadChecksum,
     /// The pool file is smaller than the superblock says.
-    Truncated { expected: u64, actual: u64 },
+    Truncated {
+        /// Bytes the superblock's pool size promises.
+        expected: u64,
+        /// Bytes the file or device actually has.
+        actual: u64,
+    },
     /// A field holds a value that cannot be right.
-    InvalidField { what: &'static str, value: u64 },
+    InvalidField {
+        /// The field, in words a user can look up in docs/design.md.
+        what: &'static str,
+        /// The value found (or, for a region, its start), for the report.
+        value: u64,
+    },
 }
 
 impl std::fmt::Display for FormatError {

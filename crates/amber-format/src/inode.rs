@@ -119,13 +119,21 @@ pub mod flags {
 
 /// POSIX file-type bits of `mode`.
 pub mod mode {
+    /// Mask of the file-type bits; the values below are what it selects.
     pub const S_IFMT: u32 = 0o170000;
+    /// Type bits of a Unix-domain socket.
     pub const S_IFSOCK: u32 = 0o140000;
+    /// Type bits of a symbolic link.
     pub const S_IFLNK: u32 = 0o120000;
+    /// Type bits of a regular file.
     pub const S_IFREG: u32 = 0o100000;
+    /// Type bits of a block device node.
     pub const S_IFBLK: u32 = 0o060000;
+    /// Type bits of a directory.
     pub const S_IFDIR: u32 = 0o040000;
+    /// Type bits of a character device node.
     pub const S_IFCHR: u32 = 0o020000;
+    /// Type bits of a named pipe.
     pub const S_IFIFO: u32 = 0o010000;
     /// Permission and set-id bits.
     pub const PERM_MASK: u32 = 0o7777;
@@ -137,22 +145,33 @@ pub mod mode {
     pub const S_ISVTX_BIT: u32 = 0o1000;
 }
 
-/// A point in time, nanosecond resolution.
+/// A point in time, nanosecond resolution, as the inode and the
+/// attribute log store it (seconds and nanoseconds in separate fields).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Timespec {
+    /// Seconds since the Unix epoch; negative for times before it.
     pub secs: i64,
+    /// Nanoseconds past `secs`, normally below 10^9; decode does not
+    /// judge it.
     pub nsecs: u32,
 }
 
 /// The kind of an inode, from its mode bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FileKind {
+    /// A regular file: its data is found through the data policy.
     Regular,
+    /// A directory: its data blocks hold directory entries ([`crate::dirent`]).
     Directory,
+    /// A symbolic link: its target is inline or in data block 0.
     Symlink,
+    /// A named pipe: no data, only the inode.
     Fifo,
+    /// A Unix-domain socket: no data, only the inode.
     Socket,
+    /// A character device node: `rdev` names the device.
     CharDevice,
+    /// A block device node: `rdev` names the device.
     BlockDevice,
 }
 
@@ -197,26 +216,55 @@ impl FileKind {
     }
 }
 
-/// Decoded inode.
+/// An inode's fields as the core works with them; [`Inode::encode`] and
+/// [`Inode::decode`] convert to and from the 256 bytes of the table above.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Inode {
+    /// File type ([`mode`]'s `S_IF*`) and permission bits; 0 marks a free
+    /// slot.
     pub mode: u32,
+    /// Directory entries naming the inode; 0 with a nonzero mode is an
+    /// orphan that recovery frees.
     pub nlink: u32,
+    /// Owner's user id.
     pub uid: u32,
+    /// Owner's group id.
     pub gid: u32,
+    /// Linux inode flags ([`flags`]); only the bits of [`flags::KNOWN`]
+    /// may be set.
     pub flags: u32,
+    /// Bumped each time the slot is reused, so records of an earlier file
+    /// of the same number (split layout, zone) are told apart.
     pub generation: u32,
+    /// File size in bytes (for a directory, its blocks times 4096). In a
+    /// split pool a regular file's size lives in its attribute log instead.
     pub size: u64,
+    /// Blocks allocated to the file, data and block-map nodes, in 4096-byte
+    /// units (the xattr block is not counted).
     pub blocks: u64,
+    /// Last access time.
     pub atime: Timespec,
+    /// Last data modification time.
     pub mtime: Timespec,
+    /// Last status change time.
     pub ctime: Timespec,
+    /// Creation (birth) time.
     pub crtime: Timespec,
+    /// Device number of a character or block device node; 0 otherwise.
     pub rdev: u64,
+    /// Block-map root block (see [`crate::blockmap`]); 0: no block mapped.
     pub map_root: u64,
+    /// Block-map height, 0..=4; stored beside the root so the two change
+    /// with one 16-byte atomic store.
     pub map_height: u8,
+    /// The block holding the extended attributes ([`crate::xattr`]); 0:
+    /// none.
     pub xattr_block: u64,
+    /// A directory's parent inode number, which names its ".." (the root
+    /// names itself); 0 for other kinds.
     pub parent: u64,
+    /// A symlink target of at most [`INLINE_MAX`] bytes, zero-padded;
+    /// longer targets live in data block 0.
     pub inline: [u8; INLINE_MAX],
     /// Zone commit number (see `OFF_ZONE_SEQ`).
     pub zone_seq: u64,
@@ -258,6 +306,7 @@ impl Inode {
         FileKind::from_mode(self.mode)
     }
 
+    /// The 256 bytes stored for this inode, reserved bytes zero.
     pub fn encode(&self) -> [u8; INODE_SIZE] {
         let raw = RawInode {
             mode: self.mode.into(),

@@ -67,7 +67,10 @@ assert_layout!(RawEntry, ENTRY_HEADER, { offset: 0, len: 8, reserved: 12 });
 /// One redo entry: write `data` at `offset`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
+    /// Byte offset in the pool where `data` goes: from the inode table on
+    /// and inside the pool (recovery refuses any other before replaying).
     pub offset: u64,
+    /// The new bytes, stored unpadded here and padded to 8 on media.
     pub data: Vec<u8>,
 }
 
@@ -120,7 +123,11 @@ fn header_crc(h: &[u8], payload: &[u8]) -> u32 {
 /// A committed transaction found in a journal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Committed {
+    /// The transaction's number, increasing across the pool's journals;
+    /// after recovery new transactions continue past the highest found.
+    /// Replay needs no order: unretired transactions never share bytes.
     pub seq: u64,
+    /// The redo entries, in the order they were written.
     pub entries: Vec<Entry>,
 }
 

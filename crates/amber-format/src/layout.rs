@@ -26,16 +26,24 @@ pub const MAX_JOURNALS: u32 = 256;
 pub const MAX_JOURNAL_BLOCKS: u32 = 256;
 /// Smallest journal: must hold the largest transaction (see `journal`).
 pub const MIN_JOURNAL_BLOCKS: u32 = 8;
-/// Upper bound on inodes (2^32: inode numbers are u32 on media in dirents' view of the world
-/// is u64, but the table is addressed with u64 offsets; bound it anyway).
+/// Upper bound on inodes, 2^32: LAWN's zone descriptors store an inode
+/// number in 4 bytes, so every inode number must fit in a u32.
 pub const MAX_INODES: u64 = 1 << 32;
 
 /// What mkfs was asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FormatParams {
+    /// Pool size in bytes, [`MIN_POOL_SIZE`]..=[`MAX_POOL_SIZE`]; a tail
+    /// short of a whole block is not used.
     pub pool_size: u64,
+    /// Slots in the inode table, 2..=[`MAX_INODES`], slot 0 unused: the
+    /// most files the pool can hold, plus one.
     pub inode_count: u64,
+    /// Metadata journals, 1..=[`MAX_JOURNALS`]: how many namespace
+    /// operations can commit at once.
     pub journal_count: u32,
+    /// Blocks per journal,
+    /// [`MIN_JOURNAL_BLOCKS`]..=[`MAX_JOURNAL_BLOCKS`].
     pub journal_blocks: u32,
     /// Where regular files' metadata lives.
     pub layout: PoolLayout,
@@ -77,14 +85,24 @@ impl FormatParams {
 /// The computed geometry, as stored in the superblock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
+    /// Whole 4096-byte blocks in the pool; every block number is below it.
     pub total_blocks: u64,
+    /// First block of journal 0 (always 2, after the superblock copies).
     pub journal_start: u64,
+    /// Number of journals, laid end to end from `journal_start`.
     pub journal_count: u32,
+    /// Blocks per journal.
     pub journal_blocks: u32,
+    /// First block of the inode table, right after the journals.
     pub itable_start: u64,
+    /// Slots in the inode table (inode numbers are below it; 0 unused).
     pub inode_count: u64,
+    /// First block of the saved allocation bitmap, right after the table.
     pub bitmap_start: u64,
+    /// Blocks of the bitmap: one bit per pool block, rounded up.
     pub bitmap_blocks: u64,
+    /// First block of the data area, right after the bitmap; everything
+    /// before it is metadata at fixed places.
     pub data_start: u64,
 }
 

@@ -4,6 +4,7 @@
 //! field's offset to docs/design.md's tables. docs/design.md is the prose
 //! description and must change in the same commit as this crate.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 /// Asserts at compile time that an on-media struct has `size` bytes and
 /// each named field the offset docs/design.md gives it, so no field can

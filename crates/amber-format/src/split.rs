@@ -81,7 +81,10 @@ pub const SUMMARY_EVERY: u64 = BLOCK_SIZE / LI_SIZE;
 /// Where the split layout's regions are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SplitRegions {
+    /// First block of the attribute logs: the data area's first block.
     pub attr_start: u64,
+    /// Blocks of attribute logs: 256 bytes per inode-table slot, rounded
+    /// up to whole blocks.
     pub attr_blocks: u64,
     /// The table's first block, or (in the log) the first summary block.
     pub li_start: u64,
@@ -243,10 +246,18 @@ impl SplitRegions {
 /// which write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogicalInfo {
+    /// The write that filled the block: a pool-wide timestamp that only
+    /// grows, never 0 (0 with all else zero is a clear record).
     pub seq: u64,
+    /// The file whose data the block holds.
     pub ino: u64,
+    /// That inode's generation when written: a record of an earlier file
+    /// of the same number does not count.
     pub generation: u32,
+    /// The block's index in the file (file offset / 4096).
     pub file_block: u64,
+    /// The file's data block at the next lower index (0: none), so a
+    /// file's blocks form a chain down from its attribute entry's head.
     pub link: u64,
 }
 
@@ -255,6 +266,9 @@ pub struct LogicalInfo {
 pub enum Record<T> {
     /// All zeros.
     Clear,
+    /// Nonzero, with a nonzero seq and a matching checksum: what an
+    /// encoder wrote. Whether it still counts is the validity rule's call
+    /// (docs/design.md §12.4), not the format's.
     Valid(T),
     /// Not zero and its checksum fails: a record torn by a crash, or
     /// corruption.
@@ -283,6 +297,8 @@ assert_layout!(RawLogicalInfo, LI_SIZE as usize, {
 const LI_CRC: usize = offset_of!(RawLogicalInfo, crc);
 
 impl LogicalInfo {
+    /// The record's 64 bytes with their checksum, reserved bytes zero;
+    /// stored as one cache line so a crash tears it detectably.
     pub fn encode(&self) -> [u8; LI_SIZE as usize] {
         assert!(self.seq != 0, "a record's seq is never 0");
         let raw = RawLogicalInfo {
@@ -301,6 +317,7 @@ impl LogicalInfo {
         b
     }
 
+    /// Reads a record: clear, valid, or torn (checksum fails or seq 0).
     pub fn decode(b: &[u8; LI_SIZE as usize]) -> Record<LogicalInfo> {
         if b.iter().all(|&x| x == 0) {
             return Record::Clear;
@@ -322,12 +339,23 @@ impl LogicalInfo {
 /// One attribute-log entry: a regular file's attributes as of write `seq`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AttrEntry {
+    /// The newest write the entry covers, never 0: of the log's valid
+    /// entries of this generation, the highest seq holds the attributes.
     pub seq: u64,
+    /// The inode's generation when written: entries of an earlier file of
+    /// the same number are ignored.
     pub generation: u32,
+    /// File size in bytes, overriding the inode's.
     pub size: u64,
+    /// Blocks allocated, in 4096-byte units, overriding the inode's.
     pub blocks: u64,
+    /// Last data modification time, overriding the inode's.
     pub mtime: Timespec,
+    /// Status change time; the file's ctime is the later of this and the
+    /// inode's.
     pub ctime: Timespec,
+    /// The file's data block at the highest index (0: none): where the
+    /// chain of [`LogicalInfo::link`]s starts.
     pub head: u64,
 }
 
@@ -359,6 +387,8 @@ fn entry_crc(b: &[u8]) -> u32 {
 }
 
 impl AttrEntry {
+    /// The entry's 64 bytes with their checksum; stored as one cache line
+    /// so a crash tears it detectably.
     pub fn encode(&self) -> [u8; ENTRY_SIZE as usize] {
         assert!(self.seq != 0, "an entry's seq is never 0");
         let mut raw = RawAttrEntry {
@@ -377,6 +407,8 @@ impl AttrEntry {
         zerocopy::transmute!(raw)
     }
 
+    /// Reads an entry: clear (a free entry), valid, or torn (checksum
+    /// fails or seq 0).
     pub fn decode(b: &[u8; ENTRY_SIZE as usize]) -> Record<AttrEntry> {
         if b.iter().all(|&x| x == 0) {
             return Record::Clear;

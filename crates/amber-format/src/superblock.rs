@@ -123,18 +123,40 @@ pub enum PoolState {
 /// Decoded superblock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Superblock {
+    /// Format version; always [`VERSION`] once decoded.
     pub version: u32,
+    /// Features an older version may ignore; none are defined in v1.
     pub feature_compat: u64,
+    /// Features an older version must refuse to mount (`FEATURE_ZONE`,
+    /// `FEATURE_SPLIT`, `FEATURE_LOG_RECORDS`); only [`KNOWN_INCOMPAT`]
+    /// bits once decoded.
     pub feature_incompat: u64,
+    /// Features an older version may only read; none are defined in v1,
+    /// so any bit is refused.
     pub feature_ro_compat: u64,
+    /// Pool size in bytes, as mkfs was given it: a shorter device is a
+    /// truncated pool.
     pub pool_size: u64,
+    /// The geometry, recomputed from the counts and equal to the stored
+    /// offsets once decoded.
     pub layout: Layout,
+    /// The pool's identity, random at mkfs, never changed.
     pub uuid: [u8; 16],
+    /// Bumped by every superblock update: of two valid copies, the higher
+    /// one is current.
     pub generation: u64,
+    /// Whether the pool was cleanly unmounted (saved bitmap valid,
+    /// journals empty) or needs recovery.
     pub state: PoolState,
+    /// Mounts since mkfs, for the operator.
     pub mount_count: u64,
+    /// Last mount, seconds since the epoch (0: never).
     pub last_mount_secs: u64,
+    /// Last clean unmount, seconds since the epoch (0: never).
     pub last_clean_secs: u64,
+    /// Region descriptors of optional features (block numbers and
+    /// lengths, indexed by the `REGION_*` constants of [`crate::zone`] and
+    /// [`crate::split`]): nonzero only for a feature whose bit is set.
     pub regions: [u64; RESERVED_REGIONS],
 }
 

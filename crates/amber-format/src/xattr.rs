@@ -74,7 +74,10 @@ assert_layout!(RawEntry, ENTRY_HEADER, { name_len: 0, reserved: 1, value_len: 2 
 /// One attribute.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Xattr {
+    /// Full name with its namespace prefix (`user.`, `trusted.`,
+    /// `security.`, `system.`), [`NAME_MIN`]..=[`NAME_MAX`] bytes.
     pub name: Vec<u8>,
+    /// The value, at most [`value_max`]`(name.len())` bytes; may be empty.
     pub value: Vec<u8>,
 }
 
@@ -121,8 +124,12 @@ pub fn encode(attrs: &[Xattr]) -> Option<Vec<u8>> {
 /// Why a block is not a valid attribute block.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum XattrError {
+    /// The block is not an attribute block (or not a whole block).
     BadMagic,
+    /// Header and entries do not match their CRC-32C: corruption.
     BadChecksum,
+    /// An entry's lengths overrun the block, a name is empty, or the
+    /// entries do not fill exactly the bytes the header counts.
     BadEntry,
 }
 

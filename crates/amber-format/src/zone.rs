@@ -115,10 +115,20 @@ const _: () = assert!(HEADER_BLOCKS == 3);
 /// The zone's fixed shape, from its header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ZoneGeometry {
+    /// Bytes per slot, one of [`SLOT_SIZES`]: also the slice size, the
+    /// unit in which the zone holds file data.
     pub slot_size: u32,
+    /// Sub-zones, 1..=[`MAX_SUBZONES`]; a file's slices live in sub-zone
+    /// `ino mod subzones`, so writers of different files rarely share one.
     pub subzones: u32,
+    /// Blocks per chunk, [`MIN_CHUNK_BLOCKS`]..=[`MAX_CHUNK_BLOCKS`]: the
+    /// unit a sub-zone grows by.
     pub chunk_blocks: u32,
+    /// Descriptor blocks at the start of each chunk; derived from the
+    /// three above.
     pub desc_blocks: u32,
+    /// Slots per chunk, each with its descriptor; derived from the three
+    /// above.
     pub slots_per_chunk: u32,
 }
 
@@ -241,11 +251,18 @@ impl ZoneGeometry {
 /// One slot's descriptor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Descriptor {
+    /// The file whose slice the slot holds; never 0 (an all-zero
+    /// descriptor is a free slot).
     pub ino: u32,
+    /// The slice's index in the file (file offset / slot size).
     pub slice: u32,
     /// The write that stored it (or, when `doomed`, the write that makes it
     /// obsolete once committed).
     pub seq: u64,
+    /// Stored as bit 63 of the seq word: the slot's copy stays the newest
+    /// only until the file's zone commit number reaches `seq`, so a
+    /// multi-slice write that moves the slice back to the file retires
+    /// the slot with the very store that commits the write.
     pub doomed: bool,
 }
 

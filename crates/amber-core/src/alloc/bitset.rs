@@ -19,10 +19,6 @@ impl BitSet {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     pub fn get(&self, i: u64) -> bool {
         assert!(i < self.len);
         self.words[(i / 64) as usize] & (1 << (i % 64)) != 0

@@ -29,6 +29,8 @@ impl Default for OpenOptions {
 }
 
 impl OpenOptions {
+    /// Options that open nothing until asked: no access, no create, mode
+    /// 0o644 for a file created later.
     pub fn new() -> OpenOptions {
         OpenOptions {
             read: false,
@@ -42,11 +44,13 @@ impl OpenOptions {
         }
     }
 
+    /// Whether the handle may read (O_RDONLY / O_RDWR).
     pub fn read(&mut self, v: bool) -> &mut Self {
         self.read = v;
         self
     }
 
+    /// Whether the handle may write (O_WRONLY / O_RDWR).
     pub fn write(&mut self, v: bool) -> &mut Self {
         self.write = v;
         self
@@ -58,11 +62,13 @@ impl OpenOptions {
         self
     }
 
+    /// Cut an existing file to length 0 on open (O_TRUNC); needs write.
     pub fn truncate(&mut self, v: bool) -> &mut Self {
         self.truncate = v;
         self
     }
 
+    /// Create the file if it does not exist (O_CREAT); needs write.
     pub fn create(&mut self, v: bool) -> &mut Self {
         self.create = v;
         self
@@ -230,6 +236,7 @@ impl<D: PmDevice> File<D> {
         Ok(())
     }
 
+    /// The open file's attributes, even after it was unlinked.
     pub fn metadata(&self) -> Result<Metadata> {
         Ok(Metadata::from(self.fs.core.getattr(self.ino)?))
     }

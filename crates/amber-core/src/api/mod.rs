@@ -36,8 +36,11 @@ impl<D: PmDevice> Clone for Fs<D> {
 /// One entry of a directory listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
+    /// The entry's name (a listing with a name that is not UTF-8 fails).
     pub name: String,
+    /// The inode it names.
     pub ino: u64,
+    /// Its type, from the entry (symlinks are not followed).
     pub file_type: FileType,
 }
 
@@ -117,6 +120,7 @@ impl<D: PmDevice> Fs<D> {
         self.resolve(p).is_ok()
     }
 
+    /// Creates directory `p` (mode 0o755); its parent must exist.
     pub fn create_dir(&self, p: &str) -> Result<()> {
         let (parent, name) = self.parent_of(p)?;
         self.core.mkdir(parent, name, 0o755, self.owner).map(|_| ())
@@ -140,11 +144,14 @@ impl<D: PmDevice> Fs<D> {
         Ok(())
     }
 
+    /// Removes the name `p` of a file that is not a directory; the file
+    /// is freed with its last name and last open handle.
     pub fn remove_file(&self, p: &str) -> Result<()> {
         let (parent, name) = self.parent_of(p)?;
         self.core.unlink(parent, name)
     }
 
+    /// Removes the empty directory `p`.
     pub fn remove_dir(&self, p: &str) -> Result<()> {
         let (parent, name) = self.parent_of(p)?;
         self.core.rmdir(parent, name)
@@ -170,6 +177,7 @@ impl<D: PmDevice> Fs<D> {
             .map(|_| ())
     }
 
+    /// The target of symlink `p` (InvalidArgument if it is not UTF-8).
     pub fn read_link(&self, p: &str) -> Result<String> {
         let ino = path::resolve(&self.core, p, false)?;
         let t = self.core.readlink(ino)?;
@@ -183,6 +191,7 @@ impl<D: PmDevice> Fs<D> {
         self.core.link(ino, parent, name).map(|_| ())
     }
 
+    /// Sets the permission bits of `p` (chmod), following symlinks.
     pub fn set_permissions(&self, p: &str, perm: Permissions) -> Result<()> {
         let set = SetAttr {
             perm: Some(perm.mode()),
@@ -191,6 +200,7 @@ impl<D: PmDevice> Fs<D> {
         self.core.setattr(self.resolve(p)?, &set).map(|_| ())
     }
 
+    /// Sets the owner and/or group of `p` (chown); `None` keeps one.
     pub fn set_owner(&self, p: &str, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
         let set = SetAttr {
             uid,
@@ -234,6 +244,7 @@ impl<D: PmDevice> Fs<D> {
         Ok(out)
     }
 
+    /// Space and inode usage of the whole file system.
     pub fn statfs(&self) -> StatFs {
         self.core.statfs()
     }

@@ -65,6 +65,7 @@ impl std::fmt::Display for Severity {
 /// One finding.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
+    /// How bad it is, which decides fsck's exit code.
     pub severity: Severity,
     /// What is wrong, where, and what repair did or would do, in words a
     /// user can act on.
@@ -81,14 +82,18 @@ impl std::fmt::Display for Problem {
 /// run's repairs (or as mount would see it, for a check without repair).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CheckReport {
+    /// Every finding, in the order the phases made them.
     pub problems: Vec<Problem>,
+    /// Inodes in use, the root included.
     pub inodes_in_use: u64,
+    /// Directories, the root included.
     pub directories: u64,
     /// Regular files.
     pub files: u64,
     /// Data-area blocks owned by inodes and the small-write zone (metadata
     /// regions not counted).
     pub blocks_in_use: u64,
+    /// Data-area blocks no one owns.
     pub blocks_free: u64,
     /// Committed journal transactions found before any replay.
     pub journal_transactions_pending: u64,

@@ -68,10 +68,13 @@ impl<D: PmDevice> Core<D> {
         &self.dev
     }
 
+    /// The pool's geometry, from its superblock.
     pub fn layout(&self) -> &Layout {
         &self.layout
     }
 
+    /// The options it was mounted with, after mount settled their
+    /// defaults.
     pub fn options(&self) -> &MountOptions {
         &self.opts
     }

@@ -51,6 +51,7 @@ pub struct RecoveryReport {
     pub files_relinked: u64,
     /// Inodes in use.
     pub inodes_in_use: u64,
+    /// Wall time mount took, recovery included.
     pub duration: Duration,
 }
 

@@ -229,11 +229,6 @@ impl MapPlan {
         (self.root != self.orig_root).then_some(self.root)
     }
 
-    /// Blocks this plan allocated for nodes (to give back if it is dropped).
-    pub fn node_blocks(&self) -> Vec<u64> {
-        self.new_nodes.iter().map(|(b, _)| *b).collect()
-    }
-
     /// Writes the new nodes with non-temporal stores (caller drains).
     pub fn write_nodes<D: PmDevice>(&self, dev: &D, layout: &Layout) {
         write_nodes(dev, layout, &self.new_nodes);

@@ -8,10 +8,7 @@ mod blockmap;
 mod cache;
 mod pathcopy;
 
-pub use blockmap::{
-    load_index, plan_insert, plan_punch, plan_truncate, walk, BlockIndex, MapPlan, PunchStep,
-    TreeBlocks, TruncatePlan,
-};
+pub use blockmap::{load_index, plan_insert, plan_punch, plan_truncate, walk, BlockIndex, MapPlan};
 pub use cache::{InodeCache, InodeRef};
 pub use pathcopy::{plan_path_copy, CommitStore, PathCopy};
 
@@ -23,8 +20,10 @@ use amber_format::{FileKind, Inode, Layout, BLOCK_SIZE, INODE_SIZE};
 use amber_pmem::PmDevice;
 use std::any::Any;
 
-/// One inode in DRAM.
+/// One inode in DRAM: what every data policy is handed, under the
+/// inode's lock, for the file it works on.
 pub struct InodeState {
+    /// The inode's number: its slot in the inode table.
     pub ino: u64,
     /// Mirror of the on-media inode as last made durable.
     pub disk: Inode,
@@ -149,6 +148,8 @@ impl InodeState {
         }
     }
 
+    /// The file's type; a loaded inode always has one (load refuses
+    /// garbage mode bits).
     pub fn kind(&self) -> FileKind {
         self.disk.kind().expect("loaded inodes have a valid kind")
     }
@@ -158,6 +159,7 @@ impl InodeState {
         self.dir.as_ref().ok_or(FsError::NotADirectory)
     }
 
+    /// The directory index to change, or NotADirectory.
     pub fn dir_mut(&mut self) -> Result<&mut DirIndex> {
         self.dir.as_mut().ok_or(FsError::NotADirectory)
     }

@@ -18,6 +18,7 @@ pub struct Tx {
 pub const MAX_TX_BYTES: usize = 24 * 1024;
 
 impl Tx {
+    /// An empty transaction; committing it writes nothing.
     pub fn new() -> Tx {
         Tx::default()
     }
@@ -57,6 +58,7 @@ impl Tx {
         self.write(layout.inode_offset(ino), &inode.encode());
     }
 
+    /// Whether no range has been added.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -7,7 +7,7 @@ mod judge;
 mod recover;
 
 pub use judge::{impossible, judge, Verdict};
-pub use recover::{recover, SplitRecovery};
+pub use recover::recover;
 
 use crate::error::Result;
 use amber_format::split::{

@@ -16,6 +16,8 @@ use amber_pmem::PmDevice;
 pub struct ZoneMedia {
     /// First block of the header (the chunk table follows it).
     pub header: u64,
+    /// The slot size, sub-zone count and chunk shape, from a valid header
+    /// copy.
     pub geo: ZoneGeometry,
     /// Per sub-zone, the first block of each chunk, in table order.
     pub chunks: Vec<Vec<u64>>,
@@ -24,9 +26,11 @@ pub struct ZoneMedia {
 /// One copy of the zone header as the media holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HeaderCopy {
+    /// Magic, checksum and geometry check out.
     Valid(ZoneGeometry),
     /// All zero: what an amberfs older than the second copy left there.
     Missing,
+    /// Neither valid nor zero: why it was refused.
     Damaged(FormatError),
 }
 

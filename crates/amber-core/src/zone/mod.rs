@@ -13,12 +13,12 @@ mod judge;
 mod lifecycle;
 mod media;
 
-pub use judge::{judge, Verdict};
-pub use lifecycle::{attach, attach_lenient};
-pub use media::{
-    entry_fault, geometry, header_fault, header_offsets, read_header, read_table, slot_place,
-    HeaderCopy, Place, ZoneMedia,
+pub(crate) use judge::{judge, Verdict};
+pub(crate) use lifecycle::{attach, attach_lenient};
+pub(crate) use media::{
+    entry_fault, geometry, header_fault, header_offsets, read_table, slot_place,
 };
+pub use media::{read_header, HeaderCopy, ZoneMedia};
 
 use crate::ordered::keys_in;
 use amber_format::zone::{Descriptor, ZoneGeometry, MAX_CHUNKS};
@@ -161,15 +161,17 @@ impl SubZone {
         None
     }
 
+    /// The first block of each of the sub-zone's chunks, in chunk-table
+    /// order.
     pub fn chunks(&self) -> &[u64] {
         &self.chunks
     }
 
-    pub fn slot_count(&self) -> u32 {
+    pub(crate) fn slot_count(&self) -> u32 {
         self.slots.len() as u32
     }
 
-    pub fn free_count(&self) -> u32 {
+    pub(crate) fn free_count(&self) -> u32 {
         self.free_count
     }
 
@@ -181,14 +183,14 @@ impl SubZone {
     }
 
     /// The slot holding `slice` of `ino`.
-    pub fn lookup(&self, ino: u64, slice: u32) -> Option<u32> {
+    pub(crate) fn lookup(&self, ino: u64, slice: u32) -> Option<u32> {
         let (fb, i) = self.split(slice);
         let b = self.blocks.get(&(ino, fb))?;
         (b.mask & 1 << i != 0).then_some(b.slot[i])
     }
 
     /// `ino`'s slices in `[first, last]` with their slots, in order.
-    pub fn range(&self, ino: u64, first: u32, last: u32) -> Vec<(u32, u32)> {
+    pub(crate) fn range(&self, ino: u64, first: u32, last: u32) -> Vec<(u32, u32)> {
         let mut out = Vec::new();
         let Some(blocks) = self.files.get(&ino) else {
             return out;
@@ -221,13 +223,13 @@ impl SubZone {
     }
 
     /// Every slice of `ino` in the zone.
-    pub fn all_of(&self, ino: u64) -> Vec<(u32, u32)> {
+    pub(crate) fn all_of(&self, ino: u64) -> Vec<(u32, u32)> {
         self.range(ino, 0, u32::MAX)
     }
 
     /// A free slot, taken: the first free one at or after the free
     /// pointer (wrapping round), which then moves past it.
-    pub fn take_free(&mut self) -> Option<u32> {
+    pub(crate) fn take_free(&mut self) -> Option<u32> {
         if self.free_count == 0 {
             return None;
         }
@@ -252,7 +254,7 @@ impl SubZone {
     /// `NEAR_WORDS`) with `n` free, so the write's slots, and their
     /// descriptors, sit in a few neighbouring lines; otherwise one by one
     /// from the free pointer.
-    pub fn take_near(&mut self, n: usize, out: &mut Vec<u32>) {
+    pub(crate) fn take_near(&mut self, n: usize, out: &mut Vec<u32>) {
         if (1..=64).contains(&n) && self.free_count as usize >= n {
             let words = self.free.len();
             let mut wi = (self.cursor / 64) as usize;
@@ -281,14 +283,14 @@ impl SubZone {
     }
 
     /// Returns a slot taken by `take_free` but never bound.
-    pub fn give_back(&mut self, slot: u32) {
+    pub(crate) fn give_back(&mut self, slot: u32) {
         assert_eq!(self.slots[slot as usize].ino, 0, "slot {slot} is bound");
         self.set_free(slot);
     }
 
     /// Records that `slot` holds the newest copy of `slice` of `ino`, as
     /// the most recently written. The slot must not be free.
-    pub fn bind(&mut self, slot: u32, ino: u64, slice: u32) {
+    pub(crate) fn bind(&mut self, slot: u32, ino: u64, slice: u32) {
         assert!(ino != 0);
         assert!(
             self.free[(slot / 64) as usize] & 1 << (slot % 64) == 0,
@@ -318,7 +320,7 @@ impl SubZone {
 
     /// Frees `slot`: its slice's newest copy is in the file again (or the
     /// file is gone).
-    pub fn unbind(&mut self, slot: u32) {
+    pub(crate) fn unbind(&mut self, slot: u32) {
         let Slot { ino, slice, .. } = self.slots[slot as usize];
         assert!(ino != 0, "slot {slot} is not bound");
         self.unlink(slot);
@@ -340,7 +342,7 @@ impl SubZone {
     }
 
     /// Up to `n` valid slots, least recently written first, with owners.
-    pub fn oldest(&self, n: usize) -> Vec<(u32, u64, u32)> {
+    pub(crate) fn oldest(&self, n: usize) -> Vec<(u32, u64, u32)> {
         let mut out = Vec::with_capacity(n.min((self.slot_count() - self.free_count) as usize));
         let mut at = self.lru_head;
         while at != NIL && out.len() < n {
@@ -352,7 +354,7 @@ impl SubZone {
     }
 
     /// Whether `slot` still holds `slice` of `ino`.
-    pub fn holds(&self, slot: u32, ino: u64, slice: u32) -> bool {
+    pub(crate) fn holds(&self, slot: u32, ino: u64, slice: u32) -> bool {
         let s = &self.slots[slot as usize];
         s.ino == ino && s.slice == slice
     }
@@ -382,6 +384,7 @@ impl SubZone {
 
 /// The mounted zone.
 pub struct Zone {
+    /// The zone's fixed shape, from its header.
     pub geo: ZoneGeometry,
     /// The header's first block (the chunk table follows).
     pub header: u64,
@@ -417,7 +420,7 @@ impl Zone {
     }
 
     /// The sub-zone serving `ino`.
-    pub fn sub_of(&self, ino: u64) -> usize {
+    pub(crate) fn sub_of(&self, ino: u64) -> usize {
         (ino % self.subs.len() as u64) as usize
     }
 
@@ -429,29 +432,29 @@ impl Zone {
     /// Whether sub-zone `i` holds no slice, without its lock. A reader
     /// holding a file's inode lock may trust a true: only that file's
     /// writers, who need the lock, could add its slices.
-    pub fn is_empty(&self, i: usize) -> bool {
+    pub(crate) fn is_empty(&self, i: usize) -> bool {
         self.valid[i].load(Ordering::Relaxed) == 0
     }
 
     /// Number of sub-zones.
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.subs.len()
     }
 
     /// Byte offsets of `slot`'s descriptor and data in sub-zone `z`.
-    pub fn place(&self, z: &SubZone, slot: u32) -> (u64, u64) {
+    pub(crate) fn place(&self, z: &SubZone, slot: u32) -> (u64, u64) {
         slot_place(&self.geo, &z.chunks, slot)
     }
 
     /// Stores `d` into a descriptor and flushes it (the caller fences).
-    pub fn set_desc<D: PmDevice>(dev: &D, at: u64, d: &Descriptor) {
+    pub(crate) fn set_desc<D: PmDevice>(dev: &D, at: u64, d: &Descriptor) {
         dev.store_u128(at, d.encode());
         dev.flush(at, 16);
     }
 
     /// Stores several descriptors, then flushes each cache line they
     /// touch once (neighbouring slots share lines). The caller fences.
-    pub fn set_descs<D: PmDevice>(dev: &D, descs: &[(u64, Descriptor)]) {
+    pub(crate) fn set_descs<D: PmDevice>(dev: &D, descs: &[(u64, Descriptor)]) {
         for (at, d) in descs {
             dev.store_u128(*at, d.encode());
         }
@@ -464,7 +467,7 @@ impl Zone {
     }
 
     /// Clears a descriptor and flushes it (the caller fences).
-    pub fn clear_desc<D: PmDevice>(dev: &D, at: u64) {
+    pub(crate) fn clear_desc<D: PmDevice>(dev: &D, at: u64) {
         dev.store_u128(at, 0);
         dev.flush(at, 16);
     }
