@@ -5,6 +5,8 @@
 //! own and give it a row in [`registry`] (ARCHITECTURE.md).
 
 mod amber;
+mod control;
+mod cost;
 mod cow;
 mod direct;
 mod finelog;
@@ -25,7 +27,7 @@ pub use cow::{Cow, CowStage};
 pub use direct::Direct;
 pub use finelog::Finelog;
 pub use hinfs::{BufferOptions, Hinfs, Variant, MAX_WRITEBACK_THREADS, MIN_BUFFER};
-pub use hunter::{Hunter, HunterOptions, MAX_HUNTER_QUEUES, MAX_HUNTER_WORKERS};
+pub use hunter::{HunterOptions, MAX_HUNTER_QUEUES, MAX_HUNTER_WORKERS};
 pub use lawn::{Lawn, ZoneOptions};
 pub use registry::{by_name, layout_for, register, Policy, POLICIES};
 
@@ -263,6 +265,18 @@ pub enum FallocStep {
 /// changes, so no single one outgrows hunter's queue or holds a list of
 /// every block of the range.
 const FALLOC_CHUNK: usize = 4096;
+
+/// Consecutive blocks as (first, count) runs.
+fn block_runs(blocks: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for b in blocks {
+        match out.last_mut() {
+            Some((s, n)) if *s + *n == b => *n += 1,
+            _ => out.push((b, 1)),
+        }
+    }
+    out
+}
 
 #[cfg(test)]
 mod tests {

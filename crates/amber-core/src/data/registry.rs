@@ -155,7 +155,9 @@ pub fn builtin<D: PmDevice>() -> Vec<Policy<D>> {
         }),
         Policy::row("cow", Classic, NONE, |_| Box::new(Cow)),
         Policy::row("finelog", Classic, NONE, |_| Box::new(Finelog)),
-        Policy::row("lawn", Classic, &[&ZONE], |o| Box::new(Lawn::new(&o.zone))),
+        Policy::row("lawn", Classic, &[&ZONE], |o| {
+            Box::new(Lawn::new(&o.zone, lawn::mapped_block))
+        }),
         Policy::row("hunter", Split, HUNTER_ONLY, |o| {
             Box::new(Hunter::new(&o.hunter, o.cpus, false, false))
         }),

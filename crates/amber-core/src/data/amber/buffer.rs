@@ -2,7 +2,7 @@
 //! persist lazily are held in DRAM as whole-block images where buffering
 //! pays on this device (HiNFS's calibration and Buffer Benefit Model), and
 //! a file's buffered blocks go to PM together, as one hunter change
-//! (`Hunter::write_blocks`), so every write() stays atomic across a crash.
+//! (`Hunter::write_blocks`, hunter/engine.rs), so every write() stays atomic across a crash.
 //!
 //! Invariant: while a file has buffered blocks, nothing else of it goes to
 //! PM first. Every other write, truncate, fallocate, setattr, fsync and
@@ -13,21 +13,21 @@
 //! seq. Hence no durable size ever covers a block still in DRAM.
 //!
 //! Where it lives: a file's buffered blocks and model are kept with its
-//! DRAM inode (`Hunter::extra`), under the inode's lock, so a read or
+//! DRAM inode (hunter's per-file `FileState`, `Hunter::extra`), under the inode's lock, so a read or
 //! write reaches them without a lock of the buffer's. The buffer itself
 //! keeps only the capacity, the spare images and `oldest`, the files
 //! holding blocks with the age of their oldest data (the write-back's
 //! victims); that map's mutex is held only briefly and never while an
 //! inode lock is taken.
 
-use super::super::hinfs::bbm::{Costs, FileModel};
-use super::super::hinfs::buffer::lines_of;
-use super::super::hinfs::calibrate;
-use super::super::hunter::{runs, Control};
-use super::super::lawn::{read_over, slices};
-use super::super::{BufferOptions, DataPolicy, Hunter, Lawn};
+use super::super::control::Control;
+use super::super::cost::bbm::{Costs, FileModel};
+use super::super::cost::{calibrate, lines_of};
+use super::super::lawn::read_over;
+use super::super::{block_runs, BufferOptions, DataPolicy};
 use super::table::Table;
 use super::AmberBuffer;
+use super::{AmberHunter, Engines};
 use crate::error::Result;
 use crate::fs::Core;
 use crate::inode::InodeState;
@@ -49,26 +49,30 @@ struct Block {
 
 /// One file's buffered blocks and its Buffer Benefit Model.
 #[derive(Default)]
-struct FileBuf {
+pub(super) struct FileBuf {
     blocks: Table<Block>,
     model: FileModel,
 }
 
+/// What amber keeps per file with hunter's state: the file's buffer, made
+/// at its first buffered write (most files never have one).
+pub(super) type FileState = Option<Box<FileBuf>>;
+
 /// The file's buffer state, if it has any.
 fn file_of(st: &InodeState) -> Option<&FileBuf> {
-    Hunter::extra(st)?.downcast_ref::<FileBuf>()
+    AmberHunter::extra(st)?.as_deref()
 }
 
 /// The file's buffer state, if it has any, to change.
 fn existing_mut(st: &mut InodeState) -> Option<&mut FileBuf> {
-    Hunter::extra_mut(st)?.downcast_mut::<FileBuf>()
+    AmberHunter::extra_mut(st)?.as_deref_mut()
 }
 
 /// The file's buffer state, made (with the file's hunter state) if it
 /// has none yet.
 fn file_mut<'a, D: PmDevice>(
     fs: &Core<D>,
-    hunter: &Hunter,
+    eng: &Engines,
     st: &'a mut InodeState,
 ) -> Result<&'a mut FileBuf> {
     assert_eq!(
@@ -76,11 +80,10 @@ fn file_mut<'a, D: PmDevice>(
         FileKind::Regular,
         "only regular files are buffered"
     );
-    let slot = hunter.extra_slot(fs, st)?;
-    let extra = slot.get_or_insert_with(|| Box::new(FileBuf::default()));
-    Ok(extra
-        .downcast_mut::<FileBuf>()
-        .expect("amber keeps only its buffer in hunter's extra state"))
+    Ok(eng
+        .hunter
+        .extra_loaded(fs, st)?
+        .get_or_insert_with(Box::default))
 }
 
 /// The buffer: shared with its write-back thread.
@@ -115,13 +118,13 @@ pub(super) struct Buffer {
 /// Reads from PM only: the zone's slices over hunter's blocks.
 pub(super) fn read_unbuffered<D: PmDevice>(
     fs: &Core<D>,
-    hunter: &Hunter,
+    eng: &Engines,
     st: &InodeState,
     off: u64,
     buf: &mut [u8],
 ) -> Result<usize> {
     read_over(fs, st, off, buf, &|pos, b| {
-        DataPolicy::<D>::read(hunter, fs, st, pos, b)
+        DataPolicy::<D>::read(&eng.hunter, fs, st, pos, b)
     })
 }
 
@@ -195,13 +198,13 @@ impl Buffer {
     fn with_file<D: PmDevice, R>(
         &self,
         fs: &Core<D>,
-        hunter: &Hunter,
+        eng: &Engines,
         st: &mut InodeState,
         f: impl FnOnce(&mut FileBuf, &mut InodeState) -> Result<R>,
     ) -> Result<R> {
-        let mut file = std::mem::take(file_mut(fs, hunter, st)?);
+        let mut file = std::mem::take(file_mut(fs, eng, st)?);
         let r = f(&mut file, st);
-        *file_mut(fs, hunter, st)? = file;
+        *file_mut(fs, eng, st)? = file;
         r
     }
 
@@ -229,7 +232,7 @@ impl Buffer {
     pub fn write<D: PmDevice>(
         &self,
         fs: &Core<D>,
-        hunter: &Hunter,
+        eng: &Engines,
         st: &mut InodeState,
         off: u64,
         data: &[u8],
@@ -240,7 +243,7 @@ impl Buffer {
         let modelled = regular && pays && self.modelled();
         let may_buffer = regular && pays && !sync;
         if !may_buffer && !modelled {
-            self.flush(fs, hunter, st)?;
+            self.flush(fs, eng, st)?;
             return Ok(false);
         }
         let end = off + data.len() as u64;
@@ -263,13 +266,13 @@ impl Buffer {
             None
         };
         let Some(mut fresh) = decided else {
-            self.flush(fs, hunter, st)?;
+            self.flush(fs, eng, st)?;
             return Ok(false);
         };
         let mut new = fresh.len() as u64;
         if new > self.capacity || !self.reserve(new) {
             if new <= self.capacity {
-                self.write_back_oldest(fs, hunter, new, None, Some(st))?;
+                self.write_back_oldest(fs, eng, new, None, Some(st))?;
                 fresh = missing(file_of(st));
                 new = fresh.len() as u64;
             }
@@ -278,11 +281,11 @@ impl Buffer {
                 if let Some(f) = existing_mut(st).filter(|_| modelled) {
                     record_through(&mut f.model, off, end);
                 }
-                self.flush(fs, hunter, st)?;
+                self.flush(fs, eng, st)?;
                 return Ok(false);
             }
         }
-        let r = self.fill(fs, hunter, st, off, data, &fresh);
+        let r = self.fill(fs, eng, st, off, data, &fresh);
         if r.is_err() {
             self.unreserve(new);
         }
@@ -329,7 +332,7 @@ impl Buffer {
     fn fill<D: PmDevice>(
         &self,
         fs: &Core<D>,
-        hunter: &Hunter,
+        eng: &Engines,
         st: &mut InodeState,
         off: u64,
         data: &[u8],
@@ -345,8 +348,8 @@ impl Buffer {
                 // end would hide bytes past it, and the old last block's
                 // bytes past the size must read as zeros once the size
                 // covers them.
-                slices::flush_from(fs, Lawn::zone(fs), st, size)?;
-                hunter.zero_past_size(fs, st, end)?;
+                eng.lawn.flush_from(fs, st, size)?;
+                eng.hunter.zero_past_size(fs, st, end)?;
             }
             for (&fb, image) in fresh.iter().zip(&mut images) {
                 let bstart = fb * BLOCK_SIZE;
@@ -355,12 +358,12 @@ impl Buffer {
                 }
                 let n = size.saturating_sub(bstart).min(BLOCK_SIZE) as usize;
                 if n > 0 {
-                    read_unbuffered(fs, hunter, st, bstart, &mut image[..n])?;
+                    read_unbuffered(fs, eng, st, bstart, &mut image[..n])?;
                 }
                 image[n..].fill(0);
             }
-            hunter.note_write(fs, st)?;
-            file_mut(fs, hunter, st).map(drop)
+            eng.hunter.note_write(fs, st)?;
+            file_mut(fs, eng, st).map(drop)
         })();
         if let Err(e) = prepared {
             self.recycle(images.into_iter().rev());
@@ -368,7 +371,7 @@ impl Buffer {
         }
         let model = self.modelled();
         let was_empty = file_of(st).is_none_or(|f| f.blocks.is_empty());
-        let file = file_mut(fs, hunter, st)?;
+        let file = file_mut(fs, eng, st)?;
         for (&fb, image) in fresh.iter().zip(images) {
             file.blocks.insert(fb, Block { image, dirty: 0 });
         }
@@ -403,7 +406,7 @@ impl Buffer {
     fn write_back_file<D: PmDevice>(
         &self,
         fs: &Core<D>,
-        hunter: &Hunter,
+        eng: &Engines,
         st: &mut InodeState,
         file: &mut FileBuf,
     ) -> Result<u64> {
@@ -415,11 +418,10 @@ impl Buffer {
             .iter()
             .map(|(fb, b)| (fb, &b.image[..]))
             .collect();
-        let zone = Lawn::zone(fs);
-        for (first, n) in runs(images.iter().map(|&(fb, _)| fb)) {
-            slices::flush_blocks(fs, zone, st, first, first + n - 1)?;
+        for (first, n) in block_runs(images.iter().map(|&(fb, _)| fb)) {
+            eng.lawn.flush_blocks(fs, st, first, first + n - 1)?;
         }
-        hunter.write_blocks(fs, st, &images, false)?;
+        eng.hunter.write_blocks(fs, st, &images, false)?;
         let n = file.blocks.len() as u64;
         self.oldest.lock().remove(&st.ino);
         if !file.model.has_synced() {
@@ -438,14 +440,14 @@ impl Buffer {
     pub fn flush<D: PmDevice>(
         &self,
         fs: &Core<D>,
-        hunter: &Hunter,
+        eng: &Engines,
         st: &mut InodeState,
     ) -> Result<()> {
         if !self.holds(st) {
             return Ok(());
         }
-        self.with_file(fs, hunter, st, |file, st| {
-            self.write_back_file(fs, hunter, st, file)
+        self.with_file(fs, eng, st, |file, st| {
+            self.write_back_file(fs, eng, st, file)
         })
         .map(drop)
     }
@@ -455,15 +457,15 @@ impl Buffer {
     pub fn fsync<D: PmDevice>(
         &self,
         fs: &Core<D>,
-        hunter: &Hunter,
+        eng: &Engines,
         st: &mut InodeState,
     ) -> Result<()> {
         if !self.modelled() || !self.pays.load(Relaxed) {
-            return self.flush(fs, hunter, st);
+            return self.flush(fs, eng, st);
         }
         let costs = *self.costs.lock();
         let holds = {
-            let file = file_mut(fs, hunter, st)?;
+            let file = file_mut(fs, eng, st)?;
             let blocks = &file.blocks;
             file.model.sync(fs.clock.monotonic_ns(), costs, |fb| {
                 blocks.get(fb).map_or(0, |b| b.dirty)
@@ -471,7 +473,7 @@ impl Buffer {
             !file.blocks.is_empty()
         };
         if holds {
-            self.flush(fs, hunter, st)?;
+            self.flush(fs, eng, st)?;
         }
         Ok(())
     }
@@ -481,11 +483,11 @@ impl Buffer {
     pub fn truncate<D: PmDevice>(
         &self,
         fs: &Core<D>,
-        hunter: &Hunter,
+        eng: &Engines,
         st: &mut InodeState,
         size: u64,
     ) -> Result<()> {
-        self.flush(fs, hunter, st)?;
+        self.flush(fs, eng, st)?;
         if let Some(f) = existing_mut(st).filter(|_| self.modelled()) {
             f.model.truncate(size.div_ceil(BLOCK_SIZE));
         }
@@ -508,17 +510,17 @@ impl Buffer {
     pub fn read<D: PmDevice>(
         &self,
         fs: &Core<D>,
-        hunter: &Hunter,
+        eng: &Engines,
         st: &InodeState,
         off: u64,
         buf: &mut [u8],
     ) -> Result<usize> {
         let size = st.disk.size;
         if off >= size || buf.is_empty() || self.held.load(Relaxed) == 0 {
-            return read_unbuffered(fs, hunter, st, off, buf);
+            return read_unbuffered(fs, eng, st, off, buf);
         }
         let Some(file) = file_of(st).filter(|f| !f.blocks.is_empty()) else {
-            return read_unbuffered(fs, hunter, st, off, buf);
+            return read_unbuffered(fs, eng, st, off, buf);
         };
         let n = (buf.len() as u64).min(size - off) as usize;
         let end = off + n as u64;
@@ -527,7 +529,7 @@ impl Buffer {
             // Inside one block, the common read: one lookup, where a range
             // would search for both of its bounds.
             let Some(b) = file.blocks.get(first) else {
-                return read_unbuffered(fs, hunter, st, off, &mut buf[..n]);
+                return read_unbuffered(fs, eng, st, off, &mut buf[..n]);
             };
             let s = (off - first * BLOCK_SIZE) as usize;
             buf[..n].copy_from_slice(&b.image[s..s + n]);
@@ -542,7 +544,7 @@ impl Buffer {
             if pos < s {
                 read_unbuffered(
                     fs,
-                    hunter,
+                    eng,
                     st,
                     pos,
                     &mut buf[(pos - off) as usize..(s - off) as usize],
@@ -553,7 +555,7 @@ impl Buffer {
             pos = e;
         }
         if pos < end {
-            read_unbuffered(fs, hunter, st, pos, &mut buf[(pos - off) as usize..n])?;
+            read_unbuffered(fs, eng, st, pos, &mut buf[(pos - off) as usize..n])?;
         }
         Ok(n)
     }
@@ -596,7 +598,7 @@ impl Buffer {
     pub fn write_back_oldest<D: PmDevice>(
         &self,
         fs: &Core<D>,
-        hunter: &Hunter,
+        eng: &Engines,
         max_blocks: u64,
         older_than: Option<Instant>,
         mut held: Option<&mut InodeState>,
@@ -619,7 +621,7 @@ impl Buffer {
                 break;
             }
             if let Some(st) = held.as_deref_mut().filter(|st| st.ino == ino) {
-                done += self.write_back_locked(fs, hunter, st)?;
+                done += self.write_back_locked(fs, eng, st)?;
                 continue;
             }
             // A file freed since the list was taken had its buffer
@@ -631,13 +633,13 @@ impl Buffer {
                 Some(_) => {
                     let locked = r.try_write();
                     match locked {
-                        Some(mut st) => self.write_back_locked(fs, hunter, &mut st)?,
+                        Some(mut st) => self.write_back_locked(fs, eng, &mut st)?,
                         None => 0,
                     }
                 }
                 None => {
                     let mut st = r.write();
-                    self.write_back_locked(fs, hunter, &mut st)?
+                    self.write_back_locked(fs, eng, &mut st)?
                 }
             };
         }
@@ -649,14 +651,14 @@ impl Buffer {
     fn write_back_locked<D: PmDevice>(
         &self,
         fs: &Core<D>,
-        hunter: &Hunter,
+        eng: &Engines,
         st: &mut InodeState,
     ) -> Result<u64> {
         if !st.disk.in_use() || !self.holds(st) {
             return Ok(0);
         }
-        self.with_file(fs, hunter, st, |file, st| {
-            self.write_back_file(fs, hunter, st, file)
+        self.with_file(fs, eng, st, |file, st| {
+            self.write_back_file(fs, eng, st, file)
         })
     }
 
@@ -664,7 +666,7 @@ impl Buffer {
     /// data is older than `writeback_age`, every `writeback_interval`.
     /// Not under the simulated clock, where crash runs must stay a
     /// function of their seed (fsync, sync and unmount still write back).
-    pub fn spawn<D: PmDevice>(self: &Arc<Self>, hunter: Arc<Hunter>, core: Weak<Core<D>>) {
+    pub fn spawn<D: PmDevice>(self: &Arc<Self>, eng: Arc<Engines>, core: Weak<Core<D>>) {
         if self.mode == AmberBuffer::Never
             || core
                 .upgrade()
@@ -677,10 +679,10 @@ impl Buffer {
         // unmount and a full buffer write back.
         let _ = std::thread::Builder::new()
             .name("amber-buffer-wb".into())
-            .spawn(move || me.run(&hunter, &core));
+            .spawn(move || me.run(&eng, &core));
     }
 
-    fn run<D: PmDevice>(&self, hunter: &Hunter, core: &Weak<Core<D>>) {
+    fn run<D: PmDevice>(&self, eng: &Engines, core: &Weak<Core<D>>) {
         while self.control.sleep(Some(self.interval)) {
             let _turn = self.control.turn();
             let Some(fs) = core.upgrade() else { return };
@@ -691,7 +693,7 @@ impl Buffer {
                 continue;
             };
             if self
-                .write_back_oldest(&fs, hunter, u64::MAX, Some(cutoff), None)
+                .write_back_oldest(&fs, eng, u64::MAX, Some(cutoff), None)
                 .is_err()
             {
                 // The core is poisoned; writes are refused from now on.

@@ -30,10 +30,9 @@ mod buffer;
 pub(crate) mod options;
 mod table;
 
-use super::hinfs::buffer::LINE;
-use super::hinfs::calibrate;
-use super::lawn::slices;
-use super::{BufferOptions, DataPolicy, FallocStep, Hunter, HunterOptions, Lawn, ZoneOptions};
+use super::cost::{self, calibrate};
+use super::hunter::{self, Hunter};
+use super::{BufferOptions, DataPolicy, FallocStep, HunterOptions, Lawn, ZoneOptions};
 use crate::error::Result;
 use crate::fs::Core;
 use crate::inode::InodeState;
@@ -46,15 +45,24 @@ use std::sync::{Arc, Weak};
 
 /// Blocks `describe` lists by number; the rest are counted.
 const MAX_DESCRIBED: usize = 32;
-/// 16-byte descriptors per cache line.
-const DESCS_PER_LINE: u64 = 4;
+
+/// hunter as amber's engine, keeping the file's DRAM buffer with its
+/// own per-file state (hunter/engine.rs).
+type AmberHunter = Hunter<buffer::FileState>;
+
+/// The two paths amber routes writes between, through their documented
+/// interfaces only (hunter/engine.rs, `Lawn`'s composition calls): shared
+/// with the buffer's write-back thread.
+struct Engines {
+    hunter: AmberHunter,
+    /// The zone, finding a slice's block in hunter's index.
+    lawn: Lawn,
+}
 
 /// The `amber` policy.
 pub struct Amber {
-    /// Shared with the buffer's write-back thread.
-    hunter: Arc<Hunter>,
+    e: Arc<Engines>,
     buffer: Arc<Buffer>,
-    lawn: Lawn,
     /// Most slices a small overwrite may have and still go through the
     /// zone: where the zone's flushed descriptor lines start to cost more
     /// than one out-of-place block, from the costs measured at mount
@@ -84,9 +92,11 @@ impl Amber {
         cpus: usize,
     ) -> Amber {
         Amber {
-            hunter: Arc::new(Hunter::new(hunter, cpus, false, false)),
+            e: Arc::new(Engines {
+                hunter: Hunter::build(hunter, cpus, false, false),
+                lawn: Lawn::new(zone, hunter::block_of::<buffer::FileState>),
+            }),
             buffer: Arc::new(Buffer::new(buffer, mode)),
-            lawn: Lawn::new(zone),
             zone_max: AtomicU64::new(u64::MAX),
             line_ps: AtomicU64::new(0),
             flush_ps: AtomicU64::new(0),
@@ -110,16 +120,17 @@ impl Amber {
         if end > st.disk.size {
             return Ok(None);
         }
-        let Some(numbers) = Lawn::zone_slices(fs, st, off, end) else {
+        let Some(numbers) = self.e.lawn.zone_slices(fs, st, off, end) else {
             return Ok(None);
         };
         if numbers.len() as u64 > self.zone_max.load(Relaxed) {
             return Ok(None);
         }
-        if self.hunter.settle(fs, st)? {
+        if self.e.hunter.settle(fs, st)? {
             self.settles.fetch_add(1, Relaxed);
         }
         let Some(n) = self
+            .e
             .lawn
             .slices_only(fs, st, &numbers, off, data, sync, true)?
         else {
@@ -136,13 +147,8 @@ impl Amber {
     /// Measures this device at mount (`calibrate::measure`, HiNFS's
     /// calibration): the cost `l` of one line of a fenced non-temporal
     /// block copy and `f` of one flushed line with its fence set how many
-    /// slices a zone write may have; L_dram against `l` whether buffering
-    /// pays. A zone write of `k` slices of `s` lines costs about
-    /// `k*s*l + (ceil(k/4) + 1)*f` (slots streamed, then descriptor lines
-    /// and the commit flushed); the same write as one out-of-place block
-    /// `64*l + 2*f` (the block, its record and entry). On DRAM-speed PM
-    /// flushes dominate and only a few slices pay; on slow PM bandwidth
-    /// dominates and most partial writes do. Nothing is measured under the
+    /// slices a zone write may have (`cost::zone_max_slices`); L_dram
+    /// against `l` whether buffering pays. Nothing is measured under the
     /// simulated clock (`calibrate::measure`).
     fn calibrate<D: PmDevice>(&self, fs: &Core<D>) -> Result<()> {
         let Some(m) = calibrate::measure(fs)? else {
@@ -150,16 +156,9 @@ impl Amber {
         };
         self.buffer.calibrated(m.costs);
         let (l, f) = (m.costs.l_pm_ns, m.flush_ns);
-        let lines_per_slice = (Lawn::zone(fs).geo.slot_size as u64 / LINE).max(1);
-        let per_block = BLOCK_SIZE / (lines_per_slice * LINE);
-        let zone =
-            |k: u64| (k * lines_per_slice) as f64 * l + (k.div_ceil(DESCS_PER_LINE) + 1) as f64 * f;
-        let block = (BLOCK_SIZE / LINE) as f64 * l + 2.0 * f;
-        let max = (1..=per_block)
-            .take_while(|&k| zone(k) < block)
-            .last()
-            .unwrap_or(0);
-        self.zone_max.store(max, Relaxed);
+        let slot = u64::from(Lawn::zone(fs).geo.slot_size);
+        self.zone_max
+            .store(cost::zone_max_slices(l, f, slot), Relaxed);
         self.line_ps.store((l * 1000.0) as u64, Relaxed);
         self.flush_ps.store((f * 1000.0) as u64, Relaxed);
         Ok(())
@@ -196,7 +195,7 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
     }
 
     fn load(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
-        DataPolicy::<D>::load(&*self.hunter, fs, st)
+        DataPolicy::<D>::load(&self.e.hunter, fs, st)
     }
 
     fn mounted(&self, fs: &Core<D>) -> Result<()> {
@@ -204,7 +203,7 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
     }
 
     fn read(&self, fs: &Core<D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
-        self.buffer.read(fs, &self.hunter, st, off, buf)
+        self.buffer.read(fs, &self.e, st, off, buf)
     }
 
     fn write(
@@ -215,8 +214,8 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         data: &[u8],
         sync: bool,
     ) -> Result<usize> {
-        self.lawn.note_activity();
-        if self.buffer.write(fs, &self.hunter, st, off, data, sync)? {
+        self.e.lawn.note_activity();
+        if self.buffer.write(fs, &self.e, st, off, data, sync)? {
             return Ok(data.len());
         }
         // Not buffered: nothing of the file is left in the buffer to go
@@ -225,21 +224,22 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         if let Some(n) = self.through_zone(fs, st, off, data, sync)? {
             return Ok(n);
         }
-        let zone = Lawn::zone(fs);
         if end > st.disk.size {
             // The slice holding the old end would hide bytes written past
             // it.
-            slices::flush_from(fs, zone, st, st.disk.size)?;
+            self.e.lawn.flush_from(fs, st, st.disk.size)?;
         }
-        slices::flush_blocks(fs, zone, st, off / BLOCK_SIZE, (end - 1) / BLOCK_SIZE)?;
+        self.e
+            .lawn
+            .flush_blocks(fs, st, off / BLOCK_SIZE, (end - 1) / BLOCK_SIZE)?;
         self.log_writes.fetch_add(1, Relaxed);
-        self.hunter.write(fs, st, off, data, sync)
+        self.e.hunter.write(fs, st, off, data, sync)
     }
 
     fn truncate(&self, fs: &Core<D>, st: &mut InodeState, size: u64) -> Result<()> {
-        self.buffer.truncate(fs, &self.hunter, st, size)?;
-        slices::flush_for_size(fs, Lawn::zone(fs), st, size)?;
-        DataPolicy::<D>::truncate(&*self.hunter, fs, st, size)
+        self.buffer.truncate(fs, &self.e, st, size)?;
+        self.e.lawn.flush_for_size(fs, st, size)?;
+        DataPolicy::<D>::truncate(&self.e.hunter, fs, st, size)
     }
 
     fn fallocate(
@@ -250,9 +250,9 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         len: u64,
         mode: FallocStep,
     ) -> Result<()> {
-        self.buffer.flush(fs, &self.hunter, st)?;
-        slices::flush_for_fallocate(fs, Lawn::zone(fs), st, off, len, mode)?;
-        DataPolicy::<D>::fallocate(&*self.hunter, fs, st, off, len, mode)
+        self.buffer.flush(fs, &self.e, st)?;
+        self.e.lawn.flush_for_fallocate(fs, st, off, len, mode)?;
+        DataPolicy::<D>::fallocate(&self.e.hunter, fs, st, off, len, mode)
     }
 
     /// The file's buffered blocks are written back (one change), and
@@ -265,15 +265,15 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
     /// block count of 0 into the directory's next attribute entry.
     fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
         if st.kind() != FileKind::Regular {
-            return self.hunter.fsync(fs, st);
+            return self.e.hunter.fsync(fs, st);
         }
-        self.buffer.fsync(fs, &self.hunter, st)?;
+        self.buffer.fsync(fs, &self.e, st)?;
         if st.times_dirty {
             // mtime and ctime go in an entry; hunter's fsync then stores
             // the inode's first line for atime.
-            self.hunter.queue_attrs(fs, st)?;
+            self.e.hunter.queue_attrs(fs, st)?;
         }
-        self.hunter.fsync(fs, st)
+        self.e.hunter.fsync(fs, st)
     }
 
     fn setattr_tx(
@@ -285,18 +285,18 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
     ) -> Result<()> {
         // The attribute entry it may write carries the DRAM size, which
         // covers buffered appends: their blocks go first.
-        self.buffer.flush(fs, &self.hunter, st)?;
-        self.hunter.setattr_tx(fs, st, new, tx)
+        self.buffer.flush(fs, &self.e, st)?;
+        self.e.hunter.setattr_tx(fs, st, new, tx)
     }
 
     fn sync_all(&self, fs: &Core<D>) -> Result<()> {
-        DataPolicy::<D>::sync_all(&*self.hunter, fs)
+        DataPolicy::<D>::sync_all(&self.e.hunter, fs)
     }
 
     fn spawn(&self, core: Weak<Core<D>>) {
-        self.buffer.spawn(Arc::clone(&self.hunter), core.clone());
-        self.hunter.spawn(core.clone());
-        self.lawn.spawn(core);
+        self.buffer.spawn(Arc::clone(&self.e), core.clone());
+        self.e.hunter.spawn(core.clone());
+        self.e.lawn.spawn(core);
     }
 
     /// Every file's buffer goes back before hunter stops (and gives its
@@ -307,26 +307,26 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         self.buffer.stop();
         let _ = self
             .buffer
-            .write_back_oldest(fs, &self.hunter, u64::MAX, None, None);
-        self.lawn.unmount(fs);
-        self.hunter.unmount(fs);
+            .write_back_oldest(fs, &self.e, u64::MAX, None, None);
+        self.e.lawn.unmount(fs);
+        self.e.hunter.unmount(fs);
     }
 
     fn forget(&self, fs: &Core<D>, st: &mut InodeState) {
         self.buffer.forget(st);
-        self.lawn.forget(fs, st);
-        self.hunter.forget(fs, st);
+        self.e.lawn.forget(fs, st);
+        self.e.hunter.forget(fs, st);
     }
 
     fn block_of(&self, st: &InodeState, fb: u64) -> Option<u64> {
-        DataPolicy::<D>::block_of(&*self.hunter, st, fb)
+        DataPolicy::<D>::block_of(&self.e.hunter, st, fb)
     }
 
     /// The file's blocks in the data log and its metadata (hunter's),
     /// which of its blocks have their newest copy partly in the zone, and
     /// the rule that sent them there.
     fn describe(&self, fs: &Core<D>, st: &InodeState) -> Vec<(String, String)> {
-        let mut v = self.hunter.describe(fs, st);
+        let mut v = self.e.hunter.describe(fs, st);
         v.push(("buffered_blocks".into(), self.buffer.count(st).to_string()));
         if let Some(zone) = fs.zone() {
             let slices = zone.lock(zone.sub_of(st.ino)).all_of(st.ino);
@@ -365,7 +365,7 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
 
     /// Buffered blocks hold data too.
     fn next_data_block(&self, st: &InodeState, fb: u64, limit: u64) -> Option<u64> {
-        let mapped = DataPolicy::<D>::next_data_block(&*self.hunter, st, fb, limit);
+        let mapped = DataPolicy::<D>::next_data_block(&self.e.hunter, st, fb, limit);
         let limit = mapped.unwrap_or(limit);
         self.buffer.next_buffered(st, fb, limit).or(mapped)
     }
@@ -375,7 +375,7 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         // Each step passes one run of buffered blocks: bounded by their
         // number.
         for _ in 0..=self.buffer.count(st) {
-            let h = DataPolicy::<D>::next_hole_block(&*self.hunter, st, at, limit)?;
+            let h = DataPolicy::<D>::next_hole_block(&self.e.hunter, st, at, limit)?;
             let past = self.buffer.buffered_run_end(st, h);
             if past == h {
                 return Some(h);
@@ -391,14 +391,18 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
     fn write_back(&self, fs: &Core<D>, max_blocks: u64) -> Result<u64> {
         let done = self
             .buffer
-            .write_back_oldest(fs, &self.hunter, max_blocks, None, None)?;
-        let done =
-            done + DataPolicy::<D>::write_back(&*self.hunter, fs, max_blocks.saturating_sub(done))?;
-        Ok(done + self.lawn.write_back(fs, max_blocks.saturating_sub(done))?)
+            .write_back_oldest(fs, &self.e, max_blocks, None, None)?;
+        let done = done
+            + DataPolicy::<D>::write_back(&self.e.hunter, fs, max_blocks.saturating_sub(done))?;
+        Ok(done
+            + self
+                .e
+                .lawn
+                .write_back(fs, max_blocks.saturating_sub(done))?)
     }
 
     fn free_held_blocks(&self) -> u64 {
-        DataPolicy::<D>::free_held_blocks(&*self.hunter)
+        DataPolicy::<D>::free_held_blocks(&self.e.hunter)
     }
 
     fn stats(&self) -> Vec<(String, u64)> {
@@ -411,8 +415,8 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
             ("flush_ps".to_string(), self.flush_ps.load(Relaxed)),
         ];
         v.extend(self.buffer.stats());
-        v.extend(DataPolicy::<D>::stats(&self.lawn));
-        v.extend(DataPolicy::<D>::stats(&*self.hunter));
+        v.extend(DataPolicy::<D>::stats(&self.e.lawn));
+        v.extend(DataPolicy::<D>::stats(&self.e.hunter));
         v
     }
 }

@@ -10,34 +10,11 @@
 use amber_format::BLOCK_SIZE;
 use std::time::Instant;
 
-/// Bytes per cache line, the unit of fetch and write-back (CLFW).
-pub const LINE: u64 = 64;
-/// Cache lines per block: one bit each in a `u64`.
-pub const LINES: u64 = BLOCK_SIZE / LINE;
-const _: () = assert!(LINES == 64, "bitmaps are u64");
-
 /// End of the LRW list.
 const NIL: u32 = u32::MAX;
 
 /// Who owns a buffer block: (inode, file block).
 pub type Owner = (u64, u64);
-
-/// Bits of lines `first..=last`.
-pub fn line_mask(first: u64, last: u64) -> u64 {
-    assert!(first <= last && last < LINES, "line range {first}..={last}");
-    let hi = if last == LINES - 1 {
-        u64::MAX
-    } else {
-        (1u64 << (last + 1)) - 1
-    };
-    hi & !((1u64 << first) - 1)
-}
-
-/// Lines `[s, e)` of a block (byte offsets within it) touch.
-pub fn lines_of(s: u64, e: u64) -> u64 {
-    assert!(s < e && e <= BLOCK_SIZE, "byte range {s}..{e}");
-    line_mask(s / LINE, (e - 1) / LINE)
-}
 
 #[derive(Debug, Clone)]
 struct Meta {
@@ -254,16 +231,6 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn masks_cover_the_right_lines() {
-        assert_eq!(line_mask(0, 0), 1);
-        assert_eq!(line_mask(0, 63), u64::MAX);
-        assert_eq!(line_mask(2, 3), 0b1100);
-        assert_eq!(lines_of(0, 64), 1);
-        assert_eq!(lines_of(63, 65), 0b11);
-        assert_eq!(lines_of(4000, 4096), 1 << 62 | 1 << 63);
-    }
 
     #[test]
     fn alloc_is_bounded_and_free_list_returns_blocks() {

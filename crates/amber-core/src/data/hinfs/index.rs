@@ -3,7 +3,7 @@
 //! lives and dies with the in-memory inode and is only touched under the
 //! inode lock.
 
-use super::bbm::FileModel;
+use super::super::cost::bbm::FileModel;
 use crate::inode::InodeState;
 use std::collections::{BTreeMap, BTreeSet};
 

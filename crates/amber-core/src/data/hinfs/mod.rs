@@ -12,13 +12,12 @@
 //! older but consistent file, and every metadata transaction writes only
 //! durable state (ordered mode).
 
-pub(super) mod bbm;
-pub(super) mod buffer;
-pub(super) mod calibrate;
+mod buffer;
 mod index;
 pub(crate) mod options;
 mod writeback;
 
+use super::cost::{bbm, calibrate, lines_of, LINE, LINES};
 use super::direct::{self, Direct};
 use super::{DataPolicy, FallocStep};
 use crate::error::{FsError, Result};
@@ -28,7 +27,7 @@ use amber_format::blockmap::MAX_FILE_SIZE;
 use amber_format::BLOCK_SIZE;
 use amber_pmem::PmDevice;
 use bbm::Costs;
-use buffer::{lines_of, Pool, LINE, LINES};
+use buffer::Pool;
 use index::FileBuf;
 pub use options::{BufferOptions, MAX_WRITEBACK_THREADS, MIN_BUFFER};
 use parking_lot::{Condvar, Mutex};

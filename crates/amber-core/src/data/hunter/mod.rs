@@ -12,14 +12,16 @@
 //! as HUNTER's own implementation does (§IV-C: "HUNTER does not
 //! specifically optimize these operations").
 
+mod engine;
 mod index;
 mod log;
 pub(crate) mod options;
 mod queue;
 mod worker;
 
+use super::control::Control;
 use super::direct::partial_edges;
-use super::{DataPolicy, Direct, FallocStep, FALLOC_CHUNK};
+use super::{block_runs, DataPolicy, Direct, FallocStep, FALLOC_CHUNK};
 use crate::error::{FsError, Result};
 use crate::fs::Core;
 use crate::inode::InodeState;
@@ -27,15 +29,14 @@ use crate::split::{effective, walk_chain, LogState, SplitMedia};
 use amber_format::blockmap::MAX_FILE_SIZE;
 use amber_format::{FileKind, PoolLayout, BLOCK_SIZE};
 use amber_pmem::PmDevice;
+pub(in crate::data) use engine::block_of;
 use index::{FileIndex, Sizer};
 use log::DataLogs;
 pub use options::{HunterOptions, MAX_HUNTER_QUEUES, MAX_HUNTER_WORKERS};
-pub(super) use queue::runs;
 use queue::{Op, Queues, Snapshot};
-use std::any::Any;
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
-pub(super) use worker::Control;
 
 /// Counters for the workbench.
 #[derive(Default)]
@@ -63,18 +64,26 @@ pub(super) struct Shared {
     control: Control,
 }
 
-/// The `hunter`, `hunter-sync` and `hunter-lfs` policies.
-pub struct Hunter {
+/// The `hunter`, `hunter-sync` and `hunter-lfs` policies; as the engine
+/// of a composed policy (`engine`), `X` is what that policy keeps per file
+/// beside hunter's own state (nothing for hunter itself).
+pub(crate) struct Hunter<X = ()> {
     /// Persist every write's metadata before returning (`hunter-sync`).
     sync: bool,
     /// Records in summary blocks inside the data log (`hunter-lfs`).
     lfs: bool,
     shared: Arc<Shared>,
+    extra: PhantomData<fn() -> X>,
 }
+
+/// What a composed policy may keep per file with hunter's state: made
+/// empty when the file's state is, dropped with it.
+pub(crate) trait PerFile: Default + Send + Sync + 'static {}
+impl<X: Default + Send + Sync + 'static> PerFile for X {}
 
 /// A regular file's DRAM state: its index and the seq its next write
 /// gets (one more than the newest its attribute log has seen).
-struct HunterFile {
+struct HunterFile<X> {
     index: FileIndex,
     next_seq: u64,
     /// Scratch lists of a write (its blocks and queued updates), kept
@@ -84,13 +93,13 @@ struct HunterFile {
     /// What a policy built on hunter keeps per file (amber's DRAM
     /// buffer): it lives and dies with the file's DRAM state, under the
     /// same inode lock, so reaching it takes no lock of its own.
-    extra: Option<Box<dyn Any + Send + Sync>>,
+    extra: X,
 }
 
 /// Entries of scratch a file keeps between writes (a 256 KiB write's).
 const SCRATCH_KEPT: usize = 64;
 
-impl HunterFile {
+impl<X> HunterFile<X> {
     /// The seq of the change being made (one per write, truncate or
     /// setattr).
     fn take_seq(&mut self) -> u64 {
@@ -111,12 +120,22 @@ impl HunterFile {
 }
 
 impl Hunter {
-    pub fn new(opts: &HunterOptions, cpus: usize, sync: bool, lfs: bool) -> Hunter {
+    /// One of the hunter policies (`sync`: hunter-sync, `lfs`:
+    /// hunter-lfs), with data logs for `cpus` CPUs.
+    pub(crate) fn new(opts: &HunterOptions, cpus: usize, sync: bool, lfs: bool) -> Hunter {
+        Hunter::build(opts, cpus, sync, lfs)
+    }
+}
+
+impl<X: PerFile> Hunter<X> {
+    /// The engine, keeping an `X` per file for the policy built on it.
+    pub(super) fn build(opts: &HunterOptions, cpus: usize, sync: bool, lfs: bool) -> Self {
         let h = *opts;
         let default_blocks = (h.index_bytes / 8) as usize;
         Hunter {
             sync,
             lfs,
+            extra: PhantomData,
             shared: Arc::new(Shared {
                 opts: h,
                 queues: Queues::new(h.queues, h.queue_max),
@@ -130,7 +149,7 @@ impl Hunter {
 
     /// Builds a file's state from PM: its newest entry gives size, blocks
     /// and head, its chain the index (design.md §12.5).
-    fn open_file<D: PmDevice>(&self, fs: &Core<D>, st: &mut InodeState) -> Result<HunterFile> {
+    fn open_file<D: PmDevice>(&self, fs: &Core<D>, st: &mut InodeState) -> Result<HunterFile<X>> {
         let m = media(fs);
         let dev = &**fs.device();
         let log = LogState::read(m, dev, st.ino, st.disk.generation);
@@ -173,7 +192,7 @@ impl Hunter {
             next_seq: seq + 1,
             blocks: Vec::new(),
             ops: Vec::new(),
-            extra: None,
+            extra: X::default(),
         })
     }
 
@@ -182,9 +201,9 @@ impl Hunter {
         &self,
         fs: &Core<D>,
         st: &mut InodeState,
-        f: impl FnOnce(&mut HunterFile, &mut InodeState) -> Result<R>,
+        f: impl FnOnce(&mut HunterFile<X>, &mut InodeState) -> Result<R>,
     ) -> Result<R> {
-        let mut hf = match st.policy.take().map(|b| b.downcast::<HunterFile>()) {
+        let mut hf = match st.policy.take().map(|b| b.downcast::<HunterFile<X>>()) {
             Some(Ok(hf)) => hf,
             _ => Box::new(self.open_file(fs, st)?),
         };
@@ -252,14 +271,14 @@ fn media<D: PmDevice>(fs: &Core<D>) -> &SplitMedia {
 }
 
 /// The file's state, if it is loaded (a file never loaded holds no data).
-fn file_of(st: &InodeState) -> Option<&HunterFile> {
-    st.policy.as_ref()?.downcast_ref::<HunterFile>()
+fn file_of<X: PerFile>(st: &InodeState) -> Option<&HunterFile<X>> {
+    st.policy.as_ref()?.downcast_ref::<HunterFile<X>>()
 }
 
 /// `Free` updates for blocks a change released, in runs.
 fn free_ops(mut freed: Vec<u64>) -> impl Iterator<Item = Op> {
     freed.sort_unstable();
-    runs(freed.into_iter())
+    block_runs(freed.into_iter())
         .into_iter()
         .map(|(block, count)| Op::Free { block, count })
 }
@@ -273,7 +292,7 @@ fn note_write<D: PmDevice>(fs: &Core<D>, st: &mut InodeState) -> Result<()> {
     Ok(())
 }
 
-fn snapshot(hf: &HunterFile, st: &InodeState, seq: u64) -> Snapshot {
+fn snapshot<X>(hf: &HunterFile<X>, st: &InodeState, seq: u64) -> Snapshot {
     Snapshot {
         seq,
         size: st.disk.size,
@@ -290,7 +309,12 @@ fn snapshot(hf: &HunterFile, st: &InodeState, seq: u64) -> Snapshot {
 /// an in-place append's), which must read as zeros once the size grows
 /// over them. They lie past the durable size, so no crash shows the
 /// zeroing either.
-fn zero_past_end<D: PmDevice>(fs: &Core<D>, hf: &HunterFile, size: u64, to: u64) -> Result<()> {
+fn zero_past_end<D: PmDevice, X>(
+    fs: &Core<D>,
+    hf: &HunterFile<X>,
+    size: u64,
+    to: u64,
+) -> Result<()> {
     let fb = size / BLOCK_SIZE;
     let bstart = fb * BLOCK_SIZE;
     let to = to.min(bstart + BLOCK_SIZE);
@@ -307,9 +331,9 @@ fn zero_past_end<D: PmDevice>(fs: &Core<D>, hf: &HunterFile, size: u64, to: u64)
 /// Copies a write's bytes into its new blocks: whole blocks straight from
 /// the caller (one copy per run of consecutive blocks), partial ones
 /// merged with the bytes they keep. Non-temporal; the caller fences.
-fn copy_in<D: PmDevice>(
+fn copy_in<D: PmDevice, X>(
     fs: &Core<D>,
-    hf: &HunterFile,
+    hf: &HunterFile<X>,
     old_size: u64,
     off: u64,
     data: &[u8],
@@ -350,155 +374,11 @@ fn copy_in<D: PmDevice>(
     }
 }
 
-/// What the `amber` policy asks of the hunter path around its zone writes.
-impl Hunter {
-    /// The file's extra state (`HunterFile::extra`), if it has any.
-    pub(super) fn extra(st: &InodeState) -> Option<&(dyn Any + Send + Sync)> {
-        file_of(st)?.extra.as_deref()
-    }
-
-    /// The file's extra state, if its hunter state is loaded.
-    pub(super) fn extra_mut(st: &mut InodeState) -> Option<&mut (dyn Any + Send + Sync)> {
-        st.policy
-            .as_mut()?
-            .downcast_mut::<HunterFile>()?
-            .extra
-            .as_deref_mut()
-    }
-
-    /// The file's extra state, loading the file's hunter state first if
-    /// it is not loaded yet.
-    pub(super) fn extra_slot<'a, D: PmDevice>(
-        &self,
-        fs: &Core<D>,
-        st: &'a mut InodeState,
-    ) -> Result<&'a mut Option<Box<dyn Any + Send + Sync>>> {
-        if file_of(st).is_none() {
-            self.with_file(fs, st, |_, _| Ok(()))?;
-        }
-        let hf = st
-            .policy
-            .as_mut()
-            .and_then(|p| p.downcast_mut::<HunterFile>())
-            .expect("with_file leaves the file's hunter state loaded");
-        Ok(&mut hf.extra)
-    }
-
-    /// Persists the file's queued updates, so its blocks are where its
-    /// index says on the media too: a zone slice may then back one up.
-    /// Returns whether anything was queued.
-    pub(super) fn settle<D: PmDevice>(&self, fs: &Core<D>, st: &InodeState) -> Result<bool> {
-        let sh = &self.shared;
-        sh.queues.settle(fs, &sh.stats, st.ino)
-    }
-
-    /// Writes whole-block images of file blocks `images` (ascending, no
-    /// file block twice) out of place as ONE change: every block copied
-    /// and fenced, then one seq for all their records, the relinks of the
-    /// blocks above them and one snapshot with the file's current (DRAM)
-    /// size and times. A record becomes valid only with an entry of its
-    /// seq or later (design.md §12.4), so after a crash either every
-    /// image is the file's or none is: amber's DRAM buffer writes a
-    /// file back with it. The caller zeroed the old last block's bytes
-    /// past the size before the size grew (`zero_past_size`).
-    pub(super) fn write_blocks<D: PmDevice>(
-        &self,
-        fs: &Core<D>,
-        st: &mut InodeState,
-        images: &[(u64, &[u8])],
-        sync: bool,
-    ) -> Result<()> {
-        if images.is_empty() {
-            return Ok(());
-        }
-        assert!(
-            images.windows(2).all(|w| w[0].0 < w[1].0),
-            "write-back images ascending, each file block once"
-        );
-        self.with_file(fs, st, |hf, st| {
-            let (first, last) = (images[0].0, images[images.len() - 1].0);
-            hf.index.make_room(first, last, images.len() as u64)?;
-            let mut blocks = std::mem::take(&mut hf.blocks);
-            let mut ops = std::mem::take(&mut hf.ops);
-            self.take_blocks(fs, images.len(), &mut blocks)?;
-            let dev = &**fs.device();
-            for (&(_, image), &b) in images.iter().zip(&blocks) {
-                assert_eq!(image.len() as u64, BLOCK_SIZE, "a whole-block image");
-                dev.write_nt(fs.layout().block_offset(b), image);
-            }
-            // The data is durable before any record can name it.
-            fs.drain()?;
-            let seq = hf.take_seq();
-            let mut freed = Vec::new();
-            // Ascending: each block's link is the one just set below it.
-            for (&(fb, _), &b) in images.iter().zip(&blocks) {
-                let link = hf.index.below(fb);
-                freed.extend(hf.index.set(fb, b));
-                ops.push(Op::Data {
-                    block: b,
-                    file_block: fb,
-                    link,
-                    seq,
-                });
-            }
-            // A block above one of ours that is not ours links to the
-            // nearest of ours below it (ours link by construction). A
-            // sorted copy answers "ours?" in log time: a whole file's
-            // write-back holds up to the buffer's capacity of blocks.
-            let mut ours = blocks.clone();
-            ours.sort_unstable();
-            for (&(fb, _), &b) in images.iter().zip(&blocks) {
-                let above = hf.index.above(fb);
-                if let Some(above) = above.filter(|a| ours.binary_search(a).is_err()) {
-                    ops.push(Op::Relink {
-                        block: above,
-                        link: b,
-                    });
-                }
-            }
-            ops.extend(free_ops(freed));
-            st.disk.blocks = hf.index.count();
-            let snap = snapshot(hf, st, seq);
-            let queued = self.queue(fs, st, &ops, snap, sync || self.sync);
-            hf.keep_scratch(blocks, ops);
-            queued
-        })
-    }
-
-    /// Before the file's size grows from `st.disk.size` to `to` without a
-    /// hunter write (amber's buffered appends): zeroes the old last
-    /// block's bytes past the size, as a growing write does.
-    pub(super) fn zero_past_size<D: PmDevice>(
-        &self,
-        fs: &Core<D>,
-        st: &mut InodeState,
-        to: u64,
-    ) -> Result<()> {
-        self.with_file(fs, st, |hf, st| zero_past_end(fs, hf, st.disk.size, to))
-    }
-
-    /// A write's DRAM inode changes (times, set-id bits dropped and stored
-    /// at once) for a write amber holds in DRAM.
-    pub(super) fn note_write<D: PmDevice>(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
-        note_write(fs, st)
-    }
-
-    /// Queues the file's current attributes (times a zone write changed
-    /// in DRAM only) with no other update.
-    pub(super) fn queue_attrs<D: PmDevice>(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
-        let snap = self.with_file(fs, st, |hf, st| {
-            let seq = hf.take_seq();
-            Ok(snapshot(hf, st, seq))
-        })?;
-        self.queue(fs, st, &[], snap, false)
-    }
-}
-
 /// Zeros for fallocate's blocks and a punch's edges.
 static ZEROS: [u8; BLOCK_SIZE as usize] = [0; BLOCK_SIZE as usize];
 
 /// fallocate under the hunter policies (design.md §12.7).
-impl Hunter {
+impl<X: PerFile> Hunter<X> {
     /// The holes of `[off, end)` below the file's size (grown to `end`
     /// first unless `keep_size`) get zeroed blocks, each `FALLOC_CHUNK`
     /// of them one change (`write_blocks`), found chunk by chunk so a huge
@@ -625,7 +505,7 @@ impl Hunter {
     }
 }
 
-impl<D: PmDevice> DataPolicy<D> for Hunter {
+impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
     fn name(&self) -> &'static str {
         match (self.sync, self.lfs) {
             (true, _) => "hunter-sync",
@@ -667,7 +547,7 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
             return Ok(0);
         }
         let n = (buf.len() as u64).min(size - off) as usize;
-        let hf = file_of(st);
+        let hf = file_of::<X>(st);
         let dev = &**fs.device();
         let l = fs.layout();
         let mut done = 0;
@@ -861,7 +741,7 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
     }
 
     fn forget(&self, _fs: &Core<D>, st: &mut InodeState) {
-        if let Some(Ok(hf)) = st.policy.take().map(|b| b.downcast::<HunterFile>()) {
+        if let Some(Ok(hf)) = st.policy.take().map(|b| b.downcast::<HunterFile<X>>()) {
             self.shared.sizer.sample(hf.index.count());
             self.shared
                 .stats
@@ -874,11 +754,11 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
     }
 
     fn block_of(&self, st: &InodeState, fb: u64) -> Option<u64> {
-        file_of(st)?.index.get(fb)
+        block_of::<X>(st, fb)
     }
 
     fn describe(&self, _fs: &Core<D>, st: &InodeState) -> Vec<(String, String)> {
-        let Some(hf) = file_of(st) else {
+        let Some(hf) = file_of::<X>(st) else {
             return Vec::new();
         };
         let queued = self.shared.queues.queued(st.ino);
@@ -892,11 +772,11 @@ impl<D: PmDevice> DataPolicy<D> for Hunter {
     }
 
     fn next_data_block(&self, st: &InodeState, fb: u64, limit: u64) -> Option<u64> {
-        file_of(st)?.index.next_data(fb, limit)
+        file_of::<X>(st)?.index.next_data(fb, limit)
     }
 
     fn next_hole_block(&self, st: &InodeState, fb: u64, limit: u64) -> Option<u64> {
-        match file_of(st) {
+        match file_of::<X>(st) {
             Some(hf) => hf.index.next_hole(fb, limit),
             None => (fb < limit).then_some(fb),
         }

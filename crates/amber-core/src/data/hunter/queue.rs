@@ -12,6 +12,7 @@
 
 use super::Stats;
 use crate::alloc::Padded;
+use crate::data::block_runs;
 use crate::error::{FsError, Result};
 use crate::fs::Core;
 use crate::split::LogState;
@@ -418,7 +419,7 @@ impl Queues {
                 u.op = Op::Dropped;
             }
         }
-        for (block, count) in runs(blocks) {
+        for (block, count) in block_runs(blocks) {
             self.freeing.fetch_add(count, Relaxed);
             p.updates.push_back(Update {
                 ino,
@@ -507,16 +508,4 @@ fn entry(generation: u32, a: &Snapshot) -> AttrEntry {
         ctime: a.ctime,
         head: a.head,
     }
-}
-
-/// Consecutive blocks as (first, count) runs.
-pub(in crate::data) fn runs(blocks: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    for b in blocks {
-        match out.last_mut() {
-            Some((s, n)) if *s + *n == b => *n += 1,
-            _ => out.push((b, 1)),
-        }
-    }
-    out
 }

@@ -9,64 +9,8 @@
 use super::Shared;
 use crate::fs::Core;
 use amber_pmem::PmDevice;
-use parking_lot::{Condvar, Mutex};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Weak};
-use std::time::Duration;
-
-/// Stops the workers and waits out a turn in progress (amber's buffer
-/// write-back thread uses it too).
-#[derive(Default)]
-pub(in crate::data) struct Control {
-    stop: AtomicBool,
-    /// A wake-up asked for while the workers were busy: the next sleep
-    /// returns at once.
-    early: AtomicBool,
-    lock: Mutex<()>,
-    wake: Condvar,
-    /// Held by a worker for a whole turn.
-    turn: Mutex<()>,
-}
-
-impl Control {
-    /// Held for a whole turn, so `stop` returns only once none runs.
-    pub fn turn(&self) -> parking_lot::MutexGuard<'_, ()> {
-        self.turn.lock()
-    }
-}
-
-impl Control {
-    pub fn stop(&self) {
-        {
-            let _g = self.lock.lock();
-            self.stop.store(true, Relaxed);
-            self.wake.notify_all();
-        }
-        drop(self.turn.lock());
-    }
-
-    /// Wakes the workers now (a queue is filling).
-    pub fn wake(&self) {
-        let _g = self.lock.lock();
-        self.early.store(true, Relaxed);
-        self.wake.notify_all();
-    }
-
-    /// Sleeps for `interval` (forever with None) or until woken; false
-    /// once stopped.
-    pub fn sleep(&self, interval: Option<Duration>) -> bool {
-        let mut g = self.lock.lock();
-        if !self.stop.load(Relaxed) && !self.early.swap(false, Relaxed) {
-            match interval {
-                Some(d) => {
-                    self.wake.wait_for(&mut g, d);
-                }
-                None => self.wake.wait(&mut g),
-            }
-        }
-        !self.stop.load(Relaxed)
-    }
-}
 
 /// Starts `workers` threads; worker `w` owns the queues `q` with
 /// `q mod workers == w`.

@@ -7,7 +7,7 @@
 //! writes happen off the critical path, when nothing else is running.
 
 use super::ZoneOptions;
-use super::{slices, Stats};
+use super::{slices, BlockLookup, Stats};
 use crate::fs::Core;
 use amber_pmem::PmDevice;
 use parking_lot::{Condvar, Mutex};
@@ -21,6 +21,8 @@ const BATCH: usize = 256;
 /// What the policy and its thread share.
 pub(super) struct Shared {
     pub stats: Stats,
+    /// Where the files' blocks are (`Lawn::new`).
+    pub lookup: BlockLookup,
     opts: ZoneOptions,
     /// Bumped by every write: the thread runs only while it stands still.
     activity: AtomicU64,
@@ -32,9 +34,10 @@ pub(super) struct Shared {
 }
 
 impl Shared {
-    pub fn new(opts: ZoneOptions) -> Shared {
+    pub fn new(opts: ZoneOptions, lookup: BlockLookup) -> Shared {
         Shared {
             stats: Stats::default(),
+            lookup,
             opts,
             activity: AtomicU64::new(0),
             stop: AtomicBool::new(false),
@@ -104,7 +107,7 @@ fn run<D: PmDevice>(sh: &Shared, core: &Weak<Core<D>>) {
                     break;
                 }
                 let n = BATCH.min((want - free) as usize);
-                match slices::write_back_oldest(&*fs, zone, idx, n, None) {
+                match slices::write_back_oldest(&*fs, zone, sh.lookup, idx, n, None) {
                     Ok(0) => break,
                     Ok(k) => {
                         sh.stats.idle_written_back.fetch_add(k as u64, Relaxed);

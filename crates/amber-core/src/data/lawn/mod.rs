@@ -20,7 +20,7 @@
 
 mod background;
 pub(crate) mod options;
-pub(super) mod slices;
+mod slices;
 
 use super::cow::{merge_write, write_cow, CowStage};
 use super::direct::{block_range, note_write, write_first_line, Direct, FSYNC_HEAVY_WRITES};
@@ -41,6 +41,17 @@ use std::sync::{Arc, Weak};
 /// Rounds of growing or writing back before a write that found no free
 /// slot goes by copy-on-write instead.
 const SLOT_ROUNDS: usize = 3;
+
+/// Where a file block lies on PM, as the file's own policy keeps it (the
+/// inode's block map for `lawn`, hunter's index for `amber`): a slice goes
+/// back to, and is patched from, that block. Given at construction, so the
+/// zone never calls back into the mounted policy.
+pub(super) type BlockLookup = fn(&InodeState, u64) -> Option<u64>;
+
+/// The inode's block map: `lawn`'s own files' lookup.
+pub(super) fn mapped_block(st: &InodeState, fb: u64) -> Option<u64> {
+    st.map.get(fb)
+}
 
 /// The LAWN policy.
 pub struct Lawn {
@@ -81,10 +92,16 @@ struct Piece {
 }
 
 impl Lawn {
-    pub fn new(opts: &ZoneOptions) -> Lawn {
+    /// The policy over a zone shaped by `opts`, finding its files' blocks
+    /// with `lookup`.
+    pub(super) fn new(opts: &ZoneOptions, lookup: BlockLookup) -> Lawn {
         Lawn {
-            shared: Arc::new(background::Shared::new(*opts)),
+            shared: Arc::new(background::Shared::new(*opts, lookup)),
         }
+    }
+
+    fn lookup(&self) -> BlockLookup {
+        self.shared.lookup
     }
 
     pub(super) fn zone<D: PmDevice>(fs: &Core<D>) -> &Zone {
@@ -96,8 +113,8 @@ impl Lawn {
     /// blocks past what a descriptor can number go by copy-on-write, as
     /// one run (only head and tail can be partial, so the run is
     /// contiguous).
-    fn classify<D: PmDevice>(
-        fs: &Core<D>,
+    fn classify(
+        &self,
         zone: &Zone,
         st: &InodeState,
         off: u64,
@@ -111,7 +128,7 @@ impl Lawn {
             let s = off.max(bstart);
             let e = end.min(bstart + BLOCK_SIZE);
             let partial = s != bstart || e != bstart + BLOCK_SIZE;
-            let mapped = fs.policy.block_of(st, fb).is_some();
+            let mapped = (self.lookup())(st, fb).is_some();
             if partial && mapped && (e - 1) / size <= u32::MAX as u64 {
                 slices.extend((s / size) as u32..=((e - 1) / size) as u32);
             } else {
@@ -131,12 +148,13 @@ impl Lawn {
     /// the zone (every block it touches partial and mapped), for the
     /// `amber` policy; None when some of it cannot.
     pub(super) fn zone_slices<D: PmDevice>(
+        &self,
         fs: &Core<D>,
         st: &InodeState,
         off: u64,
         end: u64,
     ) -> Option<Vec<u32>> {
-        match Self::classify(fs, Self::zone(fs), st, off, end) {
+        match self.classify(Self::zone(fs), st, off, end) {
             (numbers, None) if !numbers.is_empty() => Some(numbers),
             _ => None,
         }
@@ -174,7 +192,8 @@ impl Lawn {
             }
             let keep = |s: u32| numbers.contains(&s);
             let n = need - got.len();
-            let freed = slices::write_back_oldest(fs, zone, idx, n, Some((st, &keep)))?;
+            let freed =
+                slices::write_back_oldest(fs, zone, self.lookup(), idx, n, Some((st, &keep)))?;
             self.shared.stats.evicted.fetch_add(freed as u64, Relaxed);
         }
         let mut sub = zone.lock(idx);
@@ -252,7 +271,14 @@ impl Lawn {
     ) -> Result<usize> {
         let zone = Self::zone(fs);
         let end = off + data.len() as u64;
-        slices::flush_blocks(fs, zone, st, off / BLOCK_SIZE, (end - 1) / BLOCK_SIZE)?;
+        slices::flush_blocks(
+            fs,
+            zone,
+            self.lookup(),
+            st,
+            off / BLOCK_SIZE,
+            (end - 1) / BLOCK_SIZE,
+        )?;
         self.shared.stats.cow_writes.fetch_add(1, Relaxed);
         write_cow(fs, st, off, data, sync)
     }
@@ -269,7 +295,7 @@ impl Lawn {
     ) -> Result<usize> {
         let zone = Self::zone(fs);
         let end = off + data.len() as u64;
-        let (numbers, run) = Self::classify(fs, zone, st, off, end);
+        let (numbers, run) = self.classify(zone, st, off, end);
         let Some((first, last)) = run.filter(|_| !numbers.is_empty()) else {
             if !numbers.is_empty() {
                 if let Some(n) = self.slices_only(fs, st, &numbers, off, data, sync, false)? {
@@ -280,7 +306,7 @@ impl Lawn {
         };
         // Slices inside the run's blocks are superseded by its new blocks,
         // which are built from the file.
-        slices::flush_blocks(fs, zone, st, first, last)?;
+        slices::flush_blocks(fs, zone, self.lookup(), st, first, last)?;
         let idx = zone.sub_of(st.ino);
         let Some(pieces) = self.prepare(fs, zone, st, &numbers)? else {
             return self.by_cow(fs, st, off, data, sync);
@@ -430,7 +456,7 @@ impl Lawn {
             let start = p.slice as u64 * size;
             let lo = off.max(start);
             let hi = end.min(start + size);
-            let b = fs.policy.block_of(st, start / BLOCK_SIZE);
+            let b = (self.lookup())(st, start / BLOCK_SIZE);
             let file_at = l.block_offset(b.expect("mapped")) + start % BLOCK_SIZE;
             if lo != start || hi != start + size {
                 // Patch with the slice's newest bytes; past the size, zeros.
@@ -464,6 +490,55 @@ impl Lawn {
             dev.write_nt(run_at, &run);
         }
         Zone::set_descs(dev, &marks);
+    }
+}
+
+/// What a policy composed over the zone (`amber`) asks of it: moving a
+/// file's slices back into its blocks before a change that does not go
+/// through the zone, so no slot lies over a block it no longer backs up
+/// (design.md §11, invariant 12). Each is durable on return.
+impl Lawn {
+    /// Writes back every slice of `st` in file blocks `[first, last]`.
+    pub(super) fn flush_blocks<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        st: &InodeState,
+        first: u64,
+        last: u64,
+    ) -> Result<usize> {
+        slices::flush_blocks(fs, Self::zone(fs), self.lookup(), st, first, last)
+    }
+
+    /// Writes back every slice of `st` that ends past byte `from`.
+    pub(super) fn flush_from<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        st: &InodeState,
+        from: u64,
+    ) -> Result<usize> {
+        slices::flush_from(fs, Self::zone(fs), self.lookup(), st, from)
+    }
+
+    /// Before the file's size changes to `size` (`slices::flush_for_size`).
+    pub(super) fn flush_for_size<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        st: &InodeState,
+        size: u64,
+    ) -> Result<usize> {
+        slices::flush_for_size(fs, Self::zone(fs), self.lookup(), st, size)
+    }
+
+    /// Before a fallocate step (`slices::flush_for_fallocate`).
+    pub(super) fn flush_for_fallocate<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        st: &InodeState,
+        off: u64,
+        len: u64,
+        mode: FallocStep,
+    ) -> Result<usize> {
+        slices::flush_for_fallocate(fs, Self::zone(fs), self.lookup(), st, off, len, mode)
     }
 }
 
@@ -562,7 +637,7 @@ impl<D: PmDevice> DataPolicy<D> for Lawn {
             return self.overwrite(fs, st, off, data, sync);
         }
         // The size grows: the slice holding the old end goes back first.
-        slices::flush_from(fs, Self::zone(fs), st, old_size)?;
+        self.flush_from(fs, st, old_size)?;
         if off >= old_size {
             return Direct.write(fs, st, off, data, sync);
         }
@@ -570,7 +645,7 @@ impl<D: PmDevice> DataPolicy<D> for Lawn {
     }
 
     fn truncate(&self, fs: &Core<D>, st: &mut InodeState, size: u64) -> Result<()> {
-        slices::flush_for_size(fs, Self::zone(fs), st, size)?;
+        self.flush_for_size(fs, st, size)?;
         Direct.truncate(fs, st, size)
     }
 
@@ -582,7 +657,7 @@ impl<D: PmDevice> DataPolicy<D> for Lawn {
         len: u64,
         mode: FallocStep,
     ) -> Result<()> {
-        slices::flush_for_fallocate(fs, Self::zone(fs), st, off, len, mode)?;
+        self.flush_for_fallocate(fs, st, off, len, mode)?;
         Direct.fallocate(fs, st, off, len, mode)
     }
 
@@ -633,7 +708,7 @@ impl<D: PmDevice> DataPolicy<D> for Lawn {
             if left == 0 {
                 break;
             }
-            done += slices::write_back_oldest(fs, zone, idx, left, None)? as u64;
+            done += slices::write_back_oldest(fs, zone, self.lookup(), idx, left, None)? as u64;
         }
         Ok(done)
     }

@@ -9,6 +9,7 @@
 //! a fence, then the descriptor is cleared and fenced. A crash in between
 //! leaves the slot valid and its copy equal to the file's.
 
+use super::BlockLookup;
 use crate::data::FallocStep;
 use crate::error::Result;
 use crate::fs::Core;
@@ -23,6 +24,7 @@ use amber_pmem::PmDevice;
 pub(super) fn write_back<D: PmDevice>(
     fs: &Core<D>,
     zone: &Zone,
+    lookup: BlockLookup,
     st: &InodeState,
     slices: &[(u32, u32)],
 ) -> Result<usize> {
@@ -40,10 +42,7 @@ pub(super) fn write_back<D: PmDevice>(
             .map(|&(slice, slot)| {
                 let (desc, data) = zone.place(&sub, slot);
                 let off = slice as u64 * size;
-                let b = fs
-                    .policy
-                    .block_of(st, off / BLOCK_SIZE)
-                    .expect("a valid slice lies in a mapped block");
+                let b = lookup(st, off / BLOCK_SIZE).expect("a valid slice lies in a mapped block");
                 (
                     slot,
                     desc,
@@ -72,9 +71,10 @@ pub(super) fn write_back<D: PmDevice>(
 }
 
 /// Writes back every slice of `st` in file blocks `[first, last]`.
-pub(in crate::data) fn flush_blocks<D: PmDevice>(
+pub(super) fn flush_blocks<D: PmDevice>(
     fs: &Core<D>,
     zone: &Zone,
+    lookup: BlockLookup,
     st: &InodeState,
     first: u64,
     last: u64,
@@ -86,13 +86,14 @@ pub(in crate::data) fn flush_blocks<D: PmDevice>(
     let lo = (first * per).min(u32::MAX as u64) as u32;
     let hi = ((last + 1) * per - 1).min(u32::MAX as u64) as u32;
     let slices = zone.lock(zone.sub_of(st.ino)).range(st.ino, lo, hi);
-    write_back(fs, zone, st, &slices)
+    write_back(fs, zone, lookup, st, &slices)
 }
 
 /// Writes back every slice of `st` that ends past byte `from`.
-pub(in crate::data) fn flush_from<D: PmDevice>(
+pub(super) fn flush_from<D: PmDevice>(
     fs: &Core<D>,
     zone: &Zone,
+    lookup: BlockLookup,
     st: &InodeState,
     from: u64,
 ) -> Result<usize> {
@@ -103,27 +104,29 @@ pub(in crate::data) fn flush_from<D: PmDevice>(
     let slices = zone
         .lock(zone.sub_of(st.ino))
         .range(st.ino, first, u32::MAX);
-    write_back(fs, zone, st, &slices)
+    write_back(fs, zone, lookup, st, &slices)
 }
 
 /// Before the file's size changes to `size`: writes back the slices at or
 /// past the smaller of the two sizes, which would be cut, or hide bytes
 /// the new size exposes.
-pub(in crate::data) fn flush_for_size<D: PmDevice>(
+pub(super) fn flush_for_size<D: PmDevice>(
     fs: &Core<D>,
     zone: &Zone,
+    lookup: BlockLookup,
     st: &InodeState,
     size: u64,
 ) -> Result<usize> {
-    flush_from(fs, zone, st, size.min(st.disk.size))
+    flush_from(fs, zone, lookup, st, size.min(st.disk.size))
 }
 
 /// Before a fallocate: a punch writes back the slices over the blocks it
 /// frees or rewrites (invariant 12: a slice lies only over a block its
 /// file has), and growth the slice holding the old end.
-pub(in crate::data) fn flush_for_fallocate<D: PmDevice>(
+pub(super) fn flush_for_fallocate<D: PmDevice>(
     fs: &Core<D>,
     zone: &Zone,
+    lookup: BlockLookup,
     st: &InodeState,
     off: u64,
     len: u64,
@@ -132,9 +135,9 @@ pub(in crate::data) fn flush_for_fallocate<D: PmDevice>(
     match mode {
         FallocStep::PunchHole if len > 0 => {
             let last = off.saturating_add(len - 1) / BLOCK_SIZE;
-            flush_blocks(fs, zone, st, off / BLOCK_SIZE, last)
+            flush_blocks(fs, zone, lookup, st, off / BLOCK_SIZE, last)
         }
-        FallocStep::Allocate { keep_size: false } => flush_from(fs, zone, st, st.disk.size),
+        FallocStep::Allocate { keep_size: false } => flush_from(fs, zone, lookup, st, st.disk.size),
         _ => Ok(0),
     }
 }
@@ -147,6 +150,7 @@ pub(in crate::data) fn flush_for_fallocate<D: PmDevice>(
 pub(super) fn write_back_oldest<D: PmDevice>(
     fs: &Core<D>,
     zone: &Zone,
+    lookup: BlockLookup,
     idx: usize,
     n: usize,
     held: Option<(&InodeState, &dyn Fn(u32) -> bool)>,
@@ -165,19 +169,19 @@ pub(super) fn write_back_oldest<D: PmDevice>(
         match held {
             Some((st, keep)) if st.ino == ino => {
                 let ok: Vec<(u32, u32)> = mine.into_iter().filter(|(s, _)| !keep(*s)).collect();
-                done += write_back(fs, zone, st, &ok)?;
+                done += write_back(fs, zone, lookup, st, &ok)?;
             }
             Some(_) => {
                 let r = fs.inode(ino)?;
                 let locked = r.try_write();
                 if let Some(st) = locked {
-                    done += write_back(fs, zone, &st, &mine)?;
+                    done += write_back(fs, zone, lookup, &st, &mine)?;
                 }
             }
             None => {
                 let r = fs.inode(ino)?;
                 let st = r.write();
-                done += write_back(fs, zone, &st, &mine)?;
+                done += write_back(fs, zone, lookup, &st, &mine)?;
             }
         }
     }

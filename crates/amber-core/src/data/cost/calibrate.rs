@@ -7,7 +7,7 @@
 //! same blocks in the same pass.
 
 use super::bbm::Costs;
-use super::buffer::LINE;
+use super::LINE;
 use crate::error::Result;
 use crate::fs::Core;
 use crate::time::ClockSource;

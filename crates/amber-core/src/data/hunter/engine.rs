@@ -1,0 +1,180 @@
+//! Hunter as an engine for a policy composed over it (`amber`): the calls
+//! such a policy makes besides `DataPolicy`'s, and the contract they keep.
+//!
+//! - Every call is made with the file's inode write-locked, as the core
+//!   calls a policy; the per-file state `X` lives with hunter's DRAM state
+//!   for the file (in the inode), so reaching it takes no other lock.
+//! - `X` is made empty (`Default`) when hunter loads the file and dropped
+//!   at `forget`; the engine never looks inside it.
+//! - `write_blocks` is one change: after a crash every image it was given
+//!   is the file's, or none is (design.md §12.4).
+//! - `settle` returns with the file's blocks durable where its index says,
+//!   so another structure (the zone) may back one of them up.
+//! - `zero_past_size` and `note_write` are the parts of a hunter write a
+//!   policy needs when it changes the file's size or times without one
+//!   (amber's buffered writes); `queue_attrs` queues the file's DRAM
+//!   attributes as an entry of their own (times changed by a zone write).
+//! - `block_of` is the file's block lookup, for the zone's slices.
+
+use super::{
+    file_of, free_ops, note_write, snapshot, zero_past_end, Hunter, HunterFile, Op, PerFile,
+};
+use crate::error::Result;
+use crate::fs::Core;
+use crate::inode::InodeState;
+use amber_format::BLOCK_SIZE;
+use amber_pmem::PmDevice;
+
+/// Where file block `fb` lies on PM in hunter's index (None if the file's
+/// state is not loaded: such a file holds no slices either).
+pub(in crate::data) fn block_of<X: PerFile>(st: &InodeState, fb: u64) -> Option<u64> {
+    file_of::<X>(st)?.index.get(fb)
+}
+
+impl<X: PerFile> Hunter<X> {
+    /// The composed policy's state of the file, if hunter's is loaded.
+    pub(in crate::data) fn extra(st: &InodeState) -> Option<&X> {
+        Some(&file_of::<X>(st)?.extra)
+    }
+
+    /// The composed policy's state of the file to change, if hunter's is
+    /// loaded.
+    pub(in crate::data) fn extra_mut(st: &mut InodeState) -> Option<&mut X> {
+        let hf = st.policy.as_mut()?.downcast_mut::<HunterFile<X>>()?;
+        Some(&mut hf.extra)
+    }
+
+    /// The composed policy's state of the file, loading hunter's state of
+    /// it first if it is not loaded yet.
+    pub(in crate::data) fn extra_loaded<'a, D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        st: &'a mut InodeState,
+    ) -> Result<&'a mut X> {
+        if file_of::<X>(st).is_none() {
+            self.with_file(fs, st, |_, _| Ok(()))?;
+        }
+        Ok(Self::extra_mut(st).expect("with_file leaves the file's hunter state loaded"))
+    }
+
+    /// Persists the file's queued updates, so its blocks are where its
+    /// index says on the media too: a zone slice may then back one up.
+    /// Returns whether anything was queued.
+    pub(in crate::data) fn settle<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        st: &InodeState,
+    ) -> Result<bool> {
+        let sh = &self.shared;
+        sh.queues.settle(fs, &sh.stats, st.ino)
+    }
+
+    /// Writes whole-block images of file blocks `images` (ascending, no
+    /// file block twice) out of place as ONE change: every block copied
+    /// and fenced, then one seq for all their records, the relinks of the
+    /// blocks above them and one snapshot with the file's current (DRAM)
+    /// size and times. A record becomes valid only with an entry of its
+    /// seq or later (design.md §12.4), so after a crash either every
+    /// image is the file's or none is: amber's DRAM buffer writes a
+    /// file back with it. The caller zeroed the old last block's bytes
+    /// past the size before the size grew (`zero_past_size`).
+    pub(in crate::data) fn write_blocks<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        st: &mut InodeState,
+        images: &[(u64, &[u8])],
+        sync: bool,
+    ) -> Result<()> {
+        if images.is_empty() {
+            return Ok(());
+        }
+        assert!(
+            images.windows(2).all(|w| w[0].0 < w[1].0),
+            "write-back images ascending, each file block once"
+        );
+        self.with_file(fs, st, |hf, st| {
+            let (first, last) = (images[0].0, images[images.len() - 1].0);
+            hf.index.make_room(first, last, images.len() as u64)?;
+            let mut blocks = std::mem::take(&mut hf.blocks);
+            let mut ops = std::mem::take(&mut hf.ops);
+            self.take_blocks(fs, images.len(), &mut blocks)?;
+            let dev = &**fs.device();
+            for (&(_, image), &b) in images.iter().zip(&blocks) {
+                assert_eq!(image.len() as u64, BLOCK_SIZE, "a whole-block image");
+                dev.write_nt(fs.layout().block_offset(b), image);
+            }
+            // The data is durable before any record can name it.
+            fs.drain()?;
+            let seq = hf.take_seq();
+            let mut freed = Vec::new();
+            // Ascending: each block's link is the one just set below it.
+            for (&(fb, _), &b) in images.iter().zip(&blocks) {
+                let link = hf.index.below(fb);
+                freed.extend(hf.index.set(fb, b));
+                ops.push(Op::Data {
+                    block: b,
+                    file_block: fb,
+                    link,
+                    seq,
+                });
+            }
+            // A block above one of ours that is not ours links to the
+            // nearest of ours below it (ours link by construction). A
+            // sorted copy answers "ours?" in log time: a whole file's
+            // write-back holds up to the buffer's capacity of blocks.
+            let mut ours = blocks.clone();
+            ours.sort_unstable();
+            for (&(fb, _), &b) in images.iter().zip(&blocks) {
+                let above = hf.index.above(fb);
+                if let Some(above) = above.filter(|a| ours.binary_search(a).is_err()) {
+                    ops.push(Op::Relink {
+                        block: above,
+                        link: b,
+                    });
+                }
+            }
+            ops.extend(free_ops(freed));
+            st.disk.blocks = hf.index.count();
+            let snap = snapshot(hf, st, seq);
+            let queued = self.queue(fs, st, &ops, snap, sync || self.sync);
+            hf.keep_scratch(blocks, ops);
+            queued
+        })
+    }
+
+    /// Before the file's size grows from `st.disk.size` to `to` without a
+    /// hunter write (amber's buffered appends): zeroes the old last
+    /// block's bytes past the size, as a growing write does.
+    pub(in crate::data) fn zero_past_size<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        st: &mut InodeState,
+        to: u64,
+    ) -> Result<()> {
+        self.with_file(fs, st, |hf, st| zero_past_end(fs, hf, st.disk.size, to))
+    }
+
+    /// A write's DRAM inode changes (times, set-id bits dropped and stored
+    /// at once) for a write amber holds in DRAM.
+    pub(in crate::data) fn note_write<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        st: &mut InodeState,
+    ) -> Result<()> {
+        note_write(fs, st)
+    }
+
+    /// Queues the file's current attributes (times a zone write changed
+    /// in DRAM only) with no other update.
+    pub(in crate::data) fn queue_attrs<D: PmDevice>(
+        &self,
+        fs: &Core<D>,
+        st: &mut InodeState,
+    ) -> Result<()> {
+        let snap = self.with_file(fs, st, |hf, st| {
+            let seq = hf.take_seq();
+            Ok(snapshot(hf, st, seq))
+        })?;
+        self.queue(fs, st, &[], snap, false)
+    }
+}
