@@ -10,6 +10,7 @@
 //! [`units`] (the one grammar of sizes and durations). Every other module
 //! is internal, so it can change without touching another crate.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod alloc;
 mod api;

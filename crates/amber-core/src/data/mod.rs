@@ -225,7 +225,10 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
 pub enum FallocMode {
     /// Allocate zeroed blocks; grow the size unless `keep_size` (mode 0,
     /// FALLOC_FL_KEEP_SIZE).
-    Allocate { keep_size: bool },
+    Allocate {
+        /// Leave the size as it is (FALLOC_FL_KEEP_SIZE).
+        keep_size: bool,
+    },
     /// Free the blocks of the range; it reads as zeros (size unchanged;
     /// FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE).
     PunchHole,
@@ -234,7 +237,10 @@ pub enum FallocMode {
     /// allocation of the range: each policy's own two steps, each durable
     /// on return, so a crash between them leaves the range zero or old
     /// byte by byte and the size old.
-    ZeroRange { keep_size: bool },
+    ZeroRange {
+        /// Leave the size as it is (FALLOC_FL_KEEP_SIZE).
+        keep_size: bool,
+    },
 }
 
 impl FallocMode {
@@ -256,7 +262,10 @@ impl FallocMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FallocStep {
     /// Allocate zeroed blocks; grow the size unless `keep_size`.
-    Allocate { keep_size: bool },
+    Allocate {
+        /// Leave the size as it is.
+        keep_size: bool,
+    },
     /// Free the blocks of the range; it reads as zeros (size unchanged).
     PunchHole,
 }
