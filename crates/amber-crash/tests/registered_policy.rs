@@ -6,9 +6,9 @@
 //! declares.
 
 use amber_core::data::registry::{self, Group, Knob, Policy, Registered};
-use amber_core::data::{DataPolicy, Direct};
+use amber_core::data::{Context, DataPolicy, Direct};
 use amber_core::units::parse_size;
-use amber_core::{Core, Fs, FsError, InodeState, MountOptions, Result};
+use amber_core::{Fs, FsError, InodeState, MountOptions, Result};
 use amber_crash::{run, CrashConfig};
 use amber_format::{FormatParams, PoolLayout};
 use amber_pmem::{MapOptions, MmapDevice, PmDevice};
@@ -32,7 +32,7 @@ impl<D: PmDevice> DataPolicy<D> for Tally {
 
     fn write(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         off: u64,
         data: &[u8],

@@ -28,8 +28,8 @@
 
 use super::direct::{note_write, store_first_line, Direct, FSYNC_HEAVY_WRITES};
 use super::DataPolicy;
+use crate::data::Context;
 use crate::error::{FsError, Result};
-use crate::fs::Core;
 use crate::inode::{plan_path_copy, CommitStore, InodeState, PathCopy};
 use crate::journal::Tx;
 use amber_format::blockmap::MAX_FILE_SIZE;
@@ -70,7 +70,7 @@ impl CowStage {
     /// block and node is allocated before anything is written, so on error
     /// (ENOSPC) nothing changed and nothing stays allocated.
     pub fn stage<D: PmDevice>(
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &InodeState,
         first: u64,
         last: u64,
@@ -85,7 +85,7 @@ impl CowStage {
         let l = fs.layout();
         let n = usize::try_from(last - first + 1).map_err(|_| FsError::FileTooLarge)?;
         let data = fs
-            .blocks
+            .blocks()
             .alloc_many(n, st.map.get(first))
             .ok_or(FsError::NoSpace)?;
         let mut nodes = Vec::new();
@@ -96,7 +96,7 @@ impl CowStage {
             first,
             &data,
             &mut || {
-                let b = fs.blocks.alloc(None)?;
+                let b = fs.blocks().alloc(None)?;
                 nodes.push(b);
                 Some(b)
             },
@@ -104,8 +104,8 @@ impl CowStage {
         let copy = match planned {
             Ok(c) => c,
             Err(e) => {
-                fs.blocks.free_all(&nodes);
-                fs.blocks.free_all(&data);
+                fs.blocks().free_all(&nodes);
+                fs.blocks().free_all(&data);
                 return Err(e);
             }
         };
@@ -140,7 +140,7 @@ impl CowStage {
     /// afterwards if [`CowStage::blocks_after`] differs (mount corrects a
     /// count a crash left behind). An error means a persist failed (the
     /// file system is poisoned).
-    pub fn commit<D: PmDevice>(&self, fs: &Core<D>, ino: u64) -> Result<()> {
+    pub fn commit<D: PmDevice>(&self, fs: Context<'_, D>, ino: u64) -> Result<()> {
         fs.drain()?;
         let dev = &**fs.device();
         match self.copy.commit {
@@ -166,7 +166,7 @@ impl CowStage {
     /// [`CowStage::finish`].
     pub fn add_to_tx<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         ino: u64,
         inode: &mut Inode,
         tx: &mut Tx,
@@ -187,7 +187,7 @@ impl CowStage {
     /// After the commit is durable: records the new blocks, block count
     /// and root in the DRAM inode and frees the replaced data blocks and
     /// map nodes (no durable tree reaches them any more).
-    pub fn finish<D: PmDevice>(self, fs: &Core<D>, st: &mut InodeState) {
+    pub fn finish<D: PmDevice>(self, fs: Context<'_, D>, st: &mut InodeState) {
         for &(fb, b) in &self.blocks {
             st.map.set(fb, b);
         }
@@ -196,15 +196,15 @@ impl CowStage {
             st.disk.map_root = root;
             st.disk.map_height = height;
         }
-        fs.blocks.free_all(&self.copy.replaced);
+        fs.blocks().free_all(&self.copy.replaced);
     }
 
     /// Gives back every block `stage` allocated; only before any commit
     /// store was issued (nothing reaches them yet).
-    pub fn abandon<D: PmDevice>(self, fs: &Core<D>) {
-        fs.blocks.free_all(&self.copy.node_blocks());
+    pub fn abandon<D: PmDevice>(self, fs: Context<'_, D>) {
+        fs.blocks().free_all(&self.copy.node_blocks());
         for &(_, b) in &self.blocks {
-            fs.blocks.free(b);
+            fs.blocks().free(b);
         }
     }
 }
@@ -227,7 +227,7 @@ pub(super) fn merge_write(fb: u64, buf: &mut [u8], old_size: u64, off: u64, data
 /// file (`off < size`); finelog falls back to it for writes its journal
 /// cannot hold.
 pub(super) fn write_cow<D: PmDevice>(
-    fs: &Core<D>,
+    fs: Context<'_, D>,
     st: &mut InodeState,
     off: u64,
     data: &[u8],
@@ -275,7 +275,7 @@ impl<D: PmDevice> DataPolicy<D> for Cow {
 
     fn write(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         off: u64,
         data: &[u8],
@@ -342,7 +342,7 @@ mod tests {
         let root = st.disk.map_root;
         assert_eq!(st.disk.map_height, 2);
         let leaf0 = fs.device().load_u64(fs.layout().block_offset(root));
-        let free = fs.blocks.free_count();
+        let free = fs.blocks().free_count();
         let node_off = |node: u64, idx: u64| fs.layout().block_offset(node) + idx * 8;
         let cases: [(u64, u64, CommitStore); 4] = [
             // One block: its leaf entry.
@@ -376,18 +376,22 @@ mod tests {
             ),
         ];
         for (first, last, want) in cases {
-            let stage = CowStage::stage(&fs, &st, first, last, &mut |_, _| {}).unwrap();
+            let stage = CowStage::stage(fs.context(), &st, first, last, &mut |_, _| {}).unwrap();
             let got = match stage.copy.commit {
                 CommitStore::Pointer { offset, .. } => CommitStore::Pointer { offset, value: 0 },
                 CommitStore::Root { height, .. } => CommitStore::Root { root: 0, height },
             };
             assert_eq!(got, want, "run {first}..={last}");
-            stage.abandon(&fs);
-            assert_eq!(fs.blocks.free_count(), free, "run {first}..={last} leaked");
+            stage.abandon(fs.context());
+            assert_eq!(
+                fs.blocks().free_count(),
+                free,
+                "run {first}..={last} leaked"
+            );
         }
         // Growing the tree: the new root is the copy point; the old tree
         // hangs under its entry 0 unchanged.
-        let stage = CowStage::stage(&fs, &st, 262_144, 262_145, &mut |_, _| {}).unwrap();
+        let stage = CowStage::stage(fs.context(), &st, 262_144, 262_145, &mut |_, _| {}).unwrap();
         assert!(matches!(
             stage.copy.commit,
             CommitStore::Root { height: 3, .. }
@@ -403,8 +407,8 @@ mod tests {
             .find(|(b, _)| *b == top)
             .unwrap();
         assert_eq!(entries[0], root, "the old tree is entry 0 of the new root");
-        stage.abandon(&fs);
-        assert_eq!(fs.blocks.free_count(), free);
+        stage.abandon(fs.context());
+        assert_eq!(fs.blocks().free_count(), free);
     }
 
     /// The transaction form: the switch and a size change in one commit.
@@ -415,7 +419,7 @@ mod tests {
         {
             let mut st = r.write();
             let blocks = st.disk.blocks;
-            let stage = CowStage::stage(&fs, &st, 1, 2, &mut |fb, buf| {
+            let stage = CowStage::stage(fs.context(), &st, 1, 2, &mut |fb, buf| {
                 buf.fill(fb as u8 + 10);
             })
             .unwrap();
@@ -424,10 +428,10 @@ mod tests {
             let mut d = st.disk.clone();
             d.size = 1200 * BS;
             let mut tx = Tx::new();
-            stage.add_to_tx(&fs, ino, &mut d, &mut tx).unwrap();
+            stage.add_to_tx(fs.context(), ino, &mut d, &mut tx).unwrap();
             fs.commit(tx).unwrap();
             st.disk = d;
-            stage.finish(&fs, &mut st);
+            stage.finish(fs.context(), &mut st);
         }
         assert_eq!(fs.getattr(ino).unwrap().size, 1200 * BS);
         let mut buf = vec![0u8; 3 * BS as usize];

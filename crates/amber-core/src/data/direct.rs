@@ -20,8 +20,8 @@
 //!   or new.
 
 use super::{DataPolicy, FallocStep, FALLOC_CHUNK};
+use crate::data::Context;
 use crate::error::{FsError, Result};
-use crate::fs::Core;
 use crate::inode::{plan_insert, plan_punch, plan_truncate, InodeState, MapPlan};
 use crate::journal::Tx;
 use amber_format::blockmap::MAX_FILE_SIZE;
@@ -61,7 +61,7 @@ pub(super) fn partial_edges(off: u64, end: u64) -> impl Iterator<Item = (u64, u6
 /// Allocates a block for every unmapped file block of `[off, end)` and
 /// plans linking it; all or nothing (on ENOSPC nothing stays allocated).
 pub(super) fn allocate<D: PmDevice>(
-    fs: &Core<D>,
+    fs: Context<'_, D>,
     st: &InodeState,
     off: u64,
     end: u64,
@@ -82,14 +82,14 @@ pub(super) fn allocate<D: PmDevice>(
             hint = Some(b + 1);
             continue;
         }
-        let Some(b) = fs.blocks.alloc(hint) else {
+        let Some(b) = fs.blocks().alloc(hint) else {
             failed = Some(FsError::NoSpace);
             break;
         };
         new_blocks.push((fb, b));
         hint = Some(b + 1);
         let r = plan_insert(dev, l, &mut plan, fb, b, &mut || {
-            let n = fs.blocks.alloc(None)?;
+            let n = fs.blocks().alloc(None)?;
             nodes.push(n);
             Some(n)
         });
@@ -99,8 +99,8 @@ pub(super) fn allocate<D: PmDevice>(
         }
     }
     if let Some(e) = failed {
-        fs.blocks.free_all(&nodes);
-        new_blocks.iter().for_each(|(_, b)| fs.blocks.free(*b));
+        fs.blocks().free_all(&nodes);
+        new_blocks.iter().for_each(|(_, b)| fs.blocks().free(*b));
         return Err(e);
     }
     Ok((plan, new_blocks))
@@ -111,7 +111,7 @@ pub(super) fn allocate<D: PmDevice>(
 /// the pointer stores and the (root, height) store. The caller fences
 /// before the inode line. Returns the new root, if any.
 pub(super) fn link<D: PmDevice>(
-    fs: &Core<D>,
+    fs: Context<'_, D>,
     st: &InodeState,
     plan: &MapPlan,
     new_blocks: &[(u64, u64)],
@@ -157,7 +157,7 @@ pub(super) fn record_links(
 /// Zeroes the mapped bytes of `[from, to)` so a size increase over them
 /// exposes zeros (they may hold an interrupted write's data or a freed
 /// file's). Non-temporal stores; the caller drains.
-fn zero_exposed<D: PmDevice>(fs: &Core<D>, st: &InodeState, from: u64, to: u64) {
+fn zero_exposed<D: PmDevice>(fs: Context<'_, D>, st: &InodeState, from: u64, to: u64) {
     if from >= to {
         return;
     }
@@ -174,7 +174,7 @@ fn zero_exposed<D: PmDevice>(fs: &Core<D>, st: &InodeState, from: u64, to: u64) 
 /// more write since the last fsync, and the POSIX kill-privileges rule (a
 /// write by anyone drops set-user-id, and set-group-id when group-execute
 /// is set). Returns whether the mode changed (then it must be persisted).
-pub(super) fn note_write<D: PmDevice>(fs: &Core<D>, st: &mut InodeState) -> bool {
+pub(super) fn note_write<D: PmDevice>(fs: Context<'_, D>, st: &mut InodeState) -> bool {
     let now = fs.now();
     let d = &mut st.disk;
     let old_mode = d.mode;
@@ -190,7 +190,7 @@ pub(super) fn note_write<D: PmDevice>(fs: &Core<D>, st: &mut InodeState) -> bool
 
 /// Stores the inode's first line and fences: the commit point of a
 /// size-growing write.
-pub(super) fn store_first_line<D: PmDevice>(fs: &Core<D>, st: &InodeState) -> Result<()> {
+pub(super) fn store_first_line<D: PmDevice>(fs: Context<'_, D>, st: &InodeState) -> Result<()> {
     write_first_line(fs, st);
     fs.drain()
 }
@@ -200,14 +200,14 @@ pub(super) fn store_first_line<D: PmDevice>(fs: &Core<D>, st: &InodeState) -> Re
 /// line that clwb evicted last time, and no flush. Every field in it is
 /// changed only under the inode lock, in DRAM and on PM alike, so the DRAM
 /// copy is the line's true value. The caller fences.
-pub(super) fn write_first_line<D: PmDevice>(fs: &Core<D>, st: &InodeState) {
+pub(super) fn write_first_line<D: PmDevice>(fs: Context<'_, D>, st: &InodeState) {
     let base = fs.layout().inode_offset(st.ino);
     let full = st.disk.encode();
     fs.device().write_nt(base, &full[..64]);
 }
 
 /// Persists times an overwrite left in DRAM.
-fn persist_times<D: PmDevice>(fs: &Core<D>, st: &mut InodeState) -> Result<()> {
+fn persist_times<D: PmDevice>(fs: Context<'_, D>, st: &mut InodeState) -> Result<()> {
     if st.times_dirty {
         // Lines 0 and 1: mtime/ctime live in the first, atime (moved by
         // reads) in the second; both are the DRAM inode's values, as every
@@ -225,7 +225,7 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         "direct"
     }
 
-    fn read(&self, fs: &Core<D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
+    fn read(&self, fs: Context<'_, D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
         let size = st.disk.size;
         if off >= size || buf.is_empty() {
             return Ok(0);
@@ -248,7 +248,7 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
 
     fn write(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         off: u64,
         data: &[u8],
@@ -319,7 +319,7 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         Ok(data.len())
     }
 
-    fn truncate(&self, fs: &Core<D>, st: &mut InodeState, size: u64) -> Result<()> {
+    fn truncate(&self, fs: Context<'_, D>, st: &mut InodeState, size: u64) -> Result<()> {
         if size > MAX_FILE_SIZE {
             return Err(FsError::FileTooLarge);
         }
@@ -359,7 +359,7 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         }
         tx.inode(l, st.ino, &d);
         fs.commit(tx)?;
-        fs.blocks.free_all(&plan.freed);
+        fs.blocks().free_all(&plan.freed);
         st.map.truncate(keep);
         st.disk = d;
         st.times_dirty = false;
@@ -368,7 +368,7 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
 
     fn fallocate(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         off: u64,
         len: u64,
@@ -387,7 +387,7 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
         true
     }
 
-    fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
+    fn fsync(&self, fs: Context<'_, D>, st: &mut InodeState) -> Result<()> {
         // Data was durable on return; only times may be left in DRAM.
         // Otherwise a fence keeps the promise even for stores other
         // handles issued.
@@ -409,7 +409,7 @@ impl<D: PmDevice> DataPolicy<D> for Direct {
 /// that runs out midway (other writers took the space) keeps the pieces
 /// already linked, past the size as with `keep_size`.
 pub(super) fn allocate_zeroed<D: PmDevice>(
-    fs: &Core<D>,
+    fs: Context<'_, D>,
     st: &mut InodeState,
     off: u64,
     end: u64,
@@ -417,7 +417,7 @@ pub(super) fn allocate_zeroed<D: PmDevice>(
 ) -> Result<()> {
     let (first, stop) = (off / BLOCK_SIZE, end.div_ceil(BLOCK_SIZE));
     let mapped = st.map.mapped_in(first, stop).count() as u64;
-    if stop - first - mapped > fs.blocks.free_count() {
+    if stop - first - mapped > fs.blocks().free_count() {
         return Err(FsError::NoSpace);
     }
     let old_size = st.disk.size;
@@ -447,7 +447,7 @@ pub(super) fn allocate_zeroed<D: PmDevice>(
 /// One piece of `allocate_zeroed`: its holes get zeroed blocks, linked
 /// after a fence and committed with the inode's block count.
 fn allocate_piece<D: PmDevice>(
-    fs: &Core<D>,
+    fs: Context<'_, D>,
     st: &mut InodeState,
     off: u64,
     end: u64,
@@ -474,7 +474,7 @@ fn allocate_piece<D: PmDevice>(
 /// blocks are unmapped leaf by leaf, each step one transaction (a crash
 /// between steps leaves part of the range punched, which reads as zeros
 /// like the rest: the contents are the same either way).
-fn punch<D: PmDevice>(fs: &Core<D>, st: &mut InodeState, off: u64, end: u64) -> Result<()> {
+fn punch<D: PmDevice>(fs: Context<'_, D>, st: &mut InodeState, off: u64, end: u64) -> Result<()> {
     let size = st.disk.size;
     let end = end.min(size);
     if off >= end {
@@ -517,7 +517,7 @@ fn punch<D: PmDevice>(fs: &Core<D>, st: &mut InodeState, off: u64, end: u64) -> 
         fs.commit(tx)?;
         for &(fb, b) in &step.freed {
             st.map.remove(fb);
-            fs.blocks.free(b);
+            fs.blocks().free(b);
         }
         st.disk = d;
     }

@@ -28,8 +28,8 @@
 use super::cow::write_cow;
 use super::direct::{allocate_zeroed, block_range, note_write, Direct, FSYNC_HEAVY_WRITES};
 use super::DataPolicy;
+use crate::data::Context;
 use crate::error::Result;
-use crate::fs::Core;
 use crate::inode::InodeState;
 use crate::journal::Tx;
 use amber_format::journal::{entry_footprint, HEADER_SIZE, MAX_ENTRIES};
@@ -72,7 +72,7 @@ impl<D: PmDevice> DataPolicy<D> for Finelog {
 
     fn write(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         off: u64,
         data: &[u8],

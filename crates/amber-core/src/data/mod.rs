@@ -5,6 +5,7 @@
 //! own and give it a row in [`registry`] (ARCHITECTURE.md).
 
 mod amber;
+mod context;
 mod control;
 mod cost;
 mod cow;
@@ -14,6 +15,8 @@ mod hinfs;
 mod hunter;
 mod lawn;
 pub mod registry;
+
+pub use context::Context;
 
 use crate::error::Result;
 use crate::fs::Core;
@@ -40,7 +43,7 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
 
     /// Reads into `buf` from `off`; returns bytes read (0 at or past EOF).
     /// By default `direct`'s: straight from the file's blocks on PM.
-    fn read(&self, fs: &Core<D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
+    fn read(&self, fs: Context<'_, D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
         Direct.read(fs, st, off, buf)
     }
 
@@ -49,7 +52,7 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
     /// guarantees `data` is not empty and ends within `MAX_FILE_SIZE`.
     fn write(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         off: u64,
         data: &[u8],
@@ -59,7 +62,7 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
     /// Sets the file's size, freeing blocks past it or exposing zeros.
     /// By default `direct`'s: a journal transaction down, zeroing and one
     /// size store up, so atomic already.
-    fn truncate(&self, fs: &Core<D>, st: &mut InodeState, size: u64) -> Result<()> {
+    fn truncate(&self, fs: Context<'_, D>, st: &mut InodeState, size: u64) -> Result<()> {
         Direct.truncate(fs, st, size)
     }
 
@@ -69,7 +72,7 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
     /// By default `direct`'s.
     fn fallocate(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         off: u64,
         len: u64,
@@ -111,7 +114,7 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
     /// Called when a regular file is loaded from PM, before anyone uses
     /// it: a policy whose files are described by more than the inode
     /// (the split layout's attribute logs) completes the DRAM inode here.
-    fn load(&self, _fs: &Core<D>, _st: &mut InodeState) -> Result<()> {
+    fn load(&self, _fs: Context<'_, D>, _st: &mut InodeState) -> Result<()> {
         Ok(())
     }
 
@@ -125,7 +128,7 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
     /// Makes everything written to this file durable.
     /// By default `direct`'s: data was durable on return; times an
     /// overwrite left in DRAM are stored, or a fence keeps the promise.
-    fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
+    fn fsync(&self, fs: Context<'_, D>, st: &mut InodeState) -> Result<()> {
         Direct.fsync(fs, st)
     }
 
@@ -135,7 +138,7 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
     /// the same transaction, so the change stays atomic.
     fn setattr_tx(
         &self,
-        _fs: &Core<D>,
+        _fs: Context<'_, D>,
         _st: &mut InodeState,
         _new: &amber_format::Inode,
         _tx: &mut crate::journal::Tx,
@@ -146,13 +149,13 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
     /// Called by syncfs (and unmount) after every file's fsync: persists
     /// what the policy holds that no file's fsync covers (the freeing of
     /// deleted files' blocks, say).
-    fn sync_all(&self, _fs: &Core<D>) -> Result<()> {
+    fn sync_all(&self, _fs: Context<'_, D>) -> Result<()> {
         Ok(())
     }
 
     /// Called once at the end of mount, before the file system is used
     /// (a policy may calibrate against the device here).
-    fn mounted(&self, _fs: &Core<D>) -> Result<()> {
+    fn mounted(&self, _fs: Context<'_, D>) -> Result<()> {
         Ok(())
     }
 
@@ -164,11 +167,11 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
 
     /// Called by unmount before it fsyncs every file: background work
     /// stops here, so nothing is written after the pool is marked clean.
-    fn unmount(&self, _fs: &Core<D>) {}
+    fn unmount(&self, _fs: Context<'_, D>) {}
 
     /// The file is being freed: drop whatever the policy holds for it,
     /// without writing it back (its blocks are freed with it).
-    fn forget(&self, _fs: &Core<D>, _st: &mut InodeState) {}
+    fn forget(&self, _fs: Context<'_, D>, _st: &mut InodeState) {}
 
     /// The PM block holding file block `fb` on the media (not a DRAM
     /// buffer): where the small-write zone writes a slice back. By default
@@ -193,7 +196,7 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
     /// recently written first, as the policy's background threads do,
     /// returning how many; for the crash tests and tools. Nothing to do
     /// without a buffer.
-    fn write_back(&self, _fs: &Core<D>, _max_blocks: u64) -> Result<u64> {
+    fn write_back(&self, _fs: Context<'_, D>, _max_blocks: u64) -> Result<u64> {
         Ok(0)
     }
 
@@ -210,7 +213,7 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
     /// The file's own state under the policy, for `user.amberfs.policy`:
     /// where its blocks' newest copies are and what waits in DRAM, so a
     /// user can see what the policy did with it. Nothing by default.
-    fn describe(&self, _fs: &Core<D>, _st: &InodeState) -> Vec<(String, String)> {
+    fn describe(&self, _fs: Context<'_, D>, _st: &InodeState) -> Vec<(String, String)> {
         Vec::new()
     }
 

@@ -44,7 +44,7 @@ impl<D: PmDevice> Core<D> {
                     ))
                 }
             }
-            let res = self.policy.truncate(self, &mut st, size);
+            let res = self.policy.truncate(self.context(), &mut st, size);
             self.guard(res)?;
         }
         let mut d = st.disk.clone();
@@ -82,7 +82,7 @@ impl<D: PmDevice> Core<D> {
             d.ctime = now;
             let mut tx = Tx::new();
             tx.inode(&self.layout, ino, &d);
-            let res = self.policy.setattr_tx(self, &mut st, &d, &mut tx);
+            let res = self.policy.setattr_tx(self.context(), &mut st, &d, &mut tx);
             self.guard(res)?;
             self.commit(tx)?;
             st.disk = d;

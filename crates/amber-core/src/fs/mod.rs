@@ -20,7 +20,7 @@ pub use salvage::salvage;
 pub use xattr::XattrSet;
 
 use crate::alloc::{BlockAllocator, Homes, InodeAllocator};
-use crate::data::{DataPolicy, FallocMode};
+use crate::data::{Context, DataPolicy, FallocMode};
 use crate::durability::{Atomicity, Durability};
 use crate::error::{FsError, Result};
 use crate::inode::{InodeCache, InodeRef, InodeState};
@@ -38,28 +38,28 @@ use std::sync::{Arc, OnceLock};
 
 /// A mounted pool.
 pub struct Core<D: PmDevice> {
-    pub(crate) dev: Arc<D>,
-    pub(crate) layout: Layout,
-    pub(crate) sb: Mutex<Superblock>,
-    pub(crate) journals: Journals,
-    pub(crate) blocks: BlockAllocator,
-    pub(crate) inos: InodeAllocator,
+    dev: Arc<D>,
+    layout: Layout,
+    sb: Mutex<Superblock>,
+    journals: Journals,
+    blocks: BlockAllocator,
+    inos: InodeAllocator,
     /// Each thread's home among the per-CPU structures, numbered per mount.
-    pub(crate) homes: Homes,
-    pub(crate) cache: InodeCache,
+    homes: Homes,
+    cache: InodeCache,
     /// Serializes renames so the directory-cycle check sees a stable tree
     /// (Linux's s_vfs_rename_mutex).
-    pub(crate) rename_lock: Mutex<()>,
+    rename_lock: Mutex<()>,
     /// The first persist failure; set once, read by every write (one
     /// atomic load).
     poisoned: OnceLock<PersistError>,
-    pub(crate) policy: Box<dyn DataPolicy<D>>,
-    pub(crate) opts: MountOptions,
-    pub(crate) clock: Clock,
+    policy: Box<dyn DataPolicy<D>>,
+    opts: MountOptions,
+    clock: Clock,
     /// LAWN's small-write zone, when the policy uses one.
-    pub(crate) zone: Option<Zone>,
+    zone: Option<Zone>,
     /// HUNTER's split layout, when the pool has one.
-    pub(crate) split: Option<SplitMedia>,
+    split: Option<SplitMedia>,
 }
 
 impl<D: PmDevice> Core<D> {
@@ -87,6 +87,43 @@ impl<D: PmDevice> Core<D> {
     /// The small-write zone, when the mounted policy uses one.
     pub fn zone(&self) -> Option<&Zone> {
         self.zone.as_ref()
+    }
+
+    /// What the mounted policy is handed with every call: its narrow view
+    /// of this core (`data::Context`).
+    pub fn context(&self) -> Context<'_, D> {
+        Context::new(self)
+    }
+
+    /// The mounted data policy.
+    pub(crate) fn policy(&self) -> &dyn DataPolicy<D> {
+        &*self.policy
+    }
+
+    /// The superblock as mounted, for the zone's feature bit and chunk
+    /// table (`zone/lifecycle.rs`).
+    pub(crate) fn superblock(&self) -> &Mutex<Superblock> {
+        &self.sb
+    }
+
+    /// The block allocator.
+    pub(crate) fn blocks(&self) -> &BlockAllocator {
+        &self.blocks
+    }
+
+    /// Each thread's home among the per-CPU structures.
+    pub(crate) fn homes(&self) -> &Homes {
+        &self.homes
+    }
+
+    /// The mount's clock.
+    pub(crate) fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// HUNTER's split layout, when the pool has one.
+    pub(crate) fn split(&self) -> Option<&SplitMedia> {
+        self.split.as_ref()
     }
 
     /// Starts the policy's background work on a shared core (see
@@ -151,7 +188,7 @@ impl<D: PmDevice> Core<D> {
         self.cache.get(ino, || {
             let mut st = InodeState::load(&*self.dev, &self.layout, ino)?;
             if st.kind() == FileKind::Regular {
-                self.policy.load(self, &mut st)?;
+                self.policy.load(self.context(), &mut st)?;
             }
             Ok(st)
         })
@@ -187,7 +224,7 @@ impl<D: PmDevice> Core<D> {
         let n = {
             let st = r.read();
             regular(&st)?;
-            let n = self.policy.read(self, &st, off, buf)?;
+            let n = self.policy.read(self.context(), &st, off, buf)?;
             // A read-only mount moves no atime (MS_RDONLY does not either).
             if self.opts.read_only || !stale_atime(&st.disk, self.now()) {
                 return Ok(n);
@@ -245,7 +282,7 @@ impl<D: PmDevice> Core<D> {
         if end.is_none_or(|e| e > amber_format::blockmap::MAX_FILE_SIZE) {
             return Err(FsError::FileTooLarge);
         }
-        let n = self.policy.write(self, &mut st, at, data, sync);
+        let n = self.policy.write(self.context(), &mut st, at, data, sync);
         Ok((self.guard(n)?, at))
     }
 
@@ -271,7 +308,9 @@ impl<D: PmDevice> Core<D> {
             ));
         }
         for step in mode.steps() {
-            let res = self.policy.fallocate(self, &mut st, off, len, step);
+            let res = self
+                .policy
+                .fallocate(self.context(), &mut st, off, len, step);
             self.guard(res)?;
         }
         Ok(())
@@ -341,7 +380,7 @@ impl<D: PmDevice> Core<D> {
         {
             return Ok(());
         }
-        let res = self.policy.fsync(self, &mut st);
+        let res = self.policy.fsync(self.context(), &mut st);
         self.guard(res)
     }
 
@@ -350,7 +389,7 @@ impl<D: PmDevice> Core<D> {
     /// `DataPolicy::write_back`); returns how many.
     pub fn write_back(&self, max_blocks: u64) -> Result<u64> {
         self.check_writable()?;
-        let res = self.policy.write_back(self, max_blocks);
+        let res = self.policy.write_back(self.context(), max_blocks);
         self.guard(res)
     }
 

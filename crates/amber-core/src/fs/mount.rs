@@ -596,7 +596,7 @@ impl<D: PmDevice> Core<D> {
         self.zone = zone;
         report.zone_descriptors_cleared = cleared;
         if !self.opts.read_only {
-            let res = self.policy.mounted(self);
+            let res = self.policy.mounted(self.context());
             self.guard(res)?;
         }
         Ok(())
@@ -624,11 +624,11 @@ impl<D: PmDevice> Core<D> {
         for r in self.cache.all() {
             let mut st = r.write();
             if st.disk.in_use() {
-                let res = self.policy.fsync(self, &mut st);
+                let res = self.policy.fsync(self.context(), &mut st);
                 self.guard(res)?;
             }
         }
-        let res = self.policy.sync_all(self);
+        let res = self.policy.sync_all(self.context());
         self.guard(res)
     }
 
@@ -642,7 +642,7 @@ impl<D: PmDevice> Core<D> {
             return Ok(());
         }
         self.check_writable()?;
-        self.policy.unmount(self);
+        self.policy.unmount(self.context());
         for r in self.cache.all() {
             let mut st = r.write();
             if st.disk.in_use() && st.disk.nlink == 0 && st.open_count == 0 {

@@ -482,7 +482,7 @@ impl<D: PmDevice> Core<D> {
     pub(crate) fn finish_free(&self, st: &mut InodeState, blocks: Vec<u64>) {
         // Data the policy buffered for a file that no longer exists is
         // dropped, never written back.
-        self.policy.forget(self, st);
+        self.policy.forget(self.context(), st);
         let (generation, zone_seq) = (st.disk.generation, st.disk.zone_seq);
         st.disk = Inode::free();
         st.disk.generation = generation;

@@ -77,7 +77,7 @@ impl<D: PmDevice> Core<D> {
     /// `key=value` per line.
     fn policy_report(&self, st: &InodeState) -> String {
         let mut out = format!("policy={}\n", self.policy.name());
-        for (k, v) in self.policy.describe(self, st) {
+        for (k, v) in self.policy.describe(self.context(), st) {
             out += &format!("{k}={v}\n");
         }
         for (k, v) in self.policy.stats() {

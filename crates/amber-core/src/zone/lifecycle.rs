@@ -12,6 +12,7 @@
 
 use super::media::{header_offsets, read_header, HeaderCopy, Place, ZoneMedia};
 use super::{judge, Verdict, Zone};
+use crate::data::Context;
 use crate::data::ZoneOptions;
 use crate::error::{FsError, Result};
 use crate::fs::{write_superblock, Core};
@@ -55,7 +56,7 @@ pub fn attach<D: PmDevice>(
     media: Option<ZoneMedia>,
     want: Option<&ZoneOptions>,
 ) -> Result<(Option<Zone>, u64)> {
-    if fs.opts.read_only {
+    if fs.options().read_only {
         return attach_read_only(fs, media, want.is_some());
     }
     let mut cleared = 0;
@@ -136,7 +137,7 @@ fn judge_all<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia, lenient: bool) -> Res
         stale: Vec::new(),
         skipped: Vec::new(),
     };
-    media.scan(&*fs.dev, |p, d| {
+    media.scan(&**fs.device(), |p, d| {
         let (sub, slot) = (p.sub, p.slot);
         let judged = d
             .map_err(|e| {
@@ -181,7 +182,7 @@ fn judge_one<D: PmDevice>(
     p: Place,
     d: &Descriptor,
 ) -> Result<bool> {
-    let (dev, l) = (&*fs.dev, &fs.layout);
+    let (dev, l) = (&**fs.device(), fs.layout());
     let ino = d.ino as u64;
     let free = Inode::free();
     // A file in use is judged as its policy loaded it (a split-layout
@@ -200,7 +201,7 @@ fn judge_one<D: PmDevice>(
     };
     let verdict = judge(d, l, inode, &media.geo, p.sub, |fb| {
         fs.inode(ino)
-            .map(|r| fs.policy.block_of(&r.read(), fb).is_some())
+            .map(|r| fs.policy().block_of(&r.read(), fb).is_some())
             .unwrap_or(false)
     });
     match verdict {
@@ -218,7 +219,7 @@ fn recover<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia) -> Result<(Vec<Found>, 
     // uncommitted one would become valid when its file's commit number
     // reaches its sequence number.
     for &at in &j.stale {
-        Zone::clear_desc(&*fs.dev, at);
+        Zone::clear_desc(&**fs.device(), at);
     }
     fs.drain()?;
     Ok((j.found, j.stale.len() as u64))
@@ -227,12 +228,12 @@ fn recover<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia) -> Result<(Vec<Found>, 
 /// Rewrites a header copy that is not the geometry's own bytes (damaged,
 /// or missing in a zone an older amberfs made), so the zone keeps two.
 fn mend_header<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia) -> Result<()> {
-    let copies = read_header(&*fs.dev, media.header);
+    let copies = read_header(&**fs.device(), media.header);
     let good = media.geo.encode();
     for (copy, off) in copies.iter().zip(header_offsets(media.header)) {
         if *copy != HeaderCopy::Valid(media.geo) {
-            fs.dev.write(off, &good);
-            fs.dev.flush(off, good.len() as u64);
+            fs.device().write(off, &good);
+            fs.device().flush(off, good.len() as u64);
         }
     }
     fs.drain()
@@ -240,7 +241,7 @@ fn mend_header<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia) -> Result<()> {
 
 /// Writes every valid slice into its file, then clears the descriptors.
 fn fold_back<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia, found: &[Found]) -> Result<()> {
-    let dev = &*fs.dev;
+    let dev = &**fs.device();
     let size = media.geo.slot_size as u64;
     let mut buf = vec![0u8; size as usize];
     for f in found {
@@ -248,11 +249,11 @@ fn fold_back<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia, found: &[Found]) -> R
         let off = f.slice as u64 * size;
         let r = fs.inode(f.ino)?;
         let st = r.read();
-        let b = fs.policy.block_of(&st, off / BLOCK_SIZE).ok_or_else(|| {
+        let b = fs.policy().block_of(&st, off / BLOCK_SIZE).ok_or_else(|| {
             FsError::Corrupted(format!("zone slice of inode {} lost its block", f.ino))
         })?;
         dev.read(data, &mut buf);
-        let at = fs.layout.block_offset(b) + off % BLOCK_SIZE;
+        let at = fs.layout().block_offset(b) + off % BLOCK_SIZE;
         dev.write(at, &buf);
         dev.flush(at, size);
     }
@@ -268,25 +269,25 @@ fn fold_back<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia, found: &[Found]) -> R
 /// descriptor must be clear.
 fn remove<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia) -> Result<()> {
     {
-        let mut sb = fs.sb.lock();
+        let mut sb = fs.superblock().lock();
         sb.feature_incompat &= !FEATURE_ZONE;
         sb.regions[REGION_ZONE_START] = 0;
         sb.regions[REGION_ZONE_BLOCKS] = 0;
         sb.generation += 1;
-        let r = write_superblock(&*fs.dev, &sb);
+        let r = write_superblock(&**fs.device(), &sb);
         fs.guard(r)?;
     }
     let blocks: Vec<u64> = media.blocks().collect();
-    fs.blocks.free_all(&blocks);
+    fs.blocks().free_all(&blocks);
     Ok(())
 }
 
 /// The geometry a new zone gets: `initial_pct` of the pool, split evenly,
 /// in chunks of a quarter of a sub-zone's first size.
 fn plan<D: PmDevice>(fs: &Core<D>, w: &ZoneOptions) -> Result<(ZoneGeometry, u64)> {
-    let total = fs.layout.total_blocks * w.initial_pct as u64 / 100;
+    let total = fs.layout().total_blocks * w.initial_pct as u64 / 100;
     let per_sub = total / w.subzones as u64;
-    let max = fs.blocks.max_extent().min(MAX_CHUNK_BLOCKS as u64);
+    let max = fs.blocks().max_extent().min(MAX_CHUNK_BLOCKS as u64);
     let chunk = (per_sub / INITIAL_CHUNKS).clamp(MIN_CHUNK_BLOCKS as u64, max);
     let chunks = (per_sub / chunk).clamp(1, MAX_CHUNKS as u64 / 2);
     let geo = ZoneGeometry::new(w.slot, w.subzones, chunk as u32)?;
@@ -296,22 +297,22 @@ fn plan<D: PmDevice>(fs: &Core<D>, w: &ZoneOptions) -> Result<(ZoneGeometry, u64
 /// Creates a zone of the asked shape: blocks allocated, header, table and
 /// descriptors written and durable, then the superblock names it.
 fn create<D: PmDevice>(fs: &Core<D>, w: &ZoneOptions) -> Result<Zone> {
-    let dev = &*fs.dev;
+    let dev = &**fs.device();
     let (geo, per_sub) = plan(fs, w)?;
     let mut taken: Vec<(u64, u64)> = Vec::new();
     let give_back = |taken: &[(u64, u64)]| {
         for &(s, n) in taken {
-            fs.blocks.free_all(&(s..s + n).collect::<Vec<_>>());
+            fs.blocks().free_all(&(s..s + n).collect::<Vec<_>>());
         }
     };
-    let Some(header) = fs.blocks.alloc_extent(HEADER_BLOCKS) else {
+    let Some(header) = fs.blocks().alloc_extent(HEADER_BLOCKS) else {
         return Err(NO_ROOM);
     };
     taken.push((header, HEADER_BLOCKS));
     let mut chunks = vec![Vec::new(); geo.subzones as usize];
     for row in chunks.iter_mut() {
         for _ in 0..per_sub {
-            match fs.blocks.alloc_extent(geo.chunk_blocks as u64) {
+            match fs.blocks().alloc_extent(geo.chunk_blocks as u64) {
                 Some(c) => {
                     taken.push((c, geo.chunk_blocks as u64));
                     row.push(c);
@@ -337,7 +338,7 @@ fn create<D: PmDevice>(fs: &Core<D>, w: &ZoneOptions) -> Result<Zone> {
     }
     fs.drain()?;
     {
-        let mut sb = fs.sb.lock();
+        let mut sb = fs.superblock().lock();
         sb.feature_incompat |= FEATURE_ZONE;
         sb.regions[REGION_ZONE_START] = header;
         sb.regions[REGION_ZONE_BLOCKS] = HEADER_BLOCKS;
@@ -363,21 +364,21 @@ impl Zone {
     /// pool's data blocks).
     pub fn grow<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         idx: usize,
         sub: &mut super::SubZone,
     ) -> Result<bool> {
         let n = sub.chunks().len();
         let blocks = self.geo.chunk_blocks as u64;
         if n >= MAX_CHUNKS as usize
-            || fs.blocks.free_count() < blocks + fs.layout.data_blocks() / 20
+            || fs.blocks().free_count() < blocks + fs.layout().data_blocks() / 20
         {
             return Ok(false);
         }
-        let Some(chunk) = fs.blocks.alloc_extent(blocks) else {
+        let Some(chunk) = fs.blocks().alloc_extent(blocks) else {
             return Ok(false);
         };
-        let dev = &*fs.dev;
+        let dev = &**fs.device();
         dev.zero_nt(chunk * BLOCK_SIZE, self.geo.desc_blocks as u64 * BLOCK_SIZE);
         fs.drain()?;
         let at = ZoneGeometry::table_entry(self.header, idx as u32, n as u32);

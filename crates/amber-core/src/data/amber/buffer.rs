@@ -28,6 +28,7 @@ use super::super::{block_runs, BufferOptions, DataPolicy};
 use super::table::Table;
 use super::AmberBuffer;
 use super::{AmberHunter, Engines};
+use crate::data::Context;
 use crate::error::Result;
 use crate::fs::Core;
 use crate::inode::InodeState;
@@ -71,7 +72,7 @@ fn existing_mut(st: &mut InodeState) -> Option<&mut FileBuf> {
 /// The file's buffer state, made (with the file's hunter state) if it
 /// has none yet.
 fn file_mut<'a, D: PmDevice>(
-    fs: &Core<D>,
+    fs: Context<'_, D>,
     eng: &Engines,
     st: &'a mut InodeState,
 ) -> Result<&'a mut FileBuf> {
@@ -117,7 +118,7 @@ pub(super) struct Buffer {
 
 /// Reads from PM only: the zone's slices over hunter's blocks.
 pub(super) fn read_unbuffered<D: PmDevice>(
-    fs: &Core<D>,
+    fs: Context<'_, D>,
     eng: &Engines,
     st: &InodeState,
     off: u64,
@@ -197,7 +198,7 @@ impl Buffer {
     /// is write-locked), so `f` may use the inode too, and puts it back.
     fn with_file<D: PmDevice, R>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         eng: &Engines,
         st: &mut InodeState,
         f: impl FnOnce(&mut FileBuf, &mut InodeState) -> Result<R>,
@@ -231,7 +232,7 @@ impl Buffer {
     /// lock of the buffer's; the block images come from the spare list.
     pub fn write<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         eng: &Engines,
         st: &mut InodeState,
         off: u64,
@@ -249,7 +250,7 @@ impl Buffer {
         let end = off + data.len() as u64;
         let (first, last) = (off / BLOCK_SIZE, (end - 1) / BLOCK_SIZE);
         let lazy = |f: &FileBuf| {
-            let now = fs.clock.monotonic_ns();
+            let now = fs.clock().monotonic_ns();
             (first..=last).all(|fb| !f.model.eager(fb, now, self.lazy_after))
         };
         let missing = |f: Option<&FileBuf>| -> Vec<u64> {
@@ -331,7 +332,7 @@ impl Buffer {
     /// error leaves the entry as it was.
     fn fill<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         eng: &Engines,
         st: &mut InodeState,
         off: u64,
@@ -405,7 +406,7 @@ impl Buffer {
     /// covering a block still in DRAM would show zeros after a crash.
     fn write_back_file<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         eng: &Engines,
         st: &mut InodeState,
         file: &mut FileBuf,
@@ -439,7 +440,7 @@ impl Buffer {
     /// else of the file goes to PM (the invariant above).
     pub fn flush<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         eng: &Engines,
         st: &mut InodeState,
     ) -> Result<()> {
@@ -456,7 +457,7 @@ impl Buffer {
     /// buffer written back.
     pub fn fsync<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         eng: &Engines,
         st: &mut InodeState,
     ) -> Result<()> {
@@ -467,7 +468,7 @@ impl Buffer {
         let holds = {
             let file = file_mut(fs, eng, st)?;
             let blocks = &file.blocks;
-            file.model.sync(fs.clock.monotonic_ns(), costs, |fb| {
+            file.model.sync(fs.clock().monotonic_ns(), costs, |fb| {
                 blocks.get(fb).map_or(0, |b| b.dirty)
             });
             !file.blocks.is_empty()
@@ -482,7 +483,7 @@ impl Buffer {
     /// model's history past the new end forgotten.
     pub fn truncate<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         eng: &Engines,
         st: &mut InodeState,
         size: u64,
@@ -509,7 +510,7 @@ impl Buffer {
     /// block's image, else PM (zone over blocks).
     pub fn read<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         eng: &Engines,
         st: &InodeState,
         off: u64,
@@ -597,7 +598,7 @@ impl Buffer {
     /// `oldest`'s lock is never held while an inode lock is taken.
     pub fn write_back_oldest<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         eng: &Engines,
         max_blocks: u64,
         older_than: Option<Instant>,
@@ -650,7 +651,7 @@ impl Buffer {
     /// blocks (it may have been written back or freed meanwhile).
     fn write_back_locked<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         eng: &Engines,
         st: &mut InodeState,
     ) -> Result<u64> {
@@ -693,7 +694,7 @@ impl Buffer {
                 continue;
             };
             if self
-                .write_back_oldest(&fs, eng, u64::MAX, Some(cutoff), None)
+                .write_back_oldest(fs.context(), eng, u64::MAX, Some(cutoff), None)
                 .is_err()
             {
                 // The core is poisoned; writes are refused from now on.

@@ -33,6 +33,7 @@ mod table;
 use super::cost::{self, calibrate};
 use super::hunter::{self, Hunter};
 use super::{BufferOptions, DataPolicy, FallocStep, HunterOptions, Lawn, ZoneOptions};
+use crate::data::Context;
 use crate::error::Result;
 use crate::fs::Core;
 use crate::inode::InodeState;
@@ -110,7 +111,7 @@ impl Amber {
     /// (a whole or unmapped block, or no free slot).
     fn through_zone<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         off: u64,
         data: &[u8],
@@ -150,7 +151,7 @@ impl Amber {
     /// slices a zone write may have (`cost::zone_max_slices`); L_dram
     /// against `l` whether buffering pays. Nothing is measured under the
     /// simulated clock (`calibrate::measure`).
-    fn calibrate<D: PmDevice>(&self, fs: &Core<D>) -> Result<()> {
+    fn calibrate<D: PmDevice>(&self, fs: Context<'_, D>) -> Result<()> {
         let Some(m) = calibrate::measure(fs)? else {
             return Ok(());
         };
@@ -194,21 +195,21 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         true
     }
 
-    fn load(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
+    fn load(&self, fs: Context<'_, D>, st: &mut InodeState) -> Result<()> {
         DataPolicy::<D>::load(&self.e.hunter, fs, st)
     }
 
-    fn mounted(&self, fs: &Core<D>) -> Result<()> {
+    fn mounted(&self, fs: Context<'_, D>) -> Result<()> {
         self.calibrate(fs)
     }
 
-    fn read(&self, fs: &Core<D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
+    fn read(&self, fs: Context<'_, D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
         self.buffer.read(fs, &self.e, st, off, buf)
     }
 
     fn write(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         off: u64,
         data: &[u8],
@@ -236,7 +237,7 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         self.e.hunter.write(fs, st, off, data, sync)
     }
 
-    fn truncate(&self, fs: &Core<D>, st: &mut InodeState, size: u64) -> Result<()> {
+    fn truncate(&self, fs: Context<'_, D>, st: &mut InodeState, size: u64) -> Result<()> {
         self.buffer.truncate(fs, &self.e, st, size)?;
         self.e.lawn.flush_for_size(fs, st, size)?;
         DataPolicy::<D>::truncate(&self.e.hunter, fs, st, size)
@@ -244,7 +245,7 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
 
     fn fallocate(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         off: u64,
         len: u64,
@@ -263,7 +264,7 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
     /// A directory or symlink has no buffer, zone slices or hunter file
     /// state, and must not be given any: hunter's state would carry a
     /// block count of 0 into the directory's next attribute entry.
-    fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
+    fn fsync(&self, fs: Context<'_, D>, st: &mut InodeState) -> Result<()> {
         if st.kind() != FileKind::Regular {
             return self.e.hunter.fsync(fs, st);
         }
@@ -278,7 +279,7 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
 
     fn setattr_tx(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         new: &amber_format::Inode,
         tx: &mut crate::journal::Tx,
@@ -289,7 +290,7 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         self.e.hunter.setattr_tx(fs, st, new, tx)
     }
 
-    fn sync_all(&self, fs: &Core<D>) -> Result<()> {
+    fn sync_all(&self, fs: Context<'_, D>) -> Result<()> {
         DataPolicy::<D>::sync_all(&self.e.hunter, fs)
     }
 
@@ -303,7 +304,7 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
     /// data logs' unused blocks back): the core's `sync_all` then persists
     /// the queues. A failed write-back has poisoned the core, and the
     /// unmount fails on it.
-    fn unmount(&self, fs: &Core<D>) {
+    fn unmount(&self, fs: Context<'_, D>) {
         self.buffer.stop();
         let _ = self
             .buffer
@@ -312,7 +313,7 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         self.e.hunter.unmount(fs);
     }
 
-    fn forget(&self, fs: &Core<D>, st: &mut InodeState) {
+    fn forget(&self, fs: Context<'_, D>, st: &mut InodeState) {
         self.buffer.forget(st);
         self.e.lawn.forget(fs, st);
         self.e.hunter.forget(fs, st);
@@ -325,7 +326,7 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
     /// The file's blocks in the data log and its metadata (hunter's),
     /// which of its blocks have their newest copy partly in the zone, and
     /// the rule that sent them there.
-    fn describe(&self, fs: &Core<D>, st: &InodeState) -> Vec<(String, String)> {
+    fn describe(&self, fs: Context<'_, D>, st: &InodeState) -> Vec<(String, String)> {
         let mut v = self.e.hunter.describe(fs, st);
         v.push(("buffered_blocks".into(), self.buffer.count(st).to_string()));
         if let Some(zone) = fs.zone() {
@@ -388,7 +389,7 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
     /// Writes back the buffered files with the oldest data (whole files),
     /// then persists queued metadata (the data logs' write-back), then
     /// moves the oldest zone slices back into their files.
-    fn write_back(&self, fs: &Core<D>, max_blocks: u64) -> Result<u64> {
+    fn write_back(&self, fs: Context<'_, D>, max_blocks: u64) -> Result<u64> {
         let done = self
             .buffer
             .write_back_oldest(fs, &self.e, max_blocks, None, None)?;

@@ -8,8 +8,8 @@
 
 use super::bbm::Costs;
 use super::LINE;
+use crate::data::Context;
 use crate::error::Result;
-use crate::fs::Core;
 use crate::time::ClockSource;
 use amber_format::BLOCK_SIZE;
 use amber_pmem::PmDevice;
@@ -52,14 +52,14 @@ pub struct Measured {
 /// clock: a crash run must be a function of its seed, not of how fast this
 /// machine wrote the calibration's lines (the model then keeps its
 /// fallback costs).
-pub fn measure<D: PmDevice>(fs: &Core<D>) -> Result<Option<Measured>> {
+pub fn measure<D: PmDevice>(fs: Context<'_, D>) -> Result<Option<Measured>> {
     if fs.options().clock == ClockSource::Simulated {
         return Ok(None);
     }
     let want = CALIBRATION_BYTES / BLOCK_SIZE;
     let mut blocks = Vec::new();
     while (blocks.len() as u64) < want {
-        match fs.blocks.alloc(None) {
+        match fs.blocks().alloc(None) {
             Some(b) => blocks.push(b),
             None => break,
         }
@@ -107,7 +107,7 @@ pub fn measure<D: PmDevice>(fs: &Core<D>) -> Result<Option<Measured>> {
             break;
         }
     }
-    fs.blocks.free_all(&blocks);
+    fs.blocks().free_all(&blocks);
     res?;
     let per_line = |d: Duration| (d.as_nanos() as f64 / lines).max(0.01);
     Ok(Some(Measured {

@@ -20,6 +20,7 @@ mod writeback;
 use super::cost::{bbm, calibrate, lines_of, LINE, LINES};
 use super::direct::{self, Direct};
 use super::{DataPolicy, FallocStep};
+use crate::data::Context;
 use crate::error::{FsError, Result};
 use crate::fs::Core;
 use crate::inode::InodeState;
@@ -175,7 +176,7 @@ impl Shared {
     /// zeros elsewhere (past the durable size PM may hold anything).
     fn fetch<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &InodeState,
         p: &mut Pool,
         slot: u32,
@@ -207,7 +208,7 @@ impl Shared {
     /// that would need its inode lock while holding ours.
     fn buffer_write<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &InodeState,
         file: &mut FileBuf,
         fb: u64,
@@ -277,7 +278,7 @@ impl Shared {
     /// the direct policy's operations see the whole file on PM.
     fn flush_and_evict<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         file: &mut FileBuf,
     ) -> Result<()> {
@@ -297,7 +298,7 @@ impl Shared {
     /// rule), then the direct policy's write.
     fn direct_write<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         file: &mut FileBuf,
         off: u64,
@@ -330,7 +331,7 @@ impl Shared {
 
     fn write<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         file: &mut FileBuf,
         off: u64,
@@ -338,7 +339,7 @@ impl Shared {
         sync: bool,
     ) -> Result<()> {
         let end = off + data.len() as u64;
-        let now = fs.clock.monotonic_ns();
+        let now = fs.clock().monotonic_ns();
         let mut buffered_any = false;
         // A run of consecutive blocks going straight to PM, written with
         // one direct write (one fence) when the run ends.
@@ -416,7 +417,7 @@ impl Shared {
     /// Reads `[off, off + buf.len())`, all below the logical size: per
     /// cache line from DRAM if valid there, else from PM below the durable
     /// size, else zeros, one copy per run of lines in the same place.
-    fn read<D: PmDevice>(&self, fs: &Core<D>, st: &InodeState, off: u64, buf: &mut [u8]) {
+    fn read<D: PmDevice>(&self, fs: Context<'_, D>, st: &InodeState, off: u64, buf: &mut [u8]) {
         let file = index::get(st);
         let end = off + buf.len() as u64;
         let mut pos = off;
@@ -457,12 +458,12 @@ impl Shared {
     /// At an fsync: the model's verdicts, then everything written back.
     fn fsync<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         file: &mut FileBuf,
     ) -> Result<()> {
         if self.variant != Variant::WriteBuffer {
-            let now = fs.clock.monotonic_ns();
+            let now = fs.clock().monotonic_ns();
             let costs = *self.costs.lock();
             let v = {
                 let p = self.pool.lock();
@@ -488,7 +489,7 @@ impl Shared {
 
     /// Calibrates the model at mount (`calibrate::measure`) and, unless
     /// told to buffer always, turns buffering off where it cannot pay.
-    fn calibrate<D: PmDevice>(&self, fs: &Core<D>) -> Result<()> {
+    fn calibrate<D: PmDevice>(&self, fs: Context<'_, D>) -> Result<()> {
         let Some(m) = calibrate::measure(fs)? else {
             return Ok(());
         };
@@ -504,7 +505,7 @@ impl Shared {
 
 /// Reads `dst.len()` bytes at `off` from PM below the durable size and
 /// as zeros past it (or in a hole).
-fn read_pm<D: PmDevice>(fs: &Core<D>, st: &InodeState, off: u64, dst: &mut [u8]) {
+fn read_pm<D: PmDevice>(fs: Context<'_, D>, st: &InodeState, off: u64, dst: &mut [u8]) {
     let durable = st.disk.size;
     let n = durable.saturating_sub(off).min(dst.len() as u64) as usize;
     let (pm, zero) = dst.split_at_mut(n);
@@ -544,7 +545,7 @@ fn runs(mask: u64) -> impl Iterator<Item = (u64, u64)> {
 /// on return), and the POSIX kill-privileges rule, persisted at once when
 /// it changes the mode so no crash shows the set-id bits on a file already
 /// written.
-fn touch_metadata<D: PmDevice>(fs: &Core<D>, st: &mut InodeState, sync: bool) -> Result<()> {
+fn touch_metadata<D: PmDevice>(fs: Context<'_, D>, st: &mut InodeState, sync: bool) -> Result<()> {
     if direct::note_write(fs, st) || sync {
         direct::store_first_line(fs, st)?;
         st.times_dirty = false;
@@ -563,7 +564,7 @@ impl<D: PmDevice> DataPolicy<D> for Hinfs {
         }
     }
 
-    fn read(&self, fs: &Core<D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
+    fn read(&self, fs: Context<'_, D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
         let size = st.size();
         if off >= size || buf.is_empty() {
             return Ok(0);
@@ -575,7 +576,7 @@ impl<D: PmDevice> DataPolicy<D> for Hinfs {
 
     fn write(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         off: u64,
         data: &[u8],
@@ -590,7 +591,7 @@ impl<D: PmDevice> DataPolicy<D> for Hinfs {
     /// Blocks past the new size are dropped unwritten; the rest of the
     /// file is written back and evicted, and the direct policy truncates
     /// the (now whole) file on PM.
-    fn truncate(&self, fs: &Core<D>, st: &mut InodeState, size: u64) -> Result<()> {
+    fn truncate(&self, fs: Context<'_, D>, st: &mut InodeState, size: u64) -> Result<()> {
         if size > MAX_FILE_SIZE {
             return Err(FsError::FileTooLarge);
         }
@@ -608,7 +609,7 @@ impl<D: PmDevice> DataPolicy<D> for Hinfs {
 
     fn fallocate(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         off: u64,
         len: u64,
@@ -630,14 +631,14 @@ impl<D: PmDevice> DataPolicy<D> for Hinfs {
         false
     }
 
-    fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
+    fn fsync(&self, fs: Context<'_, D>, st: &mut InodeState) -> Result<()> {
         if st.policy.is_none() {
             return Direct.fsync(fs, st);
         }
         index::with(st, |st, file| self.shared.fsync(fs, st, file))
     }
 
-    fn mounted(&self, fs: &Core<D>) -> Result<()> {
+    fn mounted(&self, fs: Context<'_, D>) -> Result<()> {
         self.shared.calibrate(fs)
     }
 
@@ -645,11 +646,11 @@ impl<D: PmDevice> DataPolicy<D> for Hinfs {
         writeback::spawn(&self.shared, core);
     }
 
-    fn unmount(&self, _fs: &Core<D>) {
+    fn unmount(&self, _fs: Context<'_, D>) {
         self.stop();
     }
 
-    fn forget(&self, _fs: &Core<D>, st: &mut InodeState) {
+    fn forget(&self, _fs: Context<'_, D>, st: &mut InodeState) {
         if st.policy.is_some() {
             index::with(st, |_, file| self.shared.drop_from(file, 0));
         }
@@ -683,7 +684,7 @@ impl<D: PmDevice> DataPolicy<D> for Hinfs {
         unreachable!("more buffered blocks than the file has")
     }
 
-    fn write_back(&self, fs: &Core<D>, max_blocks: u64) -> Result<u64> {
+    fn write_back(&self, fs: Context<'_, D>, max_blocks: u64) -> Result<u64> {
         writeback::evict_oldest(fs, &self.shared, max_blocks)
     }
 

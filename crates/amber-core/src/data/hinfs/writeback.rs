@@ -12,6 +12,7 @@
 use super::direct::{allocate, link, record_links, store_first_line};
 use super::index::{self, FileBuf};
 use super::{bump, runs, Shared, Variant};
+use crate::data::Context;
 use crate::error::Result;
 use crate::fs::Core;
 use crate::inode::InodeState;
@@ -30,7 +31,7 @@ use std::time::Instant;
 /// clean.
 pub(super) fn persist_prefix<D: PmDevice>(
     sh: &Shared,
-    fs: &Core<D>,
+    fs: Context<'_, D>,
     st: &mut InodeState,
     file: &mut FileBuf,
     upto_fb: u64,
@@ -64,7 +65,7 @@ pub(super) fn persist_prefix<D: PmDevice>(
 /// below it first, and the durable size grows over it.
 pub(super) fn persist_block<D: PmDevice>(
     sh: &Shared,
-    fs: &Core<D>,
+    fs: Context<'_, D>,
     st: &mut InodeState,
     file: &mut FileBuf,
     fb: u64,
@@ -87,7 +88,7 @@ pub(super) fn persist_block<D: PmDevice>(
 /// The caller fences.
 fn write_blocks<D: PmDevice>(
     sh: &Shared,
-    fs: &Core<D>,
+    fs: Context<'_, D>,
     st: &mut InodeState,
     file: &mut FileBuf,
     todo: &[u64],
@@ -152,7 +153,7 @@ fn write_blocks<D: PmDevice>(
 /// Non-temporal stores; the caller fences.
 fn zero_uncovered<D: PmDevice>(
     sh: &Shared,
-    fs: &Core<D>,
+    fs: Context<'_, D>,
     st: &InodeState,
     file: &FileBuf,
     upto_fb: u64,
@@ -191,7 +192,11 @@ fn zero_uncovered<D: PmDevice>(
 /// Writes back and frees one victim: the least recently written block,
 /// or (with `older_than`) only one last written before that. Returns
 /// whether there was one.
-fn evict_one<D: PmDevice>(fs: &Core<D>, sh: &Shared, older_than: Option<Instant>) -> Result<bool> {
+fn evict_one<D: PmDevice>(
+    fs: Context<'_, D>,
+    sh: &Shared,
+    older_than: Option<Instant>,
+) -> Result<bool> {
     let Some((slot, (ino, fb))) = sh.pool.lock().take_victim(older_than) else {
         return Ok(false);
     };
@@ -223,7 +228,11 @@ fn evict_one<D: PmDevice>(fs: &Core<D>, sh: &Shared, older_than: Option<Instant>
 
 /// Below the low mark: evicts until the high mark. Then evicts blocks
 /// last written longer ago than the age. At most `max_blocks` in all.
-pub(super) fn evict_some<D: PmDevice>(fs: &Core<D>, sh: &Shared, max_blocks: u64) -> Result<u64> {
+pub(super) fn evict_some<D: PmDevice>(
+    fs: Context<'_, D>,
+    sh: &Shared,
+    max_blocks: u64,
+) -> Result<u64> {
     let mut done = 0;
     let refill = sh.pool.lock().free_count() < sh.low;
     while refill && done < max_blocks && sh.pool.lock().free_count() < sh.high {
@@ -245,7 +254,11 @@ pub(super) fn evict_some<D: PmDevice>(fs: &Core<D>, sh: &Shared, max_blocks: u64
 
 /// Writes back and frees up to `max_blocks` blocks, least recently
 /// written first, whatever the marks say.
-pub(super) fn evict_oldest<D: PmDevice>(fs: &Core<D>, sh: &Shared, max_blocks: u64) -> Result<u64> {
+pub(super) fn evict_oldest<D: PmDevice>(
+    fs: Context<'_, D>,
+    sh: &Shared,
+    max_blocks: u64,
+) -> Result<u64> {
     let mut done = 0;
     while done < max_blocks && evict_one(fs, sh, None)? {
         done += 1;
@@ -302,7 +315,7 @@ fn run<D: PmDevice>(sh: &Shared, core: &Weak<Core<D>>) {
         }
         let cap = sh.pool.lock().capacity() as u64;
         // A failed persist poisons the core; the next pass stops above.
-        let res = evict_some(&*fs, sh, cap);
+        let res = evict_some(fs.context(), sh, cap);
         idle = matches!(res, Ok(0));
         let _ = fs.guard(res);
     }

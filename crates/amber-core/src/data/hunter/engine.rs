@@ -19,8 +19,8 @@
 use super::{
     file_of, free_ops, note_write, snapshot, zero_past_end, Hunter, HunterFile, Op, PerFile,
 };
+use crate::data::Context;
 use crate::error::Result;
-use crate::fs::Core;
 use crate::inode::InodeState;
 use amber_format::BLOCK_SIZE;
 use amber_pmem::PmDevice;
@@ -48,7 +48,7 @@ impl<X: PerFile> Hunter<X> {
     /// it first if it is not loaded yet.
     pub(in crate::data) fn extra_loaded<'a, D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &'a mut InodeState,
     ) -> Result<&'a mut X> {
         if file_of::<X>(st).is_none() {
@@ -62,7 +62,7 @@ impl<X: PerFile> Hunter<X> {
     /// Returns whether anything was queued.
     pub(in crate::data) fn settle<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &InodeState,
     ) -> Result<bool> {
         let sh = &self.shared;
@@ -80,7 +80,7 @@ impl<X: PerFile> Hunter<X> {
     /// past the size before the size grew (`zero_past_size`).
     pub(in crate::data) fn write_blocks<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         images: &[(u64, &[u8])],
         sync: bool,
@@ -147,7 +147,7 @@ impl<X: PerFile> Hunter<X> {
     /// block's bytes past the size, as a growing write does.
     pub(in crate::data) fn zero_past_size<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         to: u64,
     ) -> Result<()> {
@@ -158,7 +158,7 @@ impl<X: PerFile> Hunter<X> {
     /// at once) for a write amber holds in DRAM.
     pub(in crate::data) fn note_write<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
     ) -> Result<()> {
         note_write(fs, st)
@@ -168,7 +168,7 @@ impl<X: PerFile> Hunter<X> {
     /// in DRAM only) with no other update.
     pub(in crate::data) fn queue_attrs<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
     ) -> Result<()> {
         let snap = self.with_file(fs, st, |hf, st| {

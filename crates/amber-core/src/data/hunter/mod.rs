@@ -22,6 +22,7 @@ mod worker;
 use super::control::Control;
 use super::direct::partial_edges;
 use super::{block_runs, DataPolicy, Direct, FallocStep, FALLOC_CHUNK};
+use crate::data::Context;
 use crate::error::{FsError, Result};
 use crate::fs::Core;
 use crate::inode::InodeState;
@@ -149,7 +150,11 @@ impl<X: PerFile> Hunter<X> {
 
     /// Builds a file's state from PM: its newest entry gives size, blocks
     /// and head, its chain the index (design.md §12.5).
-    fn open_file<D: PmDevice>(&self, fs: &Core<D>, st: &mut InodeState) -> Result<HunterFile<X>> {
+    fn open_file<D: PmDevice>(
+        &self,
+        fs: Context<'_, D>,
+        st: &mut InodeState,
+    ) -> Result<HunterFile<X>> {
         let m = media(fs);
         let dev = &**fs.device();
         let log = LogState::read(m, dev, st.ino, st.disk.generation);
@@ -199,7 +204,7 @@ impl<X: PerFile> Hunter<X> {
     /// Runs `f` on the file's state, loading it on first use.
     fn with_file<D: PmDevice, R>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         f: impl FnOnce(&mut HunterFile<X>, &mut InodeState) -> Result<R>,
     ) -> Result<R> {
@@ -224,16 +229,21 @@ impl<X: PerFile> Hunter<X> {
     /// the blocks that queued frees are holding come back first: every
     /// queue is persisted, which clears their records, and the log tries
     /// again (gap-write without a cleaner).
-    fn take_blocks<D: PmDevice>(&self, fs: &Core<D>, n: usize, out: &mut Vec<u64>) -> Result<()> {
+    fn take_blocks<D: PmDevice>(
+        &self,
+        fs: Context<'_, D>,
+        n: usize,
+        out: &mut Vec<u64>,
+    ) -> Result<()> {
         debug_assert!(out.is_empty());
         let logs = &self.shared.logs;
-        logs.take(&fs.blocks, &fs.homes, n, out);
+        logs.take(fs.blocks(), fs.homes(), n, out);
         if out.len() < n {
             self.shared.queues.drain_all(fs, &self.shared.stats)?;
-            logs.take(&fs.blocks, &fs.homes, n - out.len(), out);
+            logs.take(fs.blocks(), fs.homes(), n - out.len(), out);
         }
         if out.len() < n {
-            out.drain(..).for_each(|b| fs.blocks.free(b));
+            out.drain(..).for_each(|b| fs.blocks().free(b));
             return Err(FsError::NoSpace);
         }
         Ok(())
@@ -243,7 +253,7 @@ impl<X: PerFile> Hunter<X> {
     /// file's queue.
     fn queue<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &InodeState,
         ops: &[Op],
         snap: Snapshot,
@@ -264,8 +274,8 @@ impl<X: PerFile> Hunter<X> {
 
 /// The mounted pool's split layout: mount refuses the hunter policies on
 /// a pool without one.
-fn media<D: PmDevice>(fs: &Core<D>) -> &SplitMedia {
-    fs.split
+fn media<D: PmDevice>(fs: Context<'_, D>) -> &SplitMedia {
+    fs.split()
         .as_ref()
         .expect("hunter policies mount only pools with the split layout")
 }
@@ -285,7 +295,7 @@ fn free_ops(mut freed: Vec<u64>) -> impl Iterator<Item = Op> {
 
 /// A write's DRAM inode changes (`direct::note_write`); a mode the write
 /// changed (set-id bits dropped) is the inode's, stored at once.
-fn note_write<D: PmDevice>(fs: &Core<D>, st: &mut InodeState) -> Result<()> {
+fn note_write<D: PmDevice>(fs: Context<'_, D>, st: &mut InodeState) -> Result<()> {
     if super::direct::note_write(fs, st) {
         super::direct::store_first_line(fs, st)?;
     }
@@ -310,7 +320,7 @@ fn snapshot<X>(hf: &HunterFile<X>, st: &InodeState, seq: u64) -> Snapshot {
 /// over them. They lie past the durable size, so no crash shows the
 /// zeroing either.
 fn zero_past_end<D: PmDevice, X>(
-    fs: &Core<D>,
+    fs: Context<'_, D>,
     hf: &HunterFile<X>,
     size: u64,
     to: u64,
@@ -332,7 +342,7 @@ fn zero_past_end<D: PmDevice, X>(
 /// the caller (one copy per run of consecutive blocks), partial ones
 /// merged with the bytes they keep. Non-temporal; the caller fences.
 fn copy_in<D: PmDevice, X>(
-    fs: &Core<D>,
+    fs: Context<'_, D>,
     hf: &HunterFile<X>,
     old_size: u64,
     off: u64,
@@ -390,7 +400,7 @@ impl<X: PerFile> Hunter<X> {
     /// space) keeps the chunks already filled and the grown size.
     fn allocate<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         off: u64,
         end: u64,
@@ -403,7 +413,7 @@ impl<X: PerFile> Hunter<X> {
         let span = stop.saturating_sub(first);
         let mapped = self.with_file(fs, st, |hf, _| Ok(hf.index.count_in(first, stop)))?;
         let holes = span > mapped;
-        let free = fs.blocks.free_count() + DataPolicy::<D>::free_held_blocks(self);
+        let free = fs.blocks().free_count() + DataPolicy::<D>::free_held_blocks(self);
         if span - mapped > free {
             return Err(FsError::NoSpace);
         }
@@ -455,7 +465,7 @@ impl<X: PerFile> Hunter<X> {
     /// range is old or zero, as for a write of zeros.
     fn punch<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         off: u64,
         end: u64,
@@ -533,7 +543,7 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
         self.sync
     }
 
-    fn load(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
+    fn load(&self, fs: Context<'_, D>, st: &mut InodeState) -> Result<()> {
         if st.kind() == FileKind::Regular {
             let hf = self.open_file(fs, st)?;
             st.policy = Some(Box::new(hf));
@@ -541,7 +551,7 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
         Ok(())
     }
 
-    fn read(&self, fs: &Core<D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
+    fn read(&self, fs: Context<'_, D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
         let size = st.disk.size;
         if off >= size {
             return Ok(0);
@@ -577,7 +587,7 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
 
     fn write(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         off: u64,
         data: &[u8],
@@ -646,7 +656,7 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
         Ok(data.len())
     }
 
-    fn truncate(&self, fs: &Core<D>, st: &mut InodeState, size: u64) -> Result<()> {
+    fn truncate(&self, fs: Context<'_, D>, st: &mut InodeState, size: u64) -> Result<()> {
         if size > MAX_FILE_SIZE {
             return Err(FsError::FileTooLarge);
         }
@@ -681,7 +691,7 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
     /// every write goes out of place, into blocks it takes then.
     fn fallocate(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         off: u64,
         len: u64,
@@ -694,7 +704,7 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
         }
     }
 
-    fn fsync(&self, fs: &Core<D>, st: &mut InodeState) -> Result<()> {
+    fn fsync(&self, fs: Context<'_, D>, st: &mut InodeState) -> Result<()> {
         let q = &self.shared.queues;
         q.drain(fs, &self.shared.stats, q.shard_of(st.ino))?;
         self.shared.sizer.sample(st.disk.blocks);
@@ -706,7 +716,7 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
     /// new entry, written by the same journal transaction as the inode.
     fn setattr_tx(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         new: &amber_format::Inode,
         tx: &mut crate::journal::Tx,
@@ -727,7 +737,7 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
         })
     }
 
-    fn sync_all(&self, fs: &Core<D>) -> Result<()> {
+    fn sync_all(&self, fs: Context<'_, D>) -> Result<()> {
         self.shared.queues.drain_all(fs, &self.shared.stats)
     }
 
@@ -735,12 +745,12 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
         worker::spawn(&self.shared, core);
     }
 
-    fn unmount(&self, fs: &Core<D>) {
+    fn unmount(&self, fs: Context<'_, D>) {
         self.shared.control.stop();
-        self.shared.logs.release(&fs.blocks);
+        self.shared.logs.release(fs.blocks());
     }
 
-    fn forget(&self, _fs: &Core<D>, st: &mut InodeState) {
+    fn forget(&self, _fs: Context<'_, D>, st: &mut InodeState) {
         if let Some(Ok(hf)) = st.policy.take().map(|b| b.downcast::<HunterFile<X>>()) {
             self.shared.sizer.sample(hf.index.count());
             self.shared
@@ -757,7 +767,7 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
         block_of::<X>(st, fb)
     }
 
-    fn describe(&self, _fs: &Core<D>, st: &InodeState) -> Vec<(String, String)> {
+    fn describe(&self, _fs: Context<'_, D>, st: &InodeState) -> Vec<(String, String)> {
         let Some(hf) = file_of::<X>(st) else {
             return Vec::new();
         };
@@ -782,7 +792,7 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
         }
     }
 
-    fn write_back(&self, fs: &Core<D>, max_blocks: u64) -> Result<u64> {
+    fn write_back(&self, fs: Context<'_, D>, max_blocks: u64) -> Result<u64> {
         let q = &self.shared.queues;
         let mut left = usize::try_from(max_blocks).unwrap_or(usize::MAX);
         let mut done = 0;

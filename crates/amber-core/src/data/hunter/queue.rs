@@ -13,8 +13,8 @@
 use super::Stats;
 use crate::alloc::Padded;
 use crate::data::block_runs;
+use crate::data::Context;
 use crate::error::{FsError, Result};
-use crate::fs::Core;
 use crate::split::LogState;
 use amber_format::split::{AttrEntry, LogicalInfo, Record, ENTRIES, LI_SIZE};
 use amber_format::Timespec;
@@ -143,7 +143,7 @@ impl Queues {
     /// past half its bound (time to wake a worker).
     pub fn push<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         stats: &Stats,
         ino: u64,
         generation: u32,
@@ -199,7 +199,7 @@ impl Queues {
 
     /// Persists everything queued on shard `s` (fsync, truncate, O_SYNC,
     /// hunter-sync, unmount).
-    pub fn drain<D: PmDevice>(&self, fs: &Core<D>, stats: &Stats, s: usize) -> Result<()> {
+    pub fn drain<D: PmDevice>(&self, fs: Context<'_, D>, stats: &Stats, s: usize) -> Result<()> {
         let mut slots = self.shards[s].persist.lock();
         self.drain_locked(fs, stats, s, &mut slots)
     }
@@ -209,7 +209,7 @@ impl Queues {
     /// its DRAM index says on the media too. Cheap when nothing is queued
     /// for it (the common case for a file only overwritten in place).
     /// Returns whether anything was.
-    pub fn settle<D: PmDevice>(&self, fs: &Core<D>, stats: &Stats, ino: u64) -> Result<bool> {
+    pub fn settle<D: PmDevice>(&self, fs: Context<'_, D>, stats: &Stats, ino: u64) -> Result<bool> {
         let s = self.shard_of(ino);
         let mut slots = self.shards[s].persist.lock();
         let queued = self.queued(ino);
@@ -227,7 +227,7 @@ impl Queues {
     }
 
     /// Persists every shard.
-    pub fn drain_all<D: PmDevice>(&self, fs: &Core<D>, stats: &Stats) -> Result<()> {
+    pub fn drain_all<D: PmDevice>(&self, fs: Context<'_, D>, stats: &Stats) -> Result<()> {
         (0..self.shards.len()).try_for_each(|s| self.drain(fs, stats, s))
     }
 
@@ -235,7 +235,7 @@ impl Queues {
     /// worker's turn); returns how many.
     pub fn persist_batch<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         stats: &Stats,
         s: usize,
         max: usize,
@@ -246,7 +246,7 @@ impl Queues {
 
     fn drain_locked<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         stats: &Stats,
         s: usize,
         slots: &mut FxHashMap<u64, u64>,
@@ -266,7 +266,7 @@ impl Queues {
 
     fn persist_locked<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         stats: &Stats,
         s: usize,
         slots: &mut FxHashMap<u64, u64>,
@@ -307,7 +307,7 @@ impl Queues {
     /// clears (docs/design.md §12.3).
     fn write_batch<'a, D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         stats: &Stats,
         batch: impl Iterator<Item = &'a Update>,
         attrs: &[(u64, Attrs)],
@@ -376,7 +376,7 @@ impl Queues {
                 // Out of `freeing` first: statfs may briefly count these
                 // blocks as used, never twice as free.
                 self.freeing.fetch_sub(n, Relaxed);
-                fs.blocks.free_run(b, n);
+                fs.blocks().free_run(b, n);
                 stats.freed.fetch_add(n, Relaxed);
             }
         }
@@ -388,7 +388,7 @@ impl Queues {
     /// with the inode change setattr is making.
     pub fn entry_in_tx<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         stats: &Stats,
         ino: u64,
         generation: u32,
@@ -459,7 +459,7 @@ struct RecordRun {
 const RUN_RECORDS: usize = 64;
 
 impl RecordRun {
-    fn add<D: PmDevice>(&mut self, fs: &Core<D>, block: u64, li: &LogicalInfo) {
+    fn add<D: PmDevice>(&mut self, fs: Context<'_, D>, block: u64, li: &LogicalInfo) {
         let at = super::media(fs).regions.li_offset(block);
         let len = self.bytes.len() as u64;
         if len == 0 || at != self.at + len || len == RUN_RECORDS as u64 * LI_SIZE {
@@ -470,7 +470,7 @@ impl RecordRun {
     }
 
     /// Writes what is buffered; returns the media for reads that must see it.
-    fn flush<'a, D: PmDevice>(&mut self, fs: &'a Core<D>) -> &'a crate::split::SplitMedia {
+    fn flush<'a, D: PmDevice>(&mut self, fs: Context<'a, D>) -> &'a crate::split::SplitMedia {
         let m = super::media(fs);
         if !self.bytes.is_empty() {
             fs.device().write_nt(self.at, &self.bytes);
@@ -484,7 +484,7 @@ impl RecordRun {
 /// it (round robin, which evicts the oldest entry; read from PM the first
 /// time a file is seen). The caller holds the shard's persist lock.
 fn take_slot<D: PmDevice>(
-    fs: &Core<D>,
+    fs: Context<'_, D>,
     slots: &mut FxHashMap<u64, u64>,
     ino: u64,
     generation: u32,

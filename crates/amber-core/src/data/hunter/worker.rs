@@ -36,7 +36,7 @@ fn run<D: PmDevice>(sh: &Shared, core: &Weak<Core<D>>, w: usize, n: usize) {
             if budget == 0 {
                 break;
             }
-            match sh.queues.persist_batch(&fs, &sh.stats, q, budget) {
+            match sh.queues.persist_batch(fs.context(), &sh.stats, q, budget) {
                 Ok(k) => budget = budget.saturating_sub(k),
                 // The core is poisoned; writes are refused from now on.
                 Err(_) => return,

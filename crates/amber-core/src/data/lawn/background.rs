@@ -107,7 +107,7 @@ fn run<D: PmDevice>(sh: &Shared, core: &Weak<Core<D>>) {
                     break;
                 }
                 let n = BATCH.min((want - free) as usize);
-                match slices::write_back_oldest(&*fs, zone, sh.lookup, idx, n, None) {
+                match slices::write_back_oldest(fs.context(), zone, sh.lookup, idx, n, None) {
                     Ok(0) => break,
                     Ok(k) => {
                         sh.stats.idle_written_back.fetch_add(k as u64, Relaxed);

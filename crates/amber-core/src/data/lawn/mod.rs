@@ -25,6 +25,7 @@ mod slices;
 use super::cow::{merge_write, write_cow, CowStage};
 use super::direct::{block_range, note_write, write_first_line, Direct, FSYNC_HEAVY_WRITES};
 use super::{DataPolicy, FallocStep};
+use crate::data::Context;
 use crate::error::Result;
 use crate::fs::Core;
 use crate::inode::InodeState;
@@ -104,7 +105,7 @@ impl Lawn {
         self.shared.lookup
     }
 
-    pub(super) fn zone<D: PmDevice>(fs: &Core<D>) -> &Zone {
+    pub(super) fn zone<D: PmDevice>(fs: Context<'_, D>) -> &Zone {
         fs.zone().expect("lawn is mounted with its zone")
     }
 
@@ -149,7 +150,7 @@ impl Lawn {
     /// `amber` policy; None when some of it cannot.
     pub(super) fn zone_slices<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &InodeState,
         off: u64,
         end: u64,
@@ -166,7 +167,7 @@ impl Lawn {
     /// None when no slot can be had: the write then goes by copy-on-write.
     fn take_slots<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         zone: &Zone,
         st: &InodeState,
         numbers: &[u32],
@@ -210,7 +211,7 @@ impl Lawn {
     /// had, the write goes by copy-on-write.
     fn prepare<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         zone: &Zone,
         st: &InodeState,
         numbers: &[u32],
@@ -263,7 +264,7 @@ impl Lawn {
     /// back to the file (the new blocks are built from the file's bytes).
     fn by_cow<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         off: u64,
         data: &[u8],
@@ -287,7 +288,7 @@ impl Lawn {
     /// whole blocks (if any) by copy-on-write, all committed at once.
     fn overwrite<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         off: u64,
         data: &[u8],
@@ -356,7 +357,7 @@ impl Lawn {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn slices_only<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         numbers: &[u32],
         off: u64,
@@ -432,7 +433,7 @@ impl Lawn {
     #[allow(clippy::too_many_arguments)]
     fn write_slices<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         zone: &Zone,
         st: &InodeState,
         pieces: &[Piece],
@@ -501,7 +502,7 @@ impl Lawn {
     /// Writes back every slice of `st` in file blocks `[first, last]`.
     pub(super) fn flush_blocks<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &InodeState,
         first: u64,
         last: u64,
@@ -512,7 +513,7 @@ impl Lawn {
     /// Writes back every slice of `st` that ends past byte `from`.
     pub(super) fn flush_from<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &InodeState,
         from: u64,
     ) -> Result<usize> {
@@ -522,7 +523,7 @@ impl Lawn {
     /// Before the file's size changes to `size` (`slices::flush_for_size`).
     pub(super) fn flush_for_size<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &InodeState,
         size: u64,
     ) -> Result<usize> {
@@ -532,7 +533,7 @@ impl Lawn {
     /// Before a fallocate step (`slices::flush_for_fallocate`).
     pub(super) fn flush_for_fallocate<D: PmDevice>(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &InodeState,
         off: u64,
         len: u64,
@@ -545,7 +546,7 @@ impl Lawn {
 /// Reads each byte once, from where its newest copy is: the zone's slots
 /// for the slices it holds, `base` (the file's own read) between them.
 pub(super) fn read_over<D: PmDevice>(
-    fs: &Core<D>,
+    fs: Context<'_, D>,
     st: &InodeState,
     off: u64,
     buf: &mut [u8],
@@ -618,13 +619,13 @@ impl<D: PmDevice> DataPolicy<D> for Lawn {
         "lawn"
     }
 
-    fn read(&self, fs: &Core<D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
+    fn read(&self, fs: Context<'_, D>, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
         read_over(fs, st, off, buf, &|pos, b| Direct.read(fs, st, pos, b))
     }
 
     fn write(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         off: u64,
         data: &[u8],
@@ -644,14 +645,14 @@ impl<D: PmDevice> DataPolicy<D> for Lawn {
         self.by_cow(fs, st, off, data, sync)
     }
 
-    fn truncate(&self, fs: &Core<D>, st: &mut InodeState, size: u64) -> Result<()> {
+    fn truncate(&self, fs: Context<'_, D>, st: &mut InodeState, size: u64) -> Result<()> {
         self.flush_for_size(fs, st, size)?;
         Direct.truncate(fs, st, size)
     }
 
     fn fallocate(
         &self,
-        fs: &Core<D>,
+        fs: Context<'_, D>,
         st: &mut InodeState,
         off: u64,
         len: u64,
@@ -673,13 +674,13 @@ impl<D: PmDevice> DataPolicy<D> for Lawn {
         background::spawn(&self.shared, core);
     }
 
-    fn unmount(&self, _fs: &Core<D>) {
+    fn unmount(&self, _fs: Context<'_, D>) {
         self.shared.stop();
     }
 
     /// The file is gone: its descriptors are cleared (durably, before its
     /// inode number can be reused) without writing anything back.
-    fn forget(&self, fs: &Core<D>, st: &mut InodeState) {
+    fn forget(&self, fs: Context<'_, D>, st: &mut InodeState) {
         let Some(zone) = fs.zone() else { return };
         let mut sub = zone.lock(zone.sub_of(st.ino));
         let all = sub.all_of(st.ino);
@@ -700,7 +701,7 @@ impl<D: PmDevice> DataPolicy<D> for Lawn {
 
     /// Writes back up to `max_blocks` slices (least recently written
     /// first, sub-zone by sub-zone), as the idle-time thread does.
-    fn write_back(&self, fs: &Core<D>, max_blocks: u64) -> Result<u64> {
+    fn write_back(&self, fs: Context<'_, D>, max_blocks: u64) -> Result<u64> {
         let zone = Self::zone(fs);
         let mut done = 0u64;
         for idx in 0..zone.count() {

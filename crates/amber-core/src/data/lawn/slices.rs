@@ -10,9 +10,9 @@
 //! leaves the slot valid and its copy equal to the file's.
 
 use super::BlockLookup;
+use crate::data::Context;
 use crate::data::FallocStep;
 use crate::error::Result;
-use crate::fs::Core;
 use crate::inode::InodeState;
 use crate::zone::Zone;
 use amber_format::BLOCK_SIZE;
@@ -22,7 +22,7 @@ use amber_pmem::PmDevice;
 /// the caller) back into it and frees their slots. Slots that no longer
 /// hold their slice are skipped.
 pub(super) fn write_back<D: PmDevice>(
-    fs: &Core<D>,
+    fs: Context<'_, D>,
     zone: &Zone,
     lookup: BlockLookup,
     st: &InodeState,
@@ -72,7 +72,7 @@ pub(super) fn write_back<D: PmDevice>(
 
 /// Writes back every slice of `st` in file blocks `[first, last]`.
 pub(super) fn flush_blocks<D: PmDevice>(
-    fs: &Core<D>,
+    fs: Context<'_, D>,
     zone: &Zone,
     lookup: BlockLookup,
     st: &InodeState,
@@ -91,7 +91,7 @@ pub(super) fn flush_blocks<D: PmDevice>(
 
 /// Writes back every slice of `st` that ends past byte `from`.
 pub(super) fn flush_from<D: PmDevice>(
-    fs: &Core<D>,
+    fs: Context<'_, D>,
     zone: &Zone,
     lookup: BlockLookup,
     st: &InodeState,
@@ -111,7 +111,7 @@ pub(super) fn flush_from<D: PmDevice>(
 /// past the smaller of the two sizes, which would be cut, or hide bytes
 /// the new size exposes.
 pub(super) fn flush_for_size<D: PmDevice>(
-    fs: &Core<D>,
+    fs: Context<'_, D>,
     zone: &Zone,
     lookup: BlockLookup,
     st: &InodeState,
@@ -124,7 +124,7 @@ pub(super) fn flush_for_size<D: PmDevice>(
 /// frees or rewrites (invariant 12: a slice lies only over a block its
 /// file has), and growth the slice holding the old end.
 pub(super) fn flush_for_fallocate<D: PmDevice>(
-    fs: &Core<D>,
+    fs: Context<'_, D>,
     zone: &Zone,
     lookup: BlockLookup,
     st: &InodeState,
@@ -148,7 +148,7 @@ pub(super) fn flush_for_fallocate<D: PmDevice>(
 /// must stay (its write's own); other owners are then only try-locked, so
 /// a writer cannot deadlock with another. Returns how many went back.
 pub(super) fn write_back_oldest<D: PmDevice>(
-    fs: &Core<D>,
+    fs: Context<'_, D>,
     zone: &Zone,
     lookup: BlockLookup,
     idx: usize,
