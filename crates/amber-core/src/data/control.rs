@@ -1,8 +1,8 @@
-//! Background threads' control, shared by hunter's metadata workers and
-//! amber's buffer write-back: each thread sleeps for its interval or until
-//! woken, runs one turn holding `turn`, and stops when told; a stop waits
-//! out the turn in progress, so nothing is written after unmount marks the
-//! pool clean.
+//! Background threads' control, shared by hunter's metadata workers,
+//! amber's buffer write-back and lawn's idle-time write-back: each thread
+//! sleeps for its interval or until woken, runs one turn holding `turn`,
+//! and stops when told; a stop waits out the turn in progress, so nothing
+//! is written after unmount marks the pool clean.
 
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -36,6 +36,12 @@ impl Control {
             self.wake.notify_all();
         }
         drop(self.turn.lock());
+    }
+
+    /// Whether the threads were told to stop: a long turn checks it
+    /// between steps.
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Relaxed)
     }
 
     /// Wakes the workers now (a queue is filling).

@@ -6,12 +6,14 @@
 //! piece instead of slice by slice from scattered slots. The extra PM
 //! writes happen off the critical path, when nothing else is running.
 
+use super::super::control::Control;
 use super::ZoneOptions;
 use super::{slices, BlockLookup, Stats};
+use crate::data::Context;
+use crate::error::Result;
 use crate::fs::Core;
 use amber_pmem::PmDevice;
-use parking_lot::{Condvar, Mutex};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 
 /// Slices written back per sub-zone visit; between visits the thread
@@ -26,11 +28,7 @@ pub(super) struct Shared {
     opts: ZoneOptions,
     /// Bumped by every write: the thread runs only while it stands still.
     activity: AtomicU64,
-    stop: AtomicBool,
-    lock: Mutex<()>,
-    wake: Condvar,
-    /// Held by the thread for a whole pass, so `stop` can wait one out.
-    pass: Mutex<()>,
+    control: Control,
 }
 
 impl Shared {
@@ -40,10 +38,7 @@ impl Shared {
             lookup,
             opts,
             activity: AtomicU64::new(0),
-            stop: AtomicBool::new(false),
-            lock: Mutex::new(()),
-            wake: Condvar::new(),
-            pass: Mutex::new(()),
+            control: Control::default(),
         }
     }
 
@@ -55,12 +50,7 @@ impl Shared {
     /// nothing is written after this returns. The caller holds no inode
     /// lock (a pass takes them).
     pub fn stop(&self) {
-        {
-            let _g = self.lock.lock();
-            self.stop.store(true, Relaxed);
-            self.wake.notify_all();
-        }
-        drop(self.pass.lock());
+        self.control.stop();
     }
 }
 
@@ -73,52 +63,50 @@ pub(super) fn spawn<D: PmDevice>(sh: &Arc<Shared>, core: Weak<Core<D>>) {
         .spawn(move || run(&sh, &core));
 }
 
+/// Every `idle` interval with no write since the last look, one pass.
 fn run<D: PmDevice>(sh: &Shared, core: &Weak<Core<D>>) {
     let mut seen = sh.activity.load(Relaxed);
-    loop {
-        {
-            let mut g = sh.lock.lock();
-            if !sh.stop.load(Relaxed) {
-                sh.wake.wait_for(&mut g, sh.opts.idle);
-            }
-            if sh.stop.load(Relaxed) {
-                return;
-            }
-        }
+    while sh.control.sleep(Some(sh.opts.idle)) {
         let now = sh.activity.load(Relaxed);
         if now != seen {
             seen = now;
             continue;
         }
         let Some(fs) = core.upgrade() else { return };
-        let _pass = sh.pass.lock();
-        if sh.stop.load(Relaxed) || fs.check_writable().is_err() {
+        let _turn = sh.control.turn();
+        if sh.control.stopped() || fs.check_writable().is_err() {
             return;
         }
-        let Some(zone) = fs.zone() else { return };
-        for idx in 0..zone.count() {
-            loop {
-                let (total, free) = {
-                    let sub = zone.lock(idx);
-                    (sub.slot_count() as u64, sub.free_count() as u64)
-                };
-                let want = total * sh.opts.idle_free_pct as u64 / 100;
-                if free >= want || sh.activity.load(Relaxed) != seen || sh.stop.load(Relaxed) {
-                    break;
-                }
-                let n = BATCH.min((want - free) as usize);
-                match slices::write_back_oldest(fs.context(), zone, sh.lookup, idx, n, None) {
-                    Ok(0) => break,
-                    Ok(k) => {
-                        sh.stats.idle_written_back.fetch_add(k as u64, Relaxed);
-                    }
-                    Err(e) => {
-                        // A failed persist poisoned the core; stop.
-                        let _ = fs.guard::<()>(Err(e));
-                        return;
-                    }
-                }
-            }
+        if let Err(e) = pass(sh, fs.context(), seen) {
+            // A failed persist poisoned the core; stop.
+            let _ = fs.guard::<()>(Err(e));
+            return;
         }
     }
+}
+
+/// Writes back the oldest slices of each sub-zone until it has its share
+/// of free slots, a write arrives or the thread is stopped.
+fn pass<D: PmDevice>(sh: &Shared, fs: Context<'_, D>, seen: u64) -> Result<()> {
+    let Some(zone) = fs.zone() else {
+        return Ok(());
+    };
+    for idx in 0..zone.count() {
+        loop {
+            let (total, free) = {
+                let sub = zone.lock(idx);
+                (sub.slot_count() as u64, sub.free_count() as u64)
+            };
+            let want = total * sh.opts.idle_free_pct as u64 / 100;
+            if free >= want || sh.activity.load(Relaxed) != seen || sh.control.stopped() {
+                break;
+            }
+            let n = BATCH.min((want - free) as usize);
+            match slices::write_back_oldest(fs, zone, sh.lookup, idx, n, None)? {
+                0 => break,
+                k => sh.stats.idle_written_back.fetch_add(k as u64, Relaxed),
+            };
+        }
+    }
+    Ok(())
 }
