@@ -210,3 +210,47 @@ fn exit_writes_back_what_the_buffer_held() {
     );
     std::fs::remove_file(p).unwrap();
 }
+
+/// The pool's background threads hold no descriptor of the program: they
+/// run on a private, emptied copy of the descriptor table (so Linux keeps
+/// the program's descriptor calls on its single-user fast path), and a
+/// pipe whose write end the program closes after the pool opened reads
+/// as ended at once instead of being held open by a thread's copy.
+#[test]
+fn background_threads_hold_no_descriptor() {
+    let work = tempfile::tempdir().unwrap();
+    let p = pool("threads");
+    let m = work.path().join("m");
+    let script = format!(
+        "import os, select\n\
+         r, w = os.pipe()\n\
+         with open('{m}/f', 'w') as f: f.write('opens the pool')\n\
+         import time\n\
+         me = os.getpid()\n\
+         def holding():\n\
+         \x20   out = {{}}\n\
+         \x20   for t in os.listdir(f'/proc/{{me}}/task'):\n\
+         \x20       name = open(f'/proc/{{me}}/task/{{t}}/comm').read().strip()\n\
+         \x20       if name.startswith('amber-'):\n\
+         \x20           out[name] = os.listdir(f'/proc/{{me}}/task/{{t}}/fd')\n\
+         \x20   return out\n\
+         # The threads name themselves, then empty their table: wait for both.\n\
+         for _ in range(500):\n\
+         \x20   held = holding()\n\
+         \x20   if held and not any(held.values()):\n\
+         \x20       break\n\
+         \x20   time.sleep(0.01)\n\
+         assert held, 'the pool runs background threads'\n\
+         assert not any(held.values()), held\n\
+         os.close(w)\n\
+         ready, _, _ = select.select([r], [], [], 5)\n\
+         assert ready and os.read(r, 1) == b'', 'the pipe ends when the program closes it'\n\
+         print('ok')\n",
+        m = m.display()
+    );
+    let mut c = preloaded("python3", &p, &m);
+    c.arg("-c").arg(script);
+    let out = ok(c);
+    assert_eq!(out.stdout, b"ok\n");
+    std::fs::remove_file(p).unwrap();
+}

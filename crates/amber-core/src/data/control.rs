@@ -6,7 +6,33 @@
 
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::OnceLock;
 use std::time::Duration;
+
+/// What every background thread runs first, when a front end set it.
+static THREAD_START: OnceLock<fn()> = OnceLock::new();
+
+/// Sets what every background thread of every pool in this process runs
+/// before its work, once (a later call is ignored; returns whether this
+/// one took effect). The interposer gives its threads their own copy of
+/// the descriptor table here and closes it: the program's descriptor
+/// calls then stay on Linux's fast path for a single-user table, which
+/// threads sharing the table lose (they never use a descriptor).
+pub fn on_background_thread_start(f: fn()) -> bool {
+    THREAD_START.set(f).is_ok()
+}
+
+/// Starts background thread `name` running `work`, after the start hook.
+/// A thread that cannot be started is not an error: every policy stays
+/// correct without its threads (`DataPolicy::spawn`).
+pub(super) fn spawn(name: String, work: impl FnOnce() + Send + 'static) {
+    let _ = std::thread::Builder::new().name(name).spawn(move || {
+        if let Some(start) = THREAD_START.get() {
+            start();
+        }
+        work();
+    });
+}
 
 /// Sleep, wake-up and stop for one group of background threads.
 #[derive(Default)]

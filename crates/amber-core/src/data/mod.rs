@@ -17,6 +17,7 @@ mod lawn;
 pub mod registry;
 
 pub use context::Context;
+pub use control::on_background_thread_start;
 
 use crate::error::Result;
 use crate::fs::Core;

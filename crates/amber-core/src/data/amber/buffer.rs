@@ -28,6 +28,7 @@ use super::super::{block_runs, BufferOptions, DataPolicy};
 use super::table::Table;
 use super::AmberBuffer;
 use super::{AmberHunter, Engines};
+use crate::data::control::spawn as spawn_thread;
 use crate::data::Context;
 use crate::error::Result;
 use crate::fs::Core;
@@ -678,9 +679,7 @@ impl Buffer {
         let me = Arc::clone(self);
         // Without the thread the buffer stays correct: fsync, syncfs,
         // unmount and a full buffer write back.
-        let _ = std::thread::Builder::new()
-            .name("amber-buffer-wb".into())
-            .spawn(move || me.run(&eng, &core));
+        spawn_thread("amber-buffer-wb".into(), move || me.run(&eng, &core));
     }
 
     fn run<D: PmDevice>(&self, eng: &Engines, core: &Weak<Core<D>>) {

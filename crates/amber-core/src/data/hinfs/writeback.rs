@@ -12,6 +12,7 @@
 use super::direct::{allocate, link, record_links, store_first_line};
 use super::index::{self, FileBuf};
 use super::{bump, runs, Shared, Variant};
+use crate::data::control::spawn as spawn_thread;
 use crate::data::Context;
 use crate::error::Result;
 use crate::fs::Core;
@@ -279,9 +280,7 @@ pub(super) fn spawn<D: PmDevice>(sh: &Arc<Shared>, core: Weak<Core<D>>) {
         let (sh, core) = (Arc::clone(sh), core.clone());
         // Without a thread the policy stays correct: writers write
         // through when the pool is full, fsync and unmount write back.
-        let _ = std::thread::Builder::new()
-            .name(format!("amber-wb{i}"))
-            .spawn(move || run(&sh, &core));
+        spawn_thread(format!("amber-wb{i}"), move || run(&sh, &core));
     }
 }
 

@@ -7,6 +7,7 @@
 //! sleep until unmount, and only fsync, full queues and unmount persist.
 
 use super::Shared;
+use crate::data::control::spawn as spawn_thread;
 use crate::fs::Core;
 use amber_pmem::PmDevice;
 use std::sync::atomic::Ordering::Relaxed;
@@ -18,9 +19,7 @@ pub(super) fn spawn<D: PmDevice>(sh: &Arc<Shared>, core: Weak<Core<D>>) {
     let n = sh.opts.workers;
     for w in 0..n {
         let (sh, core) = (Arc::clone(sh), core.clone());
-        let _ = std::thread::Builder::new()
-            .name(format!("amber-hunter-{w}"))
-            .spawn(move || run(&sh, &core, w, n));
+        spawn_thread(format!("amber-hunter-{w}"), move || run(&sh, &core, w, n));
     }
 }
 

@@ -9,6 +9,7 @@
 use super::super::control::Control;
 use super::ZoneOptions;
 use super::{slices, BlockLookup, Stats};
+use crate::data::control::spawn as spawn_thread;
 use crate::data::Context;
 use crate::error::Result;
 use crate::fs::Core;
@@ -58,9 +59,7 @@ impl Shared {
 /// back or fall back to copy-on-write when the zone is full.
 pub(super) fn spawn<D: PmDevice>(sh: &Arc<Shared>, core: Weak<Core<D>>) {
     let sh = Arc::clone(sh);
-    let _ = std::thread::Builder::new()
-        .name("amber-lawn".into())
-        .spawn(move || run(&sh, &core));
+    spawn_thread("amber-lawn".into(), move || run(&sh, &core));
 }
 
 /// Every `idle` interval with no write since the last look, one pass.
