@@ -28,6 +28,7 @@ pub fn ret<T>(r: PResult<T>, fail: T) -> T {
 ///
 /// # Safety
 /// `s` is NULL or a NUL-terminated string that outlives the call.
+#[inline]
 pub unsafe fn bytes<'a>(s: *const c_char) -> PResult<&'a [u8]> {
     if s.is_null() {
         return Err(Errno(libc::EFAULT));

@@ -42,18 +42,21 @@ impl Default for FdTable {
     }
 }
 
+#[inline]
 fn split(fd: i32) -> Option<(usize, usize)> {
     let fd = usize::try_from(fd).ok().filter(|&f| f < MAX_FDS)?;
     Some((fd / PER_CHUNK, fd % PER_CHUNK))
 }
 
 impl FdTable {
+    #[inline]
     fn chunk(&self, fd: i32) -> Option<(&Chunk, usize)> {
         let (c, i) = split(fd)?;
         Some((self.chunks[c].get()?, i))
     }
 
     /// Whether `fd` is a served descriptor: one or two loads.
+    #[inline]
     pub fn is_served(&self, fd: i32) -> bool {
         self.chunk(fd)
             .is_some_and(|(c, i)| c.served.load(Ordering::Acquire) & (1 << i) != 0)

@@ -124,6 +124,7 @@ pub fn under_mount(mount: &[u8], abs: &[u8]) -> Option<Vec<u8>> {
 /// Names that merely start with a dot take the slower, general way. On
 /// every path call the interposer does not serve, so it looks at eight
 /// bytes at a time.
+#[inline]
 pub fn is_plain(p: &[u8]) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const SLASH: u64 = ONES * b'/' as u64;

@@ -8,12 +8,20 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use libc::{dirent64, mode_t, off64_t, size_t, ssize_t, DIR, FILE};
 
-/// The address of libc's `name` (NUL-terminated), cached in `slot`.
+/// The address of libc's `name` (NUL-terminated), cached in `slot`:
+/// one load once found, so a passed-through call can end in a jump to
+/// libc (the hook inlined around it).
+#[inline]
 fn lookup(slot: &AtomicUsize, name: &'static str) -> usize {
-    let f = slot.load(Ordering::Relaxed);
-    if f != 0 {
-        return f;
+    match slot.load(Ordering::Relaxed) {
+        0 => resolve(slot, name),
+        f => f,
     }
+}
+
+/// Finds libc's `name` the first time it is needed.
+#[cold]
+fn resolve(slot: &AtomicUsize, name: &'static str) -> usize {
     // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name.
     let f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) } as usize;
     if f == 0 {
@@ -36,6 +44,7 @@ macro_rules! real {
         ///
         /// # Safety
         /// As the libc function.
+        #[inline]
         pub unsafe fn $name($($a: $t),*) -> $r {
             static SLOT: AtomicUsize = AtomicUsize::new(0);
             let f = lookup(&SLOT, concat!(stringify!($name), "\0"));

@@ -63,6 +63,7 @@ fn has_dotdot(p: &[u8]) -> bool {
 /// makes are: a literal absolute path away from the mount, a literal
 /// relative one from a working directory away from it, or one relative
 /// to a kernel directory descriptor.
+#[inline]
 fn surely_kernel(cfg: &Config, dirfd: c_int, p: &[u8]) -> bool {
     let m = &cfg.mount[..];
     if p.starts_with(b"/") {

@@ -65,6 +65,7 @@ impl Drop for Inside {
 }
 
 /// The configuration, if the environment names a pool and a mount.
+#[inline]
 pub fn config() -> Option<&'static Config> {
     CONFIG.get_or_init(read_config).as_ref()
 }
@@ -130,6 +131,7 @@ pub fn own(cfg: &Config) -> Option<&'static Pool> {
 /// A served descriptor's pool and a pass through its gate; None for a
 /// kernel descriptor. In a forked child an inherited served descriptor
 /// fails with EBADF.
+#[inline]
 pub fn served_fd(fd: i32) -> Option<PResult<(&'static Pool, Pass<'static>, Option<Inside>)>> {
     let p = POOL.load(Ordering::Acquire);
     if p.is_null() {

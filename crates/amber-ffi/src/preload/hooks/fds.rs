@@ -23,6 +23,7 @@ use crate::preload::state::{self, Inside};
 static LOCK_TOLD: AtomicBool = AtomicBool::new(false);
 static FCNTL_TOLD: AtomicBool = AtomicBool::new(false);
 
+#[inline]
 pub unsafe fn close(fd: c_int) -> c_int {
     if state::forked() {
         // An inherited served descriptor: forget it without touching the

@@ -15,6 +15,7 @@ use crate::posix::{vectored, Errno};
 use crate::preload::real;
 use crate::preload::state;
 
+#[inline]
 pub unsafe fn read(fd: c_int, b: *mut c_void, n: size_t) -> ssize_t {
     // SAFETY: the caller's contract for `b`.
     let kernel = || unsafe { real::read(fd, b, n) };
@@ -26,6 +27,7 @@ pub unsafe fn read(fd: c_int, b: *mut c_void, n: size_t) -> ssize_t {
     on_fd(fd, kernel, served, -1)
 }
 
+#[inline]
 pub unsafe fn write(fd: c_int, b: *const c_void, n: size_t) -> ssize_t {
     // SAFETY: the caller's contract for `b`.
     let kernel = || unsafe { real::write(fd, b, n) };
@@ -37,6 +39,7 @@ pub unsafe fn write(fd: c_int, b: *const c_void, n: size_t) -> ssize_t {
     on_fd(fd, kernel, served, -1)
 }
 
+#[inline]
 pub unsafe fn pread64(fd: c_int, b: *mut c_void, n: size_t, o: off64_t) -> ssize_t {
     // SAFETY: the caller's contract for `b`.
     let kernel = || unsafe { real::pread64(fd, b, n, o) };
@@ -48,6 +51,7 @@ pub unsafe fn pread64(fd: c_int, b: *mut c_void, n: size_t, o: off64_t) -> ssize
     on_fd(fd, kernel, served, -1)
 }
 
+#[inline]
 pub unsafe fn pwrite64(fd: c_int, b: *const c_void, n: size_t, o: off64_t) -> ssize_t {
     // SAFETY: the caller's contract for `b`.
     let kernel = || unsafe { real::pwrite64(fd, b, n, o) };
@@ -59,11 +63,13 @@ pub unsafe fn pwrite64(fd: c_int, b: *const c_void, n: size_t, o: off64_t) -> ss
     on_fd(fd, kernel, served, -1)
 }
 
+#[inline]
 pub unsafe fn pread(fd: c_int, b: *mut c_void, n: size_t, o: off64_t) -> ssize_t {
     // SAFETY: forwarded contract.
     unsafe { pread64(fd, b, n, o) }
 }
 
+#[inline]
 pub unsafe fn pwrite(fd: c_int, b: *const c_void, n: size_t, o: off64_t) -> ssize_t {
     // SAFETY: forwarded contract.
     unsafe { pwrite64(fd, b, n, o) }
@@ -215,6 +221,7 @@ pub unsafe fn __pread_chk(
     unsafe { __pread64_chk(fd, b, n, o, buflen) }
 }
 
+#[inline]
 pub unsafe fn lseek64(fd: c_int, o: off64_t, w: c_int) -> off64_t {
     // SAFETY: no pointers.
     on_fd(
@@ -225,6 +232,7 @@ pub unsafe fn lseek64(fd: c_int, o: off64_t, w: c_int) -> off64_t {
     )
 }
 
+#[inline]
 pub unsafe fn lseek(fd: c_int, o: off64_t, w: c_int) -> off64_t {
     // SAFETY: no pointers.
     unsafe { lseek64(fd, o, w) }

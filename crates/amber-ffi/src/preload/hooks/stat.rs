@@ -25,6 +25,7 @@ unsafe fn put<T>(out: *mut T, v: T) -> PResult<c_int> {
     Ok(0)
 }
 
+#[inline]
 pub unsafe fn fstat64(fd: c_int, st: *mut libc::stat64) -> c_int {
     // SAFETY: the caller's contract (stat and stat64 share a layout).
     on_fd(
@@ -35,11 +36,13 @@ pub unsafe fn fstat64(fd: c_int, st: *mut libc::stat64) -> c_int {
     )
 }
 
+#[inline]
 pub unsafe fn fstat(fd: c_int, st: *mut libc::stat64) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { fstat64(fd, st) }
 }
 
+#[inline]
 pub unsafe fn fstatat64(d: c_int, p: *const c_char, st: *mut libc::stat64, fl: c_int) -> c_int {
     // SAFETY: the caller's contract for `p`.
     if fl & libc::AT_EMPTY_PATH != 0 && !p.is_null() && unsafe { CStr::from_ptr(p) }.is_empty() {
@@ -59,26 +62,31 @@ pub unsafe fn fstatat64(d: c_int, p: *const c_char, st: *mut libc::stat64, fl: c
     unsafe { on_path(d, p, follow, |k| real::fstatat64(d, k, st, fl), served, -1) }
 }
 
+#[inline]
 pub unsafe fn fstatat(d: c_int, p: *const c_char, st: *mut libc::stat64, fl: c_int) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { fstatat64(d, p, st, fl) }
 }
 
+#[inline]
 pub unsafe fn stat64(p: *const c_char, st: *mut libc::stat64) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { fstatat64(AT_FDCWD, p, st, 0) }
 }
 
+#[inline]
 pub unsafe fn stat(p: *const c_char, st: *mut libc::stat64) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { fstatat64(AT_FDCWD, p, st, 0) }
 }
 
+#[inline]
 pub unsafe fn lstat64(p: *const c_char, st: *mut libc::stat64) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { fstatat64(AT_FDCWD, p, st, libc::AT_SYMLINK_NOFOLLOW) }
 }
 
+#[inline]
 pub unsafe fn lstat(p: *const c_char, st: *mut libc::stat64) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { lstat64(p, st) }
