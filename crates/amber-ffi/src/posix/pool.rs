@@ -45,19 +45,28 @@ fn open_error(errno: i32, message: String) -> OpenError {
 /// copy of the descriptor table and closes every descriptor in it. The
 /// threads never use one (they work on the mapped pool), and while the
 /// program's table is shared with them Linux takes and drops a file
-/// reference on every descriptor call the program makes (a `pread` it
-/// passes through cost 23% more with the pool open; BENCHMARKS,
-/// "In-process"). The copy holds no descriptor afterwards, so a file the
-/// program closes is closed (a pipe's reader sees its end). If the table
-/// cannot be unshared nothing is closed: the thread shares it as before.
+/// reference on every descriptor call the program makes (BENCHMARKS,
+/// "In-process"). The copy must hold no descriptor afterwards, or a file
+/// the program closes would stay open in it (a pipe's reader would never
+/// see its end): so where close_range(2) is missing (Linux before 5.9)
+/// the table is not unshared at all and the thread shares it as before.
 fn detach_descriptors() {
+    let close_from = |first: u32| {
+        // SAFETY: close_range(2) takes plain integers; the caller decides
+        // whose table it closes in.
+        unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32) }
+    };
+    // A probe that closes nothing: no descriptor has the largest number.
+    if close_from(u32::MAX) != 0 {
+        return;
+    }
     // SAFETY: unshare(2) affects only the calling thread's own task.
     if unsafe { libc::unshare(libc::CLONE_FILES) } != 0 {
         return;
     }
-    // SAFETY: the table is now this thread's alone (unshare succeeded),
-    // so closing every descriptor in it leaves the program's untouched.
-    unsafe { libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) };
+    // The table is now this thread's alone (unshare succeeded), so this
+    // leaves the program's untouched.
+    close_from(0);
 }
 
 impl Pool {

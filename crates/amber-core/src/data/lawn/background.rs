@@ -6,10 +6,9 @@
 //! piece instead of slice by slice from scattered slots. The extra PM
 //! writes happen off the critical path, when nothing else is running.
 
-use super::super::control::Control;
 use super::ZoneOptions;
 use super::{slices, BlockLookup, Stats};
-use crate::data::control::spawn as spawn_thread;
+use crate::data::control::{spawn as spawn_thread, Control};
 use crate::data::Context;
 use crate::error::Result;
 use crate::fs::Core;
