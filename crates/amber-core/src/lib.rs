@@ -20,6 +20,7 @@ mod dir;
 mod durability;
 mod error;
 mod escape;
+mod filelog;
 pub mod fs;
 mod inode;
 mod journal;

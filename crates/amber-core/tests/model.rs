@@ -122,6 +122,17 @@ proptest! {
         }
     }
 
+    /// The same under nova: copy-on-write pages named by per-file logs,
+    /// replayed at every remount, garbage collected as they go.
+    #[test]
+    fn random_ops_match_model_nova(seeds in proptest::collection::vec(any::<u64>(), 50..200)) {
+        let ops: Vec<Op> = seeds.iter().map(|s| Op::generate(&mut Rng::new(*s), false)).collect();
+        let mut h = Harness::new(POOL, "nova");
+        if let Err(e) = h.run(&ops) {
+            prop_assert!(false, "{}", e);
+        }
+    }
+
     /// The same under hinfs: buffered writes, reads from DRAM and PM, and
     /// write-back must keep every result the model predicts.
     #[test]
@@ -202,6 +213,11 @@ fn seeded_long_sequence_hunter_lfs() {
     long_sequence("hunter-lfs");
 }
 
+#[test]
+fn seeded_long_sequence_nova() {
+    long_sequence("nova");
+}
+
 fn threads(policy: &str) {
     let seed = seed_from_env(0x7EAD_5EED);
     println!("threads base seed = {seed} ({policy}); rerun with AMBER_MODEL_SEED={seed}");
@@ -258,4 +274,9 @@ fn threads_share_one_fs_amber_modelled() {
 #[test]
 fn threads_share_one_fs_hunter_lfs() {
     threads("hunter-lfs");
+}
+
+#[test]
+fn threads_share_one_fs_nova() {
+    threads("nova");
 }

@@ -205,6 +205,23 @@ fn finelog_data_workloads() {
     atomic_policy_suite("finelog");
 }
 
+/// NOVA's data path: copy-on-write pages committed by the log tail, and
+/// its garbage collection interrupted at every fence (`log-gc`); `attrs`
+/// too, since utimens appends an entry committed by a transaction.
+#[test]
+fn nova_data_workloads() {
+    atomic_policy_suite("nova");
+    for w in ["log-gc", "attrs", "files"] {
+        let rep = check(&atomic_config(w, "nova", ""));
+        assert_eq!(rep.oracle, ATOMIC_ORACLE);
+    }
+    for seed in RANDOM_SEEDS {
+        let mut cfg = atomic_config("random", "nova", "");
+        cfg.seed = seed;
+        check(&cfg);
+    }
+}
+
 #[test]
 fn lawn_data_workloads() {
     atomic_policy_suite("lawn");

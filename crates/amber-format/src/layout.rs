@@ -63,6 +63,9 @@ pub enum PoolLayout {
     /// block inside the data log, one every 64 blocks (`FEATURE_SPLIT` and
     /// `FEATURE_LOG_RECORDS`).
     Lfs,
+    /// NOVA's per-inode logs for regular files (`FEATURE_NOVA`), block
+    /// maps for everything else: the `nova` policy's.
+    Nova,
 }
 
 impl FormatParams {

@@ -28,6 +28,7 @@ mod error;
 pub mod inode;
 pub mod journal;
 pub mod layout;
+pub mod nova;
 pub mod split;
 pub mod superblock;
 pub mod xattr;

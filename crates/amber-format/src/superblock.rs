@@ -43,6 +43,7 @@ use crate::crc::crc32c;
 use crate::error::FormatError;
 use crate::inode::INODE_SIZE;
 use crate::layout::{FormatParams, Layout, PoolLayout, BLOCK_SIZE};
+use crate::nova::FEATURE_NOVA;
 use crate::split::{
     SplitRegions, FEATURE_LOG_RECORDS, FEATURE_SPLIT, REGION_ATTR_START, REGION_LI_BLOCKS,
 };
@@ -59,7 +60,7 @@ pub const VERSION: u32 = 1;
 /// Incompatible features this version understands: LAWN's small-write
 /// zone and HUNTER's split layout, with its records in a table or in the
 /// log (HiNFS needs none).
-pub const KNOWN_INCOMPAT: u64 = FEATURE_ZONE | FEATURE_SPLIT | FEATURE_LOG_RECORDS;
+pub const KNOWN_INCOMPAT: u64 = FEATURE_ZONE | FEATURE_SPLIT | FEATURE_LOG_RECORDS | FEATURE_NOVA;
 /// Read-only-compatible features this version understands.
 pub const KNOWN_RO_COMPAT: u64 = 0;
 /// Number of u64 region descriptors reserved for later features.
@@ -166,7 +167,9 @@ impl Superblock {
         let layout = Layout::compute(params)?;
         let mut regions = [0; RESERVED_REGIONS];
         let mut feature_incompat = 0;
-        if params.layout != PoolLayout::Classic {
+        if params.layout == PoolLayout::Nova {
+            feature_incompat |= FEATURE_NOVA;
+        } else if params.layout != PoolLayout::Classic {
             let r = SplitRegions::for_layout(&layout, params.layout == PoolLayout::Lfs);
             feature_incompat |= r.to_descriptors(&mut regions);
             r.check(&layout)?;
@@ -197,6 +200,7 @@ impl Superblock {
     /// The layout mkfs made.
     pub fn pool_layout(&self) -> PoolLayout {
         match self.split_regions() {
+            None if self.feature_incompat & FEATURE_NOVA != 0 => PoolLayout::Nova,
             None => PoolLayout::Classic,
             Some(r) if r.in_log => PoolLayout::Lfs,
             Some(_) => PoolLayout::Split,
@@ -351,6 +355,7 @@ impl RawSuperblock {
                 feature_incompat & FEATURE_SPLIT != 0,
                 feature_incompat & FEATURE_LOG_RECORDS != 0,
             ) {
+                (false, _) if feature_incompat & FEATURE_NOVA != 0 => PoolLayout::Nova,
                 (false, _) => PoolLayout::Classic,
                 (true, false) => PoolLayout::Split,
                 (true, true) => PoolLayout::Lfs,
@@ -410,6 +415,12 @@ fn check_regions(
             value: incompat,
         });
     }
+    if incompat & FEATURE_NOVA != 0 && incompat & (FEATURE_SPLIT | FEATURE_ZONE) != 0 {
+        return Err(FormatError::InvalidField {
+            what: "feature bits (NOVA's logs with the split layout or the zone)",
+            value: incompat,
+        });
+    }
     Ok(())
 }
 
@@ -432,13 +443,13 @@ mod tests {
         #[test]
         fn decode_inverts_encode(
             mib in 1u64..4096,
-            layout in 0..3usize,
+            layout in 0..4usize,
             uuid: [u8; 16],
             counters in any::<(u64, u64, u64, u64)>(),
             feature_compat: u64,
             dirty: bool,
         ) {
-            let layout = [PoolLayout::Classic, PoolLayout::Split, PoolLayout::Lfs][layout];
+            let layout = [PoolLayout::Classic, PoolLayout::Split, PoolLayout::Lfs, PoolLayout::Nova][layout];
             let p = FormatParams { layout, ..FormatParams::for_size(mib << 20) };
             let Ok(mut s) = Superblock::new(&p, uuid) else {
                 return Err(TestCaseError::reject("too small for its layout"));

@@ -43,7 +43,8 @@ pub struct Args {
     /// policies amber, the default, hunter and hunter-sync), `classic`
     /// (block maps; policies direct, hinfs*, cow, finelog and lawn) or
     /// `lfs` (the split layout's records in summary blocks inside the data
-    /// log; policy hunter-lfs).
+    /// log; policy hunter-lfs) or `nova` (NOVA's per-file logs; policy
+    /// nova).
     #[arg(long, value_enum, default_value = "split")]
     layout: LayoutArg,
     /// Reformat an existing pool, destroying everything in it.
@@ -56,6 +57,7 @@ enum LayoutArg {
     Classic,
     Split,
     Lfs,
+    Nova,
 }
 
 impl From<LayoutArg> for PoolLayout {
@@ -64,6 +66,7 @@ impl From<LayoutArg> for PoolLayout {
             LayoutArg::Classic => PoolLayout::Classic,
             LayoutArg::Split => PoolLayout::Split,
             LayoutArg::Lfs => PoolLayout::Lfs,
+            LayoutArg::Nova => PoolLayout::Nova,
         }
     }
 }
@@ -313,6 +316,7 @@ fn layout_name(layout: LayoutArg) -> &'static str {
         LayoutArg::Classic => "classic-layout",
         LayoutArg::Split => "split-layout",
         LayoutArg::Lfs => "lfs-layout",
+        LayoutArg::Nova => "nova-layout",
     }
 }
 
@@ -347,7 +351,9 @@ fn print_geometry(
         human_bytes(l.journal_bytes())
     )?;
     let mut data_start = l.data_start;
-    if pool_layout != PoolLayout::Classic {
+    if pool_layout == PoolLayout::Nova {
+        outln!("  nova:      each regular file's data is named by a log of its own")?;
+    } else if pool_layout != PoolLayout::Classic {
         let r = SplitRegions::for_layout(l, pool_layout == PoolLayout::Lfs);
         let records = if r.in_log {
             format!("in a summary block every {} blocks", r.li_blocks)

@@ -122,8 +122,8 @@ fn check_inode<D: PmDevice>(
         rec.blocks.push(b);
     }
     // A split pool's regular files count their blocks in their attribute
-    // logs (check::split).
-    let counted = !(cx.split.is_some() && kind == FileKind::Regular);
+    // logs (check::split), a nova pool's in their logs (check::nova).
+    let counted = !((cx.split.is_some() || cx.nova) && kind == FileKind::Regular);
     if counted && walked.complete && rec.disk.blocks != count {
         check_block_count(cx, ino, &rec.disk, count, was_clean);
         rec.disk.blocks = count;

@@ -10,7 +10,8 @@
 //! superblock copies, journals (replayed in repair mode, overlaid in memory
 //! otherwise, so the rest is judged as mount would see it), inodes and
 //! their block maps, directory entries, the namespace tree and link counts,
-//! the small-write zone, the split layout's records and chains, and the
+//! the small-write zone, the split layout's records and chains, NOVA's
+//! per-file logs, and the
 //! saved free-space bitmap. Repairs are collected while checking
 //! and written at the end, in that order, each flushed and drained.
 
@@ -19,6 +20,7 @@ mod generations;
 mod inodes;
 mod journals;
 mod media;
+mod nova;
 mod repair;
 mod space;
 mod split;
@@ -28,7 +30,7 @@ mod zone;
 
 use crate::error::FsError;
 use crate::split::SplitMedia;
-use amber_format::{Layout, PoolState};
+use amber_format::{Layout, PoolLayout, PoolState};
 use amber_pmem::PmDevice;
 use media::Media;
 use repair::Fixes;
@@ -164,13 +166,15 @@ pub fn check<D: PmDevice>(dev: &D, opts: &CheckOptions) -> Result<CheckReport, F
         problems,
         fixes: Fixes::default(),
         split: SplitMedia::of(&sb),
+        nova: sb.pool_layout() == PoolLayout::Nova,
     };
     let pending = journals::check(&mut cx, was_clean)?;
     let mut scan = inodes::scan(&mut cx, was_clean);
     let entries = dirs::scan(&mut cx, &mut scan);
     tree::check(&mut cx, &mut scan, entries);
     let split = cx.split;
-    let files = split::check(&mut cx, split.as_ref(), &scan, was_clean);
+    let mut files = split::check(&mut cx, split.as_ref(), &scan, was_clean);
+    files.owned.extend(nova::check(&mut cx, &scan));
     let mut claimed = space::inode_blocks(&cx, &scan);
     for &b in &files.owned {
         claimed.set(b);
@@ -201,6 +205,8 @@ struct Ctx<'a, D: PmDevice> {
     /// The split layout, whose regular files keep their blocks outside
     /// block maps.
     split: Option<SplitMedia>,
+    /// NOVA's layout, whose regular files keep their blocks in logs.
+    nova: bool,
 }
 
 impl<D: PmDevice> Ctx<'_, D> {

@@ -42,8 +42,8 @@ pub(super) fn check<D: PmDevice>(
     let shared: Vec<u64> = owned.iter().copied().filter(|&b| used.set(b)).collect();
     if !shared.is_empty() {
         cx.unfixable(format!(
-            "{} block(s) belong both to a file's block map and to the small-write zone or the \
-             split layout ({})",
+            "{} block(s) belong both to a file's block map and to the small-write zone, the \
+             split layout or a nova log, or to two nova logs ({})",
             shared.len(),
             sample(&shared)
         ));

@@ -14,6 +14,7 @@ mod finelog;
 mod hinfs;
 mod hunter;
 mod lawn;
+mod nova;
 pub mod registry;
 
 pub use context::Context;
@@ -33,6 +34,7 @@ pub use finelog::Finelog;
 pub use hinfs::{BufferOptions, Hinfs, Variant, MAX_WRITEBACK_THREADS, MIN_BUFFER};
 pub use hunter::{HunterOptions, MAX_HUNTER_QUEUES, MAX_HUNTER_WORKERS};
 pub use lawn::{Lawn, ZoneOptions};
+pub use nova::Nova;
 pub use registry::{by_name, layout_for, register, Policy, POLICIES};
 
 /// A data path. Every method is called with the inode's write lock held
@@ -141,7 +143,7 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
         &self,
         _fs: Context<'_, D>,
         _st: &mut InodeState,
-        _new: &amber_format::Inode,
+        _new: &mut amber_format::Inode,
         _tx: &mut crate::journal::Tx,
     ) -> Result<()> {
         Ok(())

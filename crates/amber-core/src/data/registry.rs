@@ -9,7 +9,7 @@ use super::amber::{self, Amber};
 use super::hinfs::{self, Hinfs, Variant};
 use super::hunter::{self, Hunter};
 use super::lawn::{self, Lawn};
-use super::{Cow, DataPolicy, Direct, Finelog};
+use super::{Cow, DataPolicy, Direct, Finelog, Nova};
 use crate::error::{FsError, Result};
 use crate::fs::MountOptions;
 use crate::units;
@@ -129,7 +129,7 @@ pub struct Policy<D> {
 
 /// The policies of this build, the default (amber) first.
 pub fn builtin<D: PmDevice>() -> Vec<Policy<D>> {
-    use PoolLayout::{Classic, Lfs, Split};
+    use PoolLayout::{Classic, Lfs, Nova as NovaLogs, Split};
     const HINFS: &[&dyn OptionSet] = &[&BUFFER];
     const HUNTER_ONLY: &[&dyn OptionSet] = &[&HUNTER];
     const NONE: &[&dyn OptionSet] = &[];
@@ -155,6 +155,7 @@ pub fn builtin<D: PmDevice>() -> Vec<Policy<D>> {
         }),
         Policy::row("cow", Classic, NONE, |_| Box::new(Cow)),
         Policy::row("finelog", Classic, NONE, |_| Box::new(Finelog)),
+        Policy::row("nova", NovaLogs, NONE, |_| Box::new(Nova::default())),
         Policy::row("lawn", Classic, &[&ZONE], |o| {
             Box::new(Lawn::new(&o.zone, lawn::mapped_block))
         }),

@@ -81,9 +81,11 @@ impl<D: PmDevice> Core<D> {
         if changed {
             d.ctime = now;
             let mut tx = Tx::new();
-            tx.inode(&self.layout, ino, &d);
-            let res = self.policy.setattr_tx(self.context(), &mut st, &d, &mut tx);
+            let res = self
+                .policy
+                .setattr_tx(self.context(), &mut st, &mut d, &mut tx);
             self.guard(res)?;
+            tx.inode(&self.layout, ino, &d);
             self.commit(tx)?;
             st.disk = d;
         }

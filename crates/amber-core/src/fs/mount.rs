@@ -11,6 +11,7 @@ use crate::alloc::{BitSet, BlockAllocator, Homes, InodeAllocator};
 use crate::data;
 use crate::data::registry::policies_for;
 use crate::error::{FsError, Result};
+use crate::filelog::FileLog;
 use crate::inode::{read_inode, walk, InodeCache};
 use crate::journal::{self, Journals, Tx};
 use crate::split::{self, SplitMedia};
@@ -270,7 +271,7 @@ fn rebuild_used<D: PmDevice>(
     dev: &D,
     l: &Layout,
     zone: Option<&ZoneMedia>,
-    split: Option<&SplitMedia>,
+    (split, nova): (Option<&SplitMedia>, bool),
     report: &mut RecoveryReport,
 ) -> Result<BitSet> {
     let mut used = BitSet::new(l.total_blocks);
@@ -288,7 +289,12 @@ fn rebuild_used<D: PmDevice>(
         }
     }
     for ino in 1..l.inode_count {
-        claim_inode(dev, l, ino, split.is_some(), &mut used, report)?;
+        let files = match (split.is_some(), nova) {
+            (true, _) => Files::Split,
+            (false, true) => Files::Nova,
+            (false, false) => Files::Classic,
+        };
+        claim_inode(dev, l, ino, files, &mut used, report)?;
     }
     if let Some(m) = split {
         let r = split::recover(dev, l, m, &mut used)?;
@@ -299,14 +305,26 @@ fn rebuild_used<D: PmDevice>(
     Ok(used)
 }
 
+/// Where a pool's regular files keep their blocks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Files {
+    /// In block maps, like every other inode.
+    Classic,
+    /// In HUNTER's split layout (claimed by `split::recover`).
+    Split,
+    /// In NOVA's per-file logs (claimed here, by replaying each log).
+    Nova,
+}
+
 /// Marks in `used` the blocks live inode `ino` owns (map, map nodes,
-/// attribute block), and corrects its block count if a crash left it
-/// behind (`split`: a regular file counts in its attribute log instead).
+/// attribute block, a nova file's log and the pages it maps), and
+/// corrects its block count if a crash left it behind (a regular file of
+/// a split or nova pool counts its blocks elsewhere).
 fn claim_inode<D: PmDevice>(
     dev: &D,
     l: &Layout,
     ino: u64,
-    split: bool,
+    files: Files,
     used: &mut BitSet,
     report: &mut RecoveryReport,
 ) -> Result<()> {
@@ -329,15 +347,28 @@ fn claim_inode<D: PmDevice>(
     }
     let xattr = (i.xattr_block != 0).then_some(i.xattr_block);
     let data = t.data.iter().map(|(_, b)| *b);
-    for b in data.chain(t.nodes.iter().copied()).chain(xattr) {
+    let regular = i.kind() == Some(FileKind::Regular);
+    let log = if files == Files::Nova && regular {
+        let read = |off: u64, buf: &mut [u8]| dev.read(off, buf);
+        FileLog::replay(&read, l, ino, &i)?
+    } else {
+        FileLog::default()
+    };
+    let logged = log.blocks();
+    for b in data
+        .chain(t.nodes.iter().copied())
+        .chain(xattr)
+        .chain(logged)
+    {
         if used.set(b) {
             return Err(FsError::Corrupted(format!("block {b} is owned twice")));
         }
     }
     let count = (t.data.len() + t.nodes.len()) as u64;
     // A split pool's regular files count their blocks in their
-    // attribute logs, and their data blocks are found below.
-    let counted_here = !(split && i.kind() == Some(FileKind::Regular));
+    // attribute logs, and their data blocks are found below; a nova
+    // file's count is its log's, computed when it is loaded.
+    let counted_here = !(files != Files::Classic && regular);
     if counted_here && i.blocks != count {
         let off = l.inode_offset(ino) + OFF_BLOCKS as u64;
         dev.write(off, &count.to_le_bytes());
@@ -394,7 +425,10 @@ pub fn mount<D: PmDevice>(dev: Arc<D>, opts: MountOptions) -> Result<(Core<D>, R
     }
     let (used, next_seq, scan) = match saved {
         Some(used) => (used, 1, scan_inodes(&*dev, &l)),
-        None => recover(&*dev, &l, zone_media.as_ref(), split.as_ref(), &mut report)?,
+        None => {
+            let files = (split.as_ref(), sb.pool_layout() == PoolLayout::Nova);
+            recover(&*dev, &l, zone_media.as_ref(), files, &mut report)?
+        }
     };
     report.inodes_in_use = scan.in_use;
     let mut core = Core::assemble(
@@ -434,7 +468,12 @@ fn check_layout(sb: &Superblock, wanted: PoolLayout) -> Result<()> {
     }
     static TEXTS: OnceLock<Vec<((PoolLayout, PoolLayout), String)>> = OnceLock::new();
     let texts = TEXTS.get_or_init(|| {
-        let all = [PoolLayout::Classic, PoolLayout::Split, PoolLayout::Lfs];
+        let all = [
+            PoolLayout::Classic,
+            PoolLayout::Split,
+            PoolLayout::Lfs,
+            PoolLayout::Nova,
+        ];
         let pairs = all.into_iter().flat_map(|h| all.map(|w| (h, w)));
         pairs.map(|(h, w)| ((h, w), layout_refusal(h, w))).collect()
     });
@@ -455,11 +494,13 @@ fn layout_refusal(have: PoolLayout, wanted: PoolLayout) -> String {
         }
         PoolLayout::Split => "the split layout (mkfs's default)",
         PoolLayout::Lfs => "the lfs layout (HUNTER's records in its data log)",
+        PoolLayout::Nova => "the nova layout (NOVA's per-file logs)",
     };
     let mkfs = match wanted {
         PoolLayout::Classic => "`amberfs mkfs --layout classic`",
         PoolLayout::Split => "`amberfs mkfs` (split layout, the default)",
         PoolLayout::Lfs => "`amberfs mkfs --layout lfs`",
+        PoolLayout::Nova => "`amberfs mkfs --layout nova`",
     };
     let takes = match takes.split_last() {
         Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
@@ -528,14 +569,14 @@ pub(super) fn recover<D: PmDevice>(
     dev: &D,
     l: &Layout,
     zone: Option<&ZoneMedia>,
-    split: Option<&SplitMedia>,
+    files: (Option<&SplitMedia>, bool),
     report: &mut RecoveryReport,
 ) -> Result<(BitSet, u64, Scan)> {
     let r = journal::replay(dev, l, true)?;
     report.replayed_transactions = r.replayed;
     report.discarded_transactions = r.discarded;
     let scan = scan_inodes(dev, l);
-    let used = rebuild_used(dev, l, zone, split, report)?;
+    let used = rebuild_used(dev, l, zone, files, report)?;
     Ok((used, r.max_seq + 1, scan))
 }
 

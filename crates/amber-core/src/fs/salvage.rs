@@ -87,6 +87,7 @@ fn reading_options<D: PmDevice>(dev: &D, sb: &Superblock) -> MountOptions {
     let policy = match sb.pool_layout() {
         PoolLayout::Split => "amber",
         PoolLayout::Lfs => "hunter-lfs",
+        PoolLayout::Nova => "nova",
         PoolLayout::Classic if sb.feature_incompat & FEATURE_ZONE != 0 => "lawn",
         PoolLayout::Classic => "direct",
     };
@@ -170,7 +171,8 @@ fn lenient<D: PmDevice>(
     if sb.state != PoolState::Clean {
         let split = SplitMedia::of(&sb);
         let mut report = RecoveryReport::default();
-        if let Err(e) = recover(&*dev, &l, zone_media.as_ref(), split.as_ref(), &mut report) {
+        let files = (split.as_ref(), sb.pool_layout() == PoolLayout::Nova);
+        if let Err(e) = recover(&*dev, &l, zone_media.as_ref(), files, &mut report) {
             notes.push(format!(
                 "the pool was not unmounted cleanly and recovery (in memory) stopped: {e}; \
                  what it did not reach is read as it lies"

@@ -123,3 +123,28 @@ pub fn zone_pressure() -> Vec<Op> {
     ops.push(Op::SyncAll);
     ops
 }
+
+/// Overwrites in `log-gc`'s first phase: more than a log page holds, all
+/// of one block, so the first page's entries all die (fast GC).
+const GC_OVERWRITES: u64 = 70;
+/// (write, truncate) pairs of its second phase: the truncates' entries
+/// stay until a rewrite, so the log passes two pages with few entries
+/// still mapping pages (thorough GC).
+const GC_PAIRS: u64 = 64;
+
+/// NOVA's log garbage collection interrupted: small overwrites of one
+/// block until a log page holds only dead entries and is unlinked, then
+/// writes and truncates until the log is rewritten; under policies
+/// without per-file logs these are plain writes and truncates.
+pub fn log_gc() -> Vec<Op> {
+    let mut ops = vec![create("g"), write("g", 0, 4 * KIB, 1), fsync("g")];
+    for i in 0..GC_OVERWRITES {
+        ops.push(write("g", (i % 4) * 64, 64, 10 + i));
+    }
+    for i in 0..GC_PAIRS {
+        ops.push(write("g", 100, 64, 100 + i));
+        ops.push(truncate("g", 6000 - i));
+    }
+    ops.push(fsync("g"));
+    ops
+}

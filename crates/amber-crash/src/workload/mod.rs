@@ -269,6 +269,7 @@ pub const NAMES: &[&str] = &[
     "atomic",
     "atomic-random",
     "zone-pressure",
+    "log-gc",
     "random",
 ];
 
@@ -958,6 +959,7 @@ pub fn named(name: &str, seed: u64) -> Option<Workload> {
         "atomic" => atomic::atomic(),
         "atomic-random" => atomic_random(seed, ATOMIC_RANDOM_OPS),
         "zone-pressure" => atomic::zone_pressure(),
+        "log-gc" => atomic::log_gc(),
         "random" => random(seed, RANDOM_OPS),
         _ => return None,
     };

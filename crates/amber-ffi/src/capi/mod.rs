@@ -74,7 +74,7 @@ fn path_of(b: &[u8]) -> &Path {
 
 /// Creates a pool file of `size` bytes at `path` and formats it (as
 /// `amberfs mkfs`). `layout` is "split" (the default, for policy amber),
-/// "classic" or "lfs"; NULL means the default. Fails with EEXIST if the
+/// "classic", "lfs" or "nova"; NULL means the default. Fails with EEXIST if the
 /// file exists.
 ///
 /// # Safety
@@ -92,6 +92,7 @@ pub unsafe extern "C" fn amberfs_mkfs(
             "" | "split" => PoolLayout::Split,
             "classic" => PoolLayout::Classic,
             "lfs" => PoolLayout::Lfs,
+            "nova" => PoolLayout::Nova,
             _ => return Err(Errno(libc::EINVAL)),
         };
         mkfs(path_of(p), size, layout).map_err(|e| {

@@ -281,7 +281,7 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         &self,
         fs: Context<'_, D>,
         st: &mut InodeState,
-        new: &amber_format::Inode,
+        new: &mut amber_format::Inode,
         tx: &mut crate::journal::Tx,
     ) -> Result<()> {
         // The attribute entry it may write carries the DRAM size, which

@@ -718,7 +718,7 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
         &self,
         fs: Context<'_, D>,
         st: &mut InodeState,
-        new: &amber_format::Inode,
+        new: &mut amber_format::Inode,
         tx: &mut crate::journal::Tx,
     ) -> Result<()> {
         if st.kind() != FileKind::Regular || new.mtime == st.disk.mtime {
