@@ -11,6 +11,9 @@ use crate::target::Target;
 use crate::workload::{self, Outcome, Params, Session, Verified};
 use serde::Serialize;
 
+/// A cache line, the unit the emulator charges.
+const LINE: u64 = amber_pmem::CACHE_LINE;
+
 /// What to run and how often.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -49,6 +52,9 @@ struct Samples {
     /// policies writing the same bytes can still differ.
     lines_per_write: Vec<f64>,
     fences_per_write: Vec<f64>,
+    /// Lines the emulator charges its per-line latency on, per write call:
+    /// flushed lines and lines stored non-temporally (`Emulated::write_nt`).
+    charged_per_write: Vec<f64>,
     last: Outcome,
     verified: Verified,
     /// The policy's counters, summed over the timed runs (each run starts
@@ -175,6 +181,8 @@ fn measure(
                     out.pm_per_write.push(pm / w);
                     out.lines_per_write.push(d.lines_flushed as f64 / w);
                     out.fences_per_write.push(d.fences as f64 / w);
+                    let charged = d.lines_flushed + d.bytes_nt.div_ceil(LINE);
+                    out.charged_per_write.push(charged as f64 / w);
                 }
             }
             out.last = o;
@@ -225,6 +233,7 @@ fn records(plan: &Plan, params: &Params, targets: &[&dyn Target], samples: &[Sam
             ("pm_bytes_per_write", "PM B/op", &s.pm_per_write),
             ("flushed_lines_per_write", "lines/op", &s.lines_per_write),
             ("fences_per_write", "fences/op", &s.fences_per_write),
+            ("charged_lines_per_write", "lines/op", &s.charged_per_write),
         ];
         for (metric, unit, xs) in metrics {
             if xs.is_empty() {

@@ -162,17 +162,18 @@ fn populate_compares_bare_with_amber_through_specs() {
         .iter()
         .map(|r| (r.record.metric.as_str(), r.record.threads))
         .collect();
-    let six = [
+    let seven = [
         "throughput",
         "bandwidth",
         "write_amplification",
         "pm_bytes_per_write",
         "flushed_lines_per_write",
         "fences_per_write",
+        "charged_lines_per_write",
     ];
     let want: Vec<(&str, u32)> = [1, 2]
         .iter()
-        .flat_map(|&t| six.iter().map(move |m| (*m, t)))
+        .flat_map(|&t| seven.iter().map(move |m| (*m, t)))
         .collect();
     assert_eq!(metrics, want);
     for r in &bare {
@@ -199,6 +200,7 @@ fn populate_compares_bare_with_amber_through_specs() {
             "pm_bytes_per_write" => assert_eq!(c.value, 4096.0),
             "flushed_lines_per_write" => assert_eq!(c.value, 0.0),
             "fences_per_write" => assert_eq!(c.value, 1.0),
+            "charged_lines_per_write" => assert_eq!(c.value, 64.0),
             _ => {}
         }
     }
@@ -206,5 +208,5 @@ fn populate_compares_bare_with_amber_through_specs() {
         .iter()
         .filter(|r| r.record.target == "amberfs:direct")
         .count();
-    assert_eq!(amber, 12);
+    assert_eq!(amber, 14);
 }

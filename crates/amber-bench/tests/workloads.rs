@@ -309,7 +309,8 @@ fn pm_bytes_per_write_counts_every_pm_byte_per_write_call() {
         "pm_bytes_per_write",
         "write_amplification",
         "flushed_lines_per_write",
-        "fences_per_write"
+        "fences_per_write",
+        "charged_lines_per_write"
     ]
     .contains(&r.record.metric.as_str())));
     amber.destroy().unwrap();

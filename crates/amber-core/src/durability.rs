@@ -152,7 +152,7 @@ pub(crate) fn check_set(name: &[u8], value: &[u8], atomic_policy: bool) -> Resul
 /// policies' `atomic_writes`).
 pub(crate) const ATOMIC_POLICIES: &str =
     "user.amberfs.atomicity=write needs a policy whose every write is atomic: \
-     mount with -o policy=amber, cow, finelog or lawn";
+     mount with -o policy=amber, cow, finelog, lawn or nova";
 
 /// The durability and atomicity an attribute list gives a file. A stored
 /// value this version does not know (set before these attributes were
@@ -267,7 +267,7 @@ mod tests {
                 by_name::<MmapDevice>(&opts).unwrap().atomic_writes()
             })
             .collect();
-        assert_eq!(atomic, ["amber", "cow", "finelog", "lawn"]);
+        assert_eq!(atomic, ["amber", "cow", "finelog", "nova", "lawn"]);
         for name in atomic {
             assert!(ATOMIC_POLICIES.contains(name), "{name}");
         }

@@ -177,7 +177,7 @@ fn atomicity_write_only_where_every_write_is_atomic() {
             match r {
                 Err(e @ FsError::Unsupported(_)) => {
                     let t = e.to_string();
-                    assert!(t.contains("cow, finelog or lawn"), "{policy}: {t}");
+                    assert!(t.contains("cow, finelog, lawn or nova"), "{policy}: {t}");
                 }
                 other => panic!("{policy}: {other:?}"),
             }

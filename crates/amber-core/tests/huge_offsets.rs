@@ -66,6 +66,7 @@ under! {
     hunter: "hunter",
     hunter_sync: "hunter-sync",
     hunter_lfs: "hunter-lfs",
+    nova: "nova",
 }
 
 fn last_block_of_the_largest_file(policy: &str) {

@@ -37,7 +37,7 @@ fn readme_durability_example() -> Result<(), Box<dyn std::error::Error>> {
     fs.set_durability("/journal", Durability::Sync)?;
     fs.write("/journal/log", b"entry")?; // durable when it returns
     assert_eq!(fs.durability("/journal/log")?, Durability::Sync);
-    // Refused unless the pool is mounted with policy=amber, cow, finelog or lawn.
+    // Refused unless the pool is mounted with policy=amber, cow, finelog, lawn or nova.
     let atomic = fs.set_atomicity("/journal/log", Atomicity::Write);
     assert!(matches!(atomic, Ok(()) | Err(FsError::Unsupported(_))));
     fs.unmount()?;

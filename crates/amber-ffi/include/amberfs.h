@@ -39,7 +39,7 @@ extern "C" {
 
 // Creates a pool file of `size` bytes at `path` and formats it (as
 // `amberfs mkfs`). `layout` is "split" (the default, for policy amber),
-// "classic" or "lfs"; NULL means the default. Fails with EEXIST if the
+// "classic", "lfs" or "nova"; NULL means the default. Fails with EEXIST if the
 // file exists.
 //
 // # Safety

@@ -80,7 +80,27 @@ pub struct Claim {
     pub check: Check,
     /// Why our figure differs from the paper's, as far as we know.
     pub why: &'static str,
+    /// What the emulator's accounting says the figure can reach.
+    pub bound: Bound,
 }
+
+/// The most a ratio can reach by the emulator's own accounting, where it
+/// is worked out: a claim whose goal lies beyond it counts as reached
+/// within 10% of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// Not worked out for this claim.
+    None,
+    /// A throughput ratio whose run charges a latency per line
+    /// (`per=line` presets): were both sides bound by it, the ratio would
+    /// be the denominator's charged lines per write over the numerator's
+    /// (`charged_lines_per_write`, same run). Under `dram` nothing is
+    /// charged and there is no bound.
+    ChargedLines,
+}
+
+/// Share of a bound a figure must reach when the goal lies beyond it.
+pub const WITHIN_BOUND: f64 = 0.9;
 
 const fn pick(run: &'static str, metric: &'static str, who: Who) -> Pick {
     Pick {
@@ -90,6 +110,11 @@ const fn pick(run: &'static str, metric: &'static str, who: Who) -> Pick {
         who,
         notes: &[],
     }
+}
+
+/// A record of `target` in LAWN's run `run`.
+const fn lawn_pick(run: &'static str, metric: &'static str, target: &'static str) -> Pick {
+    pick(run, metric, Who::Target(target))
 }
 
 /// iozone's 4 KiB-record writes on the lane whose target starts `lane`.
@@ -115,6 +140,25 @@ const WHY_HINFS_LATENCY: &str = "Our emulator charges each flushed or non-tempor
     (`per=line`) and caps bandwidth at 1 GB/s; the paper delays each write in a kernel on \
     a 48-core server with filebench's 1 MB mean I/O. Here: one thread on 2 vCPUs, a smaller \
     file set, and `direct` for PMFS.";
+
+const WHY_LAWN_NOVA: &str = "`nova` is NOVA's data path in user space: a 128 B write \
+    copies its whole page, appends a 64-byte entry and stores the tail (about 66 lines \
+    charged), while lawn charges a few lines, so under `pcm` the ratio is bound by the \
+    charged lines (the bound column) and by the CPU work both do per write; the paper's \
+    NOVA also pays the kernel's system call and its inode log's own work per write, which \
+    a library call does not; a 32 MiB file and sub-second repetitions instead of a 60 GB \
+    file for 30 minutes.";
+
+const WHY_LAWN_DRAM: &str = "With no emulated latency a write costs its fences and its \
+    CPU work: nova two fences and a 4 KiB non-temporal copy, lawn its slices' lines and \
+    fences; the paper gives no figure without its NVM emulation.";
+
+const WHY_HUNTER_NOVA: &str = "Populating a file is 4 KiB appends: `nova` writes each page \
+    once, plus a 64-byte entry and an 8-byte tail (about 66 lines charged to hunter's 65), \
+    so under our emulator the two are bound by the same lines and the ratio cannot pass \
+    the bound column; the paper's NOVA ran in a kernel on real Optane, where its per-write \
+    inode-log, radix-tree and allocator work and the system call cost more than the \
+    page's copy.";
 
 const WHY_LAWN_COW: &str = "`cow` stands in for NOVA but commits a new block with one \
     8-byte pointer store, where NOVA writes the page, a log entry and a tail pointer \
@@ -182,6 +226,7 @@ pub const CLAIMS: &[Claim] = &[
         ),
         check: Check::AtLeast(2.27),
         why: WHY_HINFS,
+        bound: Bound::None,
     },
     Claim {
         experiment: Experiment::Hinfs,
@@ -203,6 +248,7 @@ pub const CLAIMS: &[Claim] = &[
         why: "Every varmail append is fsync'd, so the Buffer Benefit Model writes eagerly as \
               the paper's does; the paper's comparison is with NOVA (which wins on its \
               metadata path and 48 cores), ours with `direct`.",
+        bound: Bound::None,
     },
     Claim {
         experiment: Experiment::Hinfs,
@@ -222,6 +268,7 @@ pub const CLAIMS: &[Claim] = &[
         ),
         check: Check::AtLeast(1.53),
         why: WHY_HINFS_LATENCY,
+        bound: Bound::None,
     },
     Claim {
         experiment: Experiment::Hinfs,
@@ -241,118 +288,106 @@ pub const CLAIMS: &[Claim] = &[
         ),
         check: Check::AtLeast(5.5),
         why: WHY_HINFS_LATENCY,
+        bound: Bound::None,
     },
     Claim {
         experiment: Experiment::Lawn,
         claim: "\"with random writes at a request size of 128B, the bandwidth of LAWN is \
-                ... 12.0x ... that of NOVA\"",
+                ... 12.0x ... that of NOVA\" (this issue's goal under `pcm`: ≥ 8x)",
         measure: ratio(
-            pick(
-                "lawn-randwrite-128B",
-                "throughput",
-                Who::Target("amberfs:lawn"),
-            ),
-            pick(
-                "lawn-randwrite-128B",
-                "throughput",
-                Who::Target("amberfs:cow"),
-            ),
+            lawn_pick("lawn-randwrite-128B", "throughput", "amberfs:lawn"),
+            lawn_pick("lawn-randwrite-128B", "throughput", "amberfs:nova"),
+        ),
+        check: Check::AtLeast(8.0),
+        why: WHY_LAWN_NOVA,
+        bound: Bound::ChargedLines,
+    },
+    Claim {
+        experiment: Experiment::Lawn,
+        claim: "128 B random writes with no emulated latency (`dram`): LAWN ≥ 2x NOVA (this \
+                issue's goal; the paper measures emulated NVM only)",
+        measure: ratio(
+            lawn_pick("lawn-randwrite-128B-dram", "throughput", "amberfs:lawn"),
+            lawn_pick("lawn-randwrite-128B-dram", "throughput", "amberfs:nova"),
+        ),
+        check: Check::AtLeast(2.0),
+        why: WHY_LAWN_DRAM,
+        bound: Bound::None,
+    },
+    Claim {
+        experiment: Experiment::Lawn,
+        claim: "The same 128 B writes against `cow`, our page copy-on-write with one 8-byte \
+                commit (the stand-in before `nova`), with the paper's 12.0x",
+        measure: ratio(
+            lawn_pick("lawn-randwrite-128B", "throughput", "amberfs:lawn"),
+            lawn_pick("lawn-randwrite-128B", "throughput", "amberfs:cow"),
         ),
         check: Check::AtLeast(12.0),
         why: WHY_LAWN_COW,
+        bound: Bound::ChargedLines,
     },
     Claim {
         experiment: Experiment::Lawn,
         claim: "128 B random writes: LAWN is \"1.9x that of ... Fine-log\"",
         measure: ratio(
-            pick(
-                "lawn-randwrite-128B",
-                "throughput",
-                Who::Target("amberfs:lawn"),
-            ),
-            pick(
-                "lawn-randwrite-128B",
-                "throughput",
-                Who::Target("amberfs:finelog"),
-            ),
+            lawn_pick("lawn-randwrite-128B", "throughput", "amberfs:lawn"),
+            lawn_pick("lawn-randwrite-128B", "throughput", "amberfs:finelog"),
         ),
         check: Check::AtLeast(1.9),
         why: WHY_LAWN_FINELOG,
+        bound: Bound::ChargedLines,
     },
     Claim {
         experiment: Experiment::Lawn,
         claim: "\"with 1KB request, the bandwidth of LAWN is ... 5.6x\" that of NOVA",
         measure: ratio(
-            pick(
-                "lawn-randwrite-1KiB",
-                "throughput",
-                Who::Target("amberfs:lawn"),
-            ),
-            pick(
-                "lawn-randwrite-1KiB",
-                "throughput",
-                Who::Target("amberfs:cow"),
-            ),
+            lawn_pick("lawn-randwrite-1KiB", "throughput", "amberfs:lawn"),
+            lawn_pick("lawn-randwrite-1KiB", "throughput", "amberfs:nova"),
         ),
         check: Check::AtLeast(5.6),
-        why: WHY_LAWN_COW,
+        why: WHY_LAWN_NOVA,
+        bound: Bound::ChargedLines,
     },
     Claim {
         experiment: Experiment::Lawn,
         claim: "1 KiB requests: LAWN is \"4.3x\" Fine-log",
         measure: ratio(
-            pick(
-                "lawn-randwrite-1KiB",
-                "throughput",
-                Who::Target("amberfs:lawn"),
-            ),
-            pick(
-                "lawn-randwrite-1KiB",
-                "throughput",
-                Who::Target("amberfs:finelog"),
-            ),
+            lawn_pick("lawn-randwrite-1KiB", "throughput", "amberfs:lawn"),
+            lawn_pick("lawn-randwrite-1KiB", "throughput", "amberfs:finelog"),
         ),
         check: Check::AtLeast(4.3),
         why: WHY_LAWN_FINELOG,
+        bound: Bound::ChargedLines,
     },
     Claim {
         experiment: Experiment::Lawn,
         claim: "Figure 6, 1 KiB random writes: \"LAWN writes ... 75.3% ... less data per \
-                write request than ... NOVA\" (0.247x)",
+                write request than ... NOVA\" (0.247x; this issue's goal: ≤ ¼)",
         measure: ratio(
-            pick(
-                "lawn-randwrite-1KiB",
-                "pm_bytes_per_write",
-                Who::Target("amberfs:lawn"),
-            ),
-            pick(
-                "lawn-randwrite-1KiB",
-                "pm_bytes_per_write",
-                Who::Target("amberfs:cow"),
-            ),
+            lawn_pick("lawn-randwrite-1KiB", "pm_bytes_per_write", "amberfs:lawn"),
+            lawn_pick("lawn-randwrite-1KiB", "pm_bytes_per_write", "amberfs:nova"),
         ),
-        check: Check::AtMost(0.247),
+        check: Check::AtMost(0.25),
         why: WHY_LAWN_BYTES,
+        bound: Bound::None,
     },
     Claim {
         experiment: Experiment::Lawn,
-        claim: "Figure 6: \"53.8% less data per write request than ... Fine-log\" (0.462x)",
+        claim: "Figure 6: \"53.8% less data per write request than ... Fine-log\" (0.462x; \
+                this issue's goal: ≤ ½)",
         measure: ratio(
-            pick(
+            lawn_pick("lawn-randwrite-1KiB", "pm_bytes_per_write", "amberfs:lawn"),
+            lawn_pick(
                 "lawn-randwrite-1KiB",
                 "pm_bytes_per_write",
-                Who::Target("amberfs:lawn"),
-            ),
-            pick(
-                "lawn-randwrite-1KiB",
-                "pm_bytes_per_write",
-                Who::Target("amberfs:finelog"),
+                "amberfs:finelog",
             ),
         ),
-        check: Check::AtMost(0.462),
+        check: Check::AtMost(0.5),
         why: "Fine-log writes the data twice (log, then home) in both; our lawn adds a \
               16-byte descriptor per 64-byte slice, so it saves a little less than the \
               paper's.",
+        bound: Bound::None,
     },
     Claim {
         experiment: Experiment::Hunter,
@@ -368,6 +403,27 @@ pub const CLAIMS: &[Claim] = &[
         ),
         check: Check::AtLeast(0.9),
         why: WHY_HUNTER_BARE,
+        bound: Bound::None,
+    },
+    Claim {
+        experiment: Experiment::Hunter,
+        claim: "Populating a file (Figure 6): HUNTER's write bandwidth is \"2.0-3.4x\" \
+                NOVA's (≥ 2x)",
+        measure: ratio(
+            pick(
+                "hunter-populate-optane",
+                "bandwidth",
+                Who::Target("amberfs:hunter"),
+            ),
+            pick(
+                "hunter-populate-optane",
+                "bandwidth",
+                Who::Target("amberfs:nova"),
+            ),
+        ),
+        check: Check::AtLeast(2.0),
+        why: WHY_HUNTER_NOVA,
+        bound: Bound::ChargedLines,
     },
     Claim {
         experiment: Experiment::Hunter,
@@ -387,6 +443,7 @@ pub const CLAIMS: &[Claim] = &[
         ),
         check: Check::AtLeast(1.1),
         why: WHY_HUNTER_SYNC,
+        bound: Bound::None,
     },
     Claim {
         experiment: Experiment::Hunter,
@@ -399,6 +456,7 @@ pub const CLAIMS: &[Claim] = &[
         )),
         check: Check::AtMost(43.9),
         why: WHY_HUNTER_RECOVERY,
+        bound: Bound::None,
     },
     Claim {
         experiment: Experiment::Legacy,
@@ -416,6 +474,7 @@ pub const CLAIMS: &[Claim] = &[
         ),
         check: Check::AtLeast(0.8),
         why: WHY_LEGACY,
+        bound: Bound::None,
     },
     Claim {
         experiment: Experiment::Legacy,
@@ -432,6 +491,7 @@ pub const CLAIMS: &[Claim] = &[
         ),
         check: Check::AtLeast(0.8),
         why: WHY_LEGACY,
+        bound: Bound::None,
     },
     Claim {
         experiment: Experiment::Legacy,
@@ -448,6 +508,7 @@ pub const CLAIMS: &[Claim] = &[
         ),
         check: Check::AtLeast(0.8),
         why: WHY_LEGACY,
+        bound: Bound::None,
     },
     Claim {
         experiment: Experiment::Iozone,
@@ -459,6 +520,7 @@ pub const CLAIMS: &[Claim] = &[
         ),
         check: Check::AtLeast(1.4),
         why: WHY_MSYNC,
+        bound: Bound::None,
     },
     Claim {
         experiment: Experiment::Iozone,
@@ -467,6 +529,7 @@ pub const CLAIMS: &[Claim] = &[
         measure: ratio(iozone_4k_writes("nt:"), iozone_4k_writes("mmap-flush:")),
         check: Check::AtLeast(1.78),
         why: WHY_NT,
+        bound: Bound::None,
     },
 ];
 
@@ -545,6 +608,40 @@ pub struct Measured {
     pub text: String,
 }
 
+/// `c`'s bound from `runs` and how the report words it; None when the
+/// claim has none (or its run charged no latency), `Err` when a record is
+/// missing.
+pub fn bound(c: &Claim, runs: &[RunResult]) -> Option<Result<(f64, String), String>> {
+    let (Bound::ChargedLines, Measure::Ratio { num, den }) = (c.bound, c.measure) else {
+        return None;
+    };
+    let charged = |p: &Pick| {
+        find(
+            runs,
+            &Pick {
+                metric: "charged_lines_per_write",
+                ..*p
+            },
+        )
+        .map(|r| r.value)
+    };
+    let run = runs.iter().find(|r| r.name == num.run)?;
+    if run.records.iter().all(|r| r.preset == "dram") {
+        return None;
+    }
+    Some((|| {
+        let (a, b) = (charged(&num)?, charged(&den)?);
+        if a <= 0.0 {
+            return Err(format!("{} charged no lines", num.run));
+        }
+        let v = b / a;
+        Ok((
+            v,
+            format!("{v:.2}x ({b:.1} vs {a:.1} lines charged per write)"),
+        ))
+    })())
+}
+
 /// Computes `c`'s figure from `runs`; `Err` says why it was not measured.
 pub fn measure(c: &Claim, runs: &[RunResult], scale: &Scale) -> Result<Measured, String> {
     match c.measure {
@@ -611,11 +708,12 @@ mod tests {
             }
         }
         for s in [Scale::quick(), Scale::full()] {
-            let lawn: Vec<String> = s
+            let mut lawn: Vec<String> = s
                 .lawn_sizes
                 .iter()
                 .map(|b| format!("lawn-randwrite-{}", size_label(*b)))
                 .collect();
+            lawn.push(super::super::experiments::lawn_run(128, "dram"));
             let hinfs: Vec<String> = s
                 .latencies_ns
                 .iter()

@@ -167,17 +167,21 @@ fn hinfs(cfg: &Config, progress: &mut dyn FnMut(String)) -> Result<Vec<RunResult
 
 /// LAWN (docs/results/lawn/commands.sh, Figures 5 and 6): random
 /// fsync'd writes of each size into one preallocated file under `pcm`,
-/// `lawn` against `cow` and `finelog` (and `direct`, not atomic).
+/// `lawn` against `nova` (the paper's baseline), `cow` and `finelog` (and
+/// `direct`, not atomic); and 128 B writes under `dram`, where what is
+/// left is the fences and the CPU's work.
 fn lawn(cfg: &Config, progress: &mut dyn FnMut(String)) -> Result<Vec<RunResult>, String> {
     let s = &cfg.scale;
     let targets = with_amber(&[
+        "amberfs:nova",
         "amberfs:cow",
         "amberfs:finelog",
         "amberfs:direct",
         "amberfs:lawn",
     ]);
     let mut runs = Vec::new();
-    for &size in &s.lawn_sizes {
+    let sizes = s.lawn_sizes.iter().map(|&size| (size, "pcm"));
+    for (size, preset) in sizes.chain([(128, "dram")]) {
         let params = Params {
             file_size: s.lawn_file,
             io_size: size,
@@ -190,11 +194,11 @@ fn lawn(cfg: &Config, progress: &mut dyn FnMut(String)) -> Result<Vec<RunResult>
             cfg,
             CompareRun {
                 experiment: Experiment::Lawn,
-                name: format!("lawn-randwrite-{}", size_label(size)),
+                name: lawn_run(size, preset),
                 workload: "randwrite",
                 params,
                 targets: &targets,
-                preset: "pcm",
+                preset,
                 pool_size: s.lawn_pool,
                 goal: Goal::Metric("throughput"),
             },
@@ -204,6 +208,15 @@ fn lawn(cfg: &Config, progress: &mut dyn FnMut(String)) -> Result<Vec<RunResult>
     Ok(runs)
 }
 
+/// The name of LAWN's run of `size`-byte writes under `preset` (`pcm`'s
+/// carry no suffix: they are the paper's figures).
+pub(super) fn lawn_run(size: u64, preset: &str) -> String {
+    match preset {
+        "pcm" => format!("lawn-randwrite-{}", size_label(size)),
+        _ => format!("lawn-randwrite-{}-{preset}", size_label(size)),
+    }
+}
+
 /// A pool for one file of `bytes` plus HUNTER's metadata and the inode
 /// tables (hunter/commands.sh's `pool`).
 fn populate_pool(bytes: u64) -> u64 {
@@ -211,7 +224,7 @@ fn populate_pool(bytes: u64) -> u64 {
 }
 
 /// HUNTER (docs/results/hunter/commands.sh): one thread populating one
-/// file in 4 KiB writes under `optane` against the bare copy (Figures 6
+/// file in 4 KiB writes under `optane` against the bare copy and `nova` (Figures 6
 /// and 10), and mount time after a crash (§IV-E) under `dram`.
 fn hunter(cfg: &Config, progress: &mut dyn FnMut(String)) -> Result<Vec<RunResult>, String> {
     let s = &cfg.scale;
@@ -219,6 +232,7 @@ fn hunter(cfg: &Config, progress: &mut dyn FnMut(String)) -> Result<Vec<RunResul
         "bare",
         "amberfs:hunter",
         "amberfs:hunter-sync",
+        "amberfs:nova",
         "amberfs:direct",
     ]);
     let params = Params {
@@ -439,6 +453,12 @@ fn iozone_records(runs: &[RunResult]) -> Vec<Record> {
         .collect()
 }
 
+/// LAWN's figures are its `pcm` runs (the `dram` one would put a second
+/// point at 128 B).
+fn under_pcm(records: Vec<Record>) -> Vec<Record> {
+    records.into_iter().filter(|r| r.preset == "pcm").collect()
+}
+
 fn figures(e: Experiment, runs: &[RunResult]) -> Vec<(String, String, Vec<Record>, Figure)> {
     let fig = |stem: &str, title: &str, records: Vec<Record>, f: Figure| {
         (stem.to_string(), title.to_string(), records, f)
@@ -466,13 +486,13 @@ fn figures(e: Experiment, runs: &[RunResult]) -> Vec<(String, String, Vec<Record
             fig(
                 "seeds-lawn-throughput",
                 "LAWN: fsync'd random writes under pcm, ops/s",
-                metric(runs, "lawn-", "throughput"),
+                under_pcm(metric(runs, "lawn-", "throughput")),
                 Figure::Lines(XParam::IoSize),
             ),
             fig(
                 "seeds-lawn-bytes",
                 "LAWN: PM bytes written per write request",
-                metric(runs, "lawn-", "pm_bytes_per_write"),
+                under_pcm(metric(runs, "lawn-", "pm_bytes_per_write")),
                 Figure::Lines(XParam::IoSize),
             ),
         ],

@@ -123,7 +123,7 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
 
     /// Whether every write() is all-or-nothing across a crash: afterwards
     /// the range one write covered shows all its old bytes or all its new
-    /// ones (amber, cow, finelog, lawn). Without it each byte is old or new.
+    /// ones (amber, cow, finelog, lawn, nova). Without it each byte is old or new.
     fn atomic_writes(&self) -> bool {
         false
     }
