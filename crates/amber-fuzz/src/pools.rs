@@ -31,6 +31,7 @@ pub struct Base {
 
 const CLASSIC: &str = "policy=direct,clock=simulated";
 const LFS: &str = "policy=hunter-lfs,hunter_interval=never,clock=simulated";
+const NOVA: &str = "policy=nova,clock=simulated";
 /// `lawn_idle_free=0`: the idle-time thread leaves the zone's slices in
 /// place, so the pool keeps valid ones to damage.
 const SPLIT: &str =
@@ -46,6 +47,8 @@ pub fn bases() -> &'static [Base] {
             base("split", PoolLayout::Split, SPLIT, true),
             base("split-crashed", PoolLayout::Split, SPLIT, false),
             base("lfs", PoolLayout::Lfs, LFS, true),
+            base("nova", PoolLayout::Nova, NOVA, true),
+            base("nova-crashed", PoolLayout::Nova, NOVA, false),
         ]
     })
 }

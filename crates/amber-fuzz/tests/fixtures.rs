@@ -1,6 +1,8 @@
 //! Format fixtures (PRACTICES.md item 12): the five base pools of
 //! `amber_fuzz::pools` as commit 178d5ec made them, before the on-media
-//! structures became zerocopy structs, gzip'd in `tests/fixtures/`. Every
+//! structures became zerocopy structs, and the two nova pools as the
+//! commit that introduced NOVA's logs made them, gzip'd in
+//! `tests/fixtures/`. Every
 //! later version must read them as they are: fsck calls each clean, it
 //! mounts with its base's options, every file reads, a new file fits and
 //! it checks clean again (`check_image`); and every structure in them
@@ -10,23 +12,28 @@
 use amber_core::check::{check, CheckOptions};
 use amber_format::dirent::{self, SLOTS_PER_BLOCK, SLOT_SIZE};
 use amber_format::journal::{self, encode_header, encode_payload, JournalState, HEADER_SIZE};
+use amber_format::nova::{log_of, Entry, Footer, ENTRIES_PER_PAGE, ENTRY_SIZE, FOOTER_OFFSET};
 use amber_format::split::{AttrEntry, LogicalInfo, Record, ENTRIES};
 use amber_format::zone::{
     ZoneGeometry, FEATURE_ZONE, HEADER_COPY_B, HEADER_LEN, REGION_ZONE_START,
 };
-use amber_format::{xattr, Inode, Superblock, BLOCK_SIZE, INODE_SIZE, SUPERBLOCK_SIZE};
+use amber_format::{
+    xattr, FileKind, Inode, PoolLayout, Superblock, BLOCK_SIZE, INODE_SIZE, SUPERBLOCK_SIZE,
+};
 use amber_fuzz::check_image;
 use amber_fuzz::pools::bases;
 use amber_sim::OverlayDevice;
 use std::io::Read;
 use std::sync::Arc;
 
-const FIXTURES: [&str; 5] = [
+const FIXTURES: [&str; 7] = [
     "classic",
     "classic-crashed",
     "split",
     "split-crashed",
     "lfs",
+    "nova",
+    "nova-crashed",
 ];
 
 fn fixture(name: &str) -> Vec<u8> {
@@ -68,6 +75,8 @@ struct Seen {
     records: usize,
     attr_entries: usize,
     zone_headers: usize,
+    log_entries: usize,
+    log_pages: usize,
 }
 
 #[test]
@@ -78,6 +87,7 @@ fn every_structure_encodes_back_to_its_bytes() {
         superblocks_and_inodes(&image, &mut seen);
         lines(&image, &mut seen);
         blocks(&image, &mut seen);
+        logs(&image, &mut seen);
     }
     eprintln!("{seen:?}");
     let Seen {
@@ -89,6 +99,8 @@ fn every_structure_encodes_back_to_its_bytes() {
         records,
         attr_entries,
         zone_headers,
+        log_entries,
+        log_pages,
     } = seen;
     for (what, n) in [
         ("superblocks", superblocks),
@@ -98,6 +110,8 @@ fn every_structure_encodes_back_to_its_bytes() {
         ("logical-information records", records),
         ("attribute-log entries", attr_entries),
         ("zone headers", zone_headers),
+        ("nova log entries", log_entries),
+        ("nova log pages", log_pages),
     ] {
         assert!(n > 0, "the fixtures hold no {what}");
     }
@@ -189,6 +203,45 @@ fn blocks(image: &[u8], seen: &mut Seen) {
                 "journal at block {b}"
             );
             seen.journals += 1;
+        }
+    }
+}
+
+/// Every nova file's log, from head to tail: each page's footer and each
+/// entry before the tail.
+fn logs(image: &[u8], seen: &mut Seen) {
+    let sb = Superblock::decode(image[..SUPERBLOCK_SIZE].try_into().expect("a copy"))
+        .expect("a superblock");
+    if sb.pool_layout() != PoolLayout::Nova {
+        return;
+    }
+    let l = sb.layout;
+    let line = |off: u64| -> &[u8; 64] { image[off as usize..][..64].try_into().expect("a line") };
+    for ino in 1..l.inode_count {
+        let off = l.inode_offset(ino) as usize;
+        let inode = Inode::decode(image[off..][..INODE_SIZE].try_into().expect("an inode"));
+        if inode.kind() != Some(FileKind::Regular) {
+            continue;
+        }
+        let (mut page, tail) = log_of(&inode.inline);
+        while page != 0 {
+            let footer_at = l.block_offset(page) + FOOTER_OFFSET;
+            let footer = Footer::decode(line(footer_at)).expect("a valid footer");
+            assert_eq!(&footer.encode(), line(footer_at), "footer of page {page}");
+            seen.log_pages += 1;
+            let last = page == tail / BLOCK_SIZE;
+            let end = if last {
+                (tail % BLOCK_SIZE) / ENTRY_SIZE
+            } else {
+                ENTRIES_PER_PAGE
+            };
+            for slot in 0..end {
+                let at = l.block_offset(page) + slot * ENTRY_SIZE;
+                let e = Entry::decode(line(at)).expect("a valid entry");
+                assert_eq!(&e.encode(), line(at), "entry at {at}");
+                seen.log_entries += 1;
+            }
+            page = if last { 0 } else { footer.next };
         }
     }
 }

@@ -30,7 +30,10 @@ pub(super) fn check<D: PmDevice>(cx: &mut Ctx<'_, D>, scan: &Scan) -> Vec<u64> {
         let media = &cx.media;
         let read = |off: u64, buf: &mut [u8]| media.read(off, buf);
         let (log, cut) = FileLog::replay_prefix(&read, &l, ino, &rec.disk);
-        owned.extend(log.blocks());
+        // The blocks of the log as repair leaves it: none if it goes whole.
+        if cut.as_ref().is_none_or(|c| c.head != 0) {
+            owned.extend(log.blocks());
+        }
         let Some(cut) = cut else {
             continue;
         };
