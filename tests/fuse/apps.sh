@@ -130,7 +130,7 @@ test "$(get $dur "$mnt/dur/sub/f")" = lazy
 policy=$(sed -n 's/.*policy=\([a-z-]*\).*/\1/p' <<<"${AMBER_OPTIONS:-}")
 policy=${policy:-amber}
 case "$policy" in
-    amber|cow|finelog|lawn) setfattr -n $atom -v write "$mnt/dur/sub/f" ;;
+    amber|cow|finelog|lawn|nova) setfattr -n $atom -v write "$mnt/dur/sub/f" ;;
     *)
         if out=$(setfattr -n $atom -v write "$mnt/dur/sub/f" 2>&1); then
             echo "atomicity=write accepted under policy=$policy"; exit 1
