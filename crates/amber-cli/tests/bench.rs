@@ -278,7 +278,7 @@ fn bare_target_runs_populate_beside_amber() {
     let doc = run_json(&args, &json);
     let recs = doc["records"].as_array().unwrap();
     let bare: Vec<&Value> = recs.iter().filter(|r| r["target"] == "bare").collect();
-    assert_eq!(bare.len(), 6, "six metrics: {bare:?}");
+    assert_eq!(bare.len(), 7, "seven metrics: {bare:?}");
     for r in &bare {
         for f in &amber_bench::csv::HEADER[..8] {
             assert!(r.get(f).is_some(), "missing {f}: {r}");

@@ -322,6 +322,7 @@ fn mkfs_names_the_smallest_pool_of_each_layout() {
         ("split", 828, "policy=amber"),
         ("classic", 604, "policy=direct"),
         ("lfs", 812, "policy=hunter-lfs"),
+        ("nova", 604, "policy=nova"),
     ] {
         let pool = no_pool();
         let below = format!("{}", kib * 1024 - 4096);
