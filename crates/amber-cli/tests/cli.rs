@@ -338,6 +338,9 @@ fn mkfs_names_the_smallest_pool_of_each_layout() {
         ok(&["-o", policy, "put", pool.p(), local.to_str().unwrap(), "/f"]);
         assert_eq!(ok(&["-o", policy, "ls", pool.p()]), "f\n");
         assert!(ok(&["fsck", pool.p()]).contains("clean"));
+        let info = ok(&["info", pool.p()]);
+        let shown = info.lines().find(|l| l.starts_with("layout:"));
+        assert!(shown.is_some_and(|l| l.ends_with(layout)), "{info}");
     }
     // Fewer inodes and journals than the defaults: down to the format's
     // floor, 256 KiB.

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use amber_format::{PoolState, Superblock, BLOCK_SIZE};
+use amber_format::{PoolLayout, PoolState, Superblock, BLOCK_SIZE};
 use amber_pmem::MapInfo;
 use serde::Serialize;
 
@@ -31,6 +31,9 @@ struct Info {
     pool: String,
     version: u32,
     features: Features,
+    /// The layout mkfs made, as `--layout` names it (which policies mount
+    /// it follows from it).
+    layout: &'static str,
     uuid: String,
     state: &'static str,
     generation: u64,
@@ -137,6 +140,12 @@ fn describe(args: &Args, sb: &Superblock, map: &MapInfo) -> Info {
             compat: sb.feature_compat,
             incompat: sb.feature_incompat,
             ro_compat: sb.feature_ro_compat,
+        },
+        layout: match sb.pool_layout() {
+            PoolLayout::Classic => "classic",
+            PoolLayout::Split => "split",
+            PoolLayout::Lfs => "lfs",
+            PoolLayout::Nova => "nova",
         },
         uuid: uuid_text(&sb.uuid),
         state: match sb.state {
@@ -257,6 +266,7 @@ fn print_identity(i: &Info) -> CliResult<()> {
             f.compat, f.incompat, f.ro_compat
         ),
     )?;
+    row("layout", i.layout.to_string())?;
     row("uuid", i.uuid.clone())?;
     row("state", i.state.to_string())?;
     row("generation", i.generation.to_string())?;
