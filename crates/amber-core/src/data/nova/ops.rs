@@ -97,15 +97,14 @@ fn commit<D: PmDevice>(
     (mode_changed, stats): (bool, &Stats),
     undo: impl FnOnce(&mut InodeState),
 ) -> Result<()> {
-    let res = with_log(fs, st, |log, st| {
-        append(fs, st, log, entries, mode_changed, stats)
-    });
-    if let Err(e) = res {
-        undo(st);
-        fs.blocks().free_all(fresh);
-        return Err(e);
-    }
-    with_log(fs, st, |log, st| gc::collect(fs, st, log, stats))
+    with_log(fs, st, |log, st| {
+        if let Err(e) = append(fs, st, log, entries, mode_changed, stats) {
+            undo(st);
+            fs.blocks().free_all(fresh);
+            return Err(e);
+        }
+        gc::collect(fs, st, log, stats)
+    })
 }
 
 /// A write: every page it touches copied to a new block (whole pages
