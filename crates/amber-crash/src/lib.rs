@@ -422,7 +422,11 @@ fn note_persisted(
         }
         _ => None,
     };
-    h.persisted(after, &synced, sync_range);
+    let written = match op {
+        Op::Write { .. } | Op::WriteHandle { .. } | Op::WriteSync { .. } => range,
+        _ => None,
+    };
+    h.persisted(after, &synced, sync_range, written);
 }
 
 /// Where an image is within the run, for a violation.

@@ -405,6 +405,32 @@ struct Durable {
     whole: bool,
 }
 
+impl Durable {
+    /// The parts of `self` a write of `w` leaves alone (all of it for
+    /// another file); a whole file's parts no longer pin its size.
+    fn outside(self, w: &WriteRange) -> Vec<Durable> {
+        let (start, end) = (w.off as usize, (w.off + w.len) as usize);
+        let my_end = self.off + self.bytes.len();
+        if self.ino != w.ino || end <= self.off || start >= my_end {
+            return vec![self];
+        }
+        let part = |from: usize, to: usize| Durable {
+            ino: self.ino,
+            off: from,
+            bytes: self.bytes[from - self.off..to - self.off].to_vec(),
+            whole: false,
+        };
+        let mut out = Vec::with_capacity(2);
+        if start > self.off {
+            out.push(part(self.off, start));
+        }
+        if end < my_end {
+            out.push(part(end, my_end));
+        }
+        out
+    }
+}
+
 /// What a crash under a policy that buffers writes in DRAM may show,
 /// learned from the run: per file, every value each byte ever had (a file
 /// never shows a byte never written to it), and what fsync, syncfs and
@@ -455,7 +481,21 @@ impl History {
 
     /// After an op: forgets durable contents the op changed, then adds
     /// what it made durable: whole files (`synced`) and O_SYNC ranges.
-    pub fn persisted(&mut self, after: &FsState, synced: &[u64], range: Option<&WriteRange>) {
+    /// A write (`written`) forgets only the bytes it covers: the rest of
+    /// what an fsync made durable must survive any crash after it.
+    pub fn persisted(
+        &mut self,
+        after: &FsState,
+        synced: &[u64],
+        range: Option<&WriteRange>,
+        written: Option<&WriteRange>,
+    ) {
+        if let Some(w) = written {
+            self.durable = std::mem::take(&mut self.durable)
+                .into_iter()
+                .flat_map(|d| d.outside(w))
+                .collect();
+        }
         self.durable.retain(|d| {
             file_of(after, d.ino).is_some_and(|c| {
                 c.get(d.off..d.off + d.bytes.len()) == Some(&d.bytes[..])
