@@ -577,12 +577,22 @@ fn defaults_are_amber() {
     assert_clean(&device_of(fs, true));
 }
 
-/// Slots freed in DRAM keep their descriptors on PM until reused; on a
-/// cleanly unmounted pool fsck says so, and does not blame interrupted
-/// writes.
+/// Slots freed in DRAM keep their entries on PM until reused (LAWN's
+/// superseded descriptors; the one-fence zone's heads under their file's
+/// floor); on a cleanly unmounted pool fsck says so, and does not blame
+/// interrupted writes.
 #[test]
 fn fsck_names_superseded_descriptors_on_a_clean_pool() {
-    let fs = mount(fresh_device(), "");
+    for (zone, says) in [
+        ("lawn", "superseded slices"),
+        ("extents", "written-back extents"),
+    ] {
+        superseded_entries_are_named(&format!("amber_zone={zone}"), says);
+    }
+}
+
+fn superseded_entries_are_named(opts: &str, says: &str) {
+    let fs = mount(fresh_device(), opts);
     let (f, mut model) = four_synced_blocks(&fs);
     // Two-slice writes, again and again over the same slices (a write's
     // superseded slots are doomed), then a whole block over some of them
@@ -599,15 +609,12 @@ fn fsck_names_superseded_descriptors_on_a_clean_pool() {
     let rep = check(&dev, &CheckOptions::default()).unwrap();
     assert!(rep.is_clean(), "{rep}");
     let notes: Vec<&str> = rep.problems.iter().map(|p| p.what.as_str()).collect();
-    assert!(
-        notes.iter().any(|n| n.contains("superseded slices")),
-        "{notes:?}"
-    );
+    assert!(notes.iter().any(|n| n.contains(says)), "{opts}: {notes:?}");
     assert!(
         !notes.iter().any(|n| n.contains("interrupted")),
-        "{notes:?}"
+        "{opts}: {notes:?}"
     );
-    let fs = mount(dev, "");
+    let fs = mount(dev, opts);
     assert_eq!(fs.read("/f").unwrap(), model);
 }
 

@@ -1,5 +1,6 @@
-//! fsck and repair of split-layout pools with a small-write zone (the
-//! default: policy amber): each one-byte or one-page damage is reported,
+//! fsck and repair of split-layout pools with a LAWN small-write zone
+//! (policy amber with `amber_zone=lawn`; `zone_extents.rs` has the default
+//! one-fence zone's): each one-byte or one-page damage is reported,
 //! repair leaves a pool the next check calls clean, and that pool mounts
 //! and reads, having lost at most what the damaged bytes held.
 
@@ -24,7 +25,8 @@ const CHECK: CheckOptions = CheckOptions { repair: false };
 const REPAIR: CheckOptions = CheckOptions { repair: true };
 /// Two sub-zones whatever the machine's CPU count, so the zone a mount
 /// keeps is the one the pool has.
-const OPTS: &str = "policy=amber,hunter_interval=never,clock=simulated,lawn_subzones=2";
+const OPTS: &str =
+    "policy=amber,amber_zone=lawn,hunter_interval=never,clock=simulated,lawn_subzones=2";
 
 /// Every file's bytes, by path.
 type Model = BTreeMap<&'static str, Vec<u8>>;

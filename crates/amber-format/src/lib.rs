@@ -33,6 +33,7 @@ pub mod split;
 pub mod superblock;
 pub mod xattr;
 pub mod zone;
+pub mod zone_extent;
 
 pub use error::FormatError;
 pub use inode::{FileKind, Inode, Timespec, INODE_SIZE, ROOT_INO};

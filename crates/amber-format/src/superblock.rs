@@ -47,7 +47,9 @@ use crate::nova::FEATURE_NOVA;
 use crate::split::{
     SplitRegions, FEATURE_LOG_RECORDS, FEATURE_SPLIT, REGION_ATTR_START, REGION_LI_BLOCKS,
 };
-use crate::zone::{FEATURE_ZONE, HEADER_BLOCKS, REGION_ZONE_BLOCKS, REGION_ZONE_START};
+use crate::zone::{
+    FEATURE_ZONE, FEATURE_ZONE_EXTENTS, HEADER_BLOCKS, REGION_ZONE_BLOCKS, REGION_ZONE_START,
+};
 use zerocopy::little_endian::{U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
@@ -60,7 +62,8 @@ pub const VERSION: u32 = 1;
 /// Incompatible features this version understands: LAWN's small-write
 /// zone and HUNTER's split layout, with its records in a table or in the
 /// log (HiNFS needs none).
-pub const KNOWN_INCOMPAT: u64 = FEATURE_ZONE | FEATURE_SPLIT | FEATURE_LOG_RECORDS | FEATURE_NOVA;
+pub const KNOWN_INCOMPAT: u64 =
+    FEATURE_ZONE | FEATURE_SPLIT | FEATURE_LOG_RECORDS | FEATURE_NOVA | FEATURE_ZONE_EXTENTS;
 /// Read-only-compatible features this version understands.
 pub const KNOWN_RO_COMPAT: u64 = 0;
 /// Number of u64 region descriptors reserved for later features.
@@ -392,6 +395,12 @@ fn check_regions(
         if !(zone && incompat & FEATURE_ZONE != 0 || split && incompat & FEATURE_SPLIT != 0) {
             expect("reserved region descriptor", r, 0)?;
         }
+    }
+    if incompat & FEATURE_ZONE_EXTENTS != 0 && incompat & FEATURE_ZONE == 0 {
+        return Err(FormatError::InvalidField {
+            what: "zone-extents feature without a zone",
+            value: incompat,
+        });
     }
     if incompat & FEATURE_ZONE != 0 {
         let start = regions[REGION_ZONE_START];

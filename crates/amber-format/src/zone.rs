@@ -51,10 +51,17 @@ pub const REGION_ZONE_BLOCKS: usize = 1;
 
 /// The zone header's first bytes.
 pub const ZONE_MAGIC: [u8; 8] = *b"AMBZONE\0";
-/// The zone format version this code reads and writes.
+/// The zone format version of LAWN's 16-byte descriptors.
 pub const ZONE_VERSION: u32 = 1;
+/// The zone format version of checksummed extent heads (`zone_extent`,
+/// `FEATURE_ZONE_EXTENTS`): 32 bytes per slot's entry.
+pub const ZONE_VERSION_EXTENTS: u32 = 2;
 /// Bytes of one descriptor.
 pub const DESC_SIZE: u64 = 16;
+/// Incompatible feature bit (with `FEATURE_ZONE`): the zone's entries are
+/// checksummed extent heads committed with one fence (`zone_extent`), which
+/// an amberfs that knows only LAWN's descriptors would misread.
+pub const FEATURE_ZONE_EXTENTS: u64 = 1 << 4;
 /// Most sub-zones (one per CPU, capped).
 pub const MAX_SUBZONES: u32 = 16;
 /// Chunk-table entries per sub-zone: the most a sub-zone can grow to.
@@ -130,6 +137,17 @@ pub struct ZoneGeometry {
     /// Slots per chunk, each with its descriptor; derived from the three
     /// above.
     pub slots_per_chunk: u32,
+    /// Entries are 32-byte checksummed extent heads (version 2,
+    /// `zone_extent`) rather than LAWN's 16-byte descriptors (version 1).
+    pub extents: bool,
+}
+
+fn entry_size(extents: bool) -> u64 {
+    if extents {
+        crate::zone_extent::EXTENT_SIZE
+    } else {
+        DESC_SIZE
+    }
 }
 
 fn invalid(what: &'static str, value: u64) -> FormatError {
@@ -140,7 +158,12 @@ impl ZoneGeometry {
     /// The geometry for chunks of `chunk_blocks` blocks of `slot_size`
     /// slots: as many slots as both the descriptor blocks and the slot
     /// blocks have room for.
-    pub fn new(slot_size: u32, subzones: u32, chunk_blocks: u32) -> Result<Self, FormatError> {
+    pub fn new(
+        slot_size: u32,
+        subzones: u32,
+        chunk_blocks: u32,
+        extents: bool,
+    ) -> Result<Self, FormatError> {
         if !SLOT_SIZES.contains(&slot_size) {
             return Err(invalid("zone slot size", slot_size as u64));
         }
@@ -150,10 +173,10 @@ impl ZoneGeometry {
         if !(MIN_CHUNK_BLOCKS..=MAX_CHUNK_BLOCKS).contains(&chunk_blocks) {
             return Err(invalid("zone chunk blocks", chunk_blocks as u64));
         }
-        let per_block = (BLOCK_SIZE / DESC_SIZE) as u32;
-        // Each slot costs slot_size bytes plus a descriptor.
-        let desc_blocks =
-            (chunk_blocks as u64 * DESC_SIZE).div_ceil(slot_size as u64 + DESC_SIZE) as u32;
+        let entry = entry_size(extents);
+        let per_block = (BLOCK_SIZE / entry) as u32;
+        // Each slot costs slot_size bytes plus its entry.
+        let desc_blocks = (chunk_blocks as u64 * entry).div_ceil(slot_size as u64 + entry) as u32;
         let slot_bytes = (chunk_blocks - desc_blocks) as u64 * BLOCK_SIZE;
         let slots = (slot_bytes / slot_size as u64).min((desc_blocks * per_block) as u64) as u32;
         assert!(slots > 0 && desc_blocks > 0 && desc_blocks < chunk_blocks);
@@ -163,14 +186,25 @@ impl ZoneGeometry {
             chunk_blocks,
             desc_blocks,
             slots_per_chunk: slots,
+            extents,
         })
+    }
+
+    /// Bytes of each slot's entry in the descriptor blocks.
+    pub fn entry_size(&self) -> u64 {
+        entry_size(self.extents)
     }
 
     /// The header's 64 bytes, with checksum.
     pub fn encode(&self) -> [u8; HEADER_LEN] {
         let raw = RawHeader {
             magic: ZONE_MAGIC,
-            version: ZONE_VERSION.into(),
+            version: if self.extents {
+                ZONE_VERSION_EXTENTS
+            } else {
+                ZONE_VERSION
+            }
+            .into(),
             slot_size: self.slot_size.into(),
             subzones: self.subzones.into(),
             chunk_blocks: self.chunk_blocks.into(),
@@ -197,16 +231,17 @@ impl ZoneGeometry {
             return Err(invalid("zone header checksum", raw.crc.get() as u64));
         }
         let version = raw.version.get();
-        if version != ZONE_VERSION {
+        if version != ZONE_VERSION && version != ZONE_VERSION_EXTENTS {
             return Err(FormatError::UnsupportedVersion {
                 found: version,
-                supported: ZONE_VERSION,
+                supported: ZONE_VERSION_EXTENTS,
             });
         }
         let g = ZoneGeometry::new(
             raw.slot_size.get(),
             raw.subzones.get(),
             raw.chunk_blocks.get(),
+            version == ZONE_VERSION_EXTENTS,
         )?;
         if raw.desc_blocks.get() != g.desc_blocks || raw.slots_per_chunk.get() != g.slots_per_chunk
         {
@@ -230,10 +265,11 @@ impl ZoneGeometry {
         (header_block + 1) * BLOCK_SIZE + (subzone as u64 * MAX_CHUNKS as u64 + chunk as u64) * 8
     }
 
-    /// Byte offset of descriptor `i` of the chunk starting at `chunk_block`.
+    /// Byte offset of the entry (descriptor or extent head) of slot `i`
+    /// of the chunk starting at `chunk_block`.
     pub fn desc_offset(&self, chunk_block: u64, i: u32) -> u64 {
         assert!(i < self.slots_per_chunk);
-        chunk_block * BLOCK_SIZE + i as u64 * DESC_SIZE
+        chunk_block * BLOCK_SIZE + i as u64 * self.entry_size()
     }
 
     /// Byte offset of slot `i` of the chunk starting at `chunk_block`.
@@ -321,8 +357,8 @@ mod tests {
         /// Every header `new` accepts decodes to itself and its bytes
         /// encode back unchanged.
         #[test]
-        fn headers_round_trip(slot in 0..4usize, subzones in 1..=MAX_SUBZONES, chunk in MIN_CHUNK_BLOCKS..=MAX_CHUNK_BLOCKS) {
-            let g = ZoneGeometry::new(SLOT_SIZES[slot], subzones, chunk).expect("a geometry");
+        fn headers_round_trip(slot in 0..4usize, subzones in 1..=MAX_SUBZONES, chunk in MIN_CHUNK_BLOCKS..=MAX_CHUNK_BLOCKS, extents: bool) {
+            let g = ZoneGeometry::new(SLOT_SIZES[slot], subzones, chunk, extents).expect("a geometry");
             let b = g.encode();
             prop_assert_eq!(ZoneGeometry::decode(&b), Ok(g));
         }
@@ -341,9 +377,12 @@ mod tests {
     #[test]
     fn geometry_fits_its_chunk() {
         for s in SLOT_SIZES {
-            for c in [MIN_CHUNK_BLOCKS, 100, 1024, MAX_CHUNK_BLOCKS] {
-                let g = ZoneGeometry::new(s, 2, c).unwrap();
-                let desc = g.slots_per_chunk as u64 * DESC_SIZE;
+            for (c, extents) in [MIN_CHUNK_BLOCKS, 100, 1024, MAX_CHUNK_BLOCKS]
+                .into_iter()
+                .flat_map(|c| [(c, false), (c, true)])
+            {
+                let g = ZoneGeometry::new(s, 2, c, extents).unwrap();
+                let desc = g.slots_per_chunk as u64 * g.entry_size();
                 assert!(desc <= g.desc_blocks as u64 * BLOCK_SIZE);
                 let slots = g.slots_per_chunk as u64 * s as u64;
                 assert!(slots <= (c - g.desc_blocks) as u64 * BLOCK_SIZE);
@@ -352,14 +391,14 @@ mod tests {
                 assert_eq!(ZoneGeometry::decode(&g.encode()).unwrap(), g);
             }
         }
-        assert!(ZoneGeometry::new(96, 2, 64).is_err());
-        assert!(ZoneGeometry::new(64, 0, 64).is_err());
-        assert!(ZoneGeometry::new(64, 2, 4).is_err());
+        assert!(ZoneGeometry::new(96, 2, 64, false).is_err());
+        assert!(ZoneGeometry::new(64, 0, 64, true).is_err());
+        assert!(ZoneGeometry::new(64, 2, 4, false).is_err());
     }
 
     #[test]
     fn header_corruption_is_detected() {
-        let g = ZoneGeometry::new(64, 2, 256).unwrap();
+        let g = ZoneGeometry::new(64, 2, 256, true).unwrap();
         let mut b = g.encode();
         b[13] ^= 1;
         assert!(ZoneGeometry::decode(&b).is_err());

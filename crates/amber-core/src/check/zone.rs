@@ -16,12 +16,12 @@ use super::Ctx;
 use crate::alloc::BitSet;
 use crate::inode::walk;
 use crate::zone::{
-    entry_fault, geometry, header_fault, header_offsets, judge, read_header, read_table,
-    HeaderCopy, Verdict, ZoneMedia,
+    entry_fault, geometry, header_fault, header_offsets, judge, judge_head, judge_heads,
+    read_header, read_table, HeaderCopy, JudgedHeads, Verdict, ZoneMedia,
 };
 use amber_format::zone::{
-    ZoneGeometry, DESC_SIZE, FEATURE_ZONE, HEADER_BLOCKS, MAX_CHUNKS, REGION_ZONE_BLOCKS,
-    REGION_ZONE_START,
+    ZoneGeometry, FEATURE_ZONE, FEATURE_ZONE_EXTENTS, HEADER_BLOCKS, MAX_CHUNKS,
+    REGION_ZONE_BLOCKS, REGION_ZONE_START,
 };
 use amber_format::{Inode, PoolState, Superblock};
 use amber_pmem::PmDevice;
@@ -61,6 +61,7 @@ pub(super) fn check<D: PmDevice>(
         }
     };
     mend_header(cx, header, &geo, &copies);
+    check_feature(cx, sb, &geo);
     let chunks = check_table(cx, header, &geo, claimed);
     let media = ZoneMedia {
         header,
@@ -71,11 +72,29 @@ pub(super) fn check<D: PmDevice>(
     media.blocks().collect()
 }
 
+/// The superblock's zone-extents bit must say what the (checksummed,
+/// twice-written) header's version says; repair sets it from the header.
+fn check_feature<D: PmDevice>(cx: &mut Ctx<'_, D>, sb: &Superblock, geo: &ZoneGeometry) {
+    if geo.extents == (sb.feature_incompat & FEATURE_ZONE_EXTENTS != 0) {
+        return;
+    }
+    let mut new = sb.clone();
+    new.feature_incompat ^= FEATURE_ZONE_EXTENTS;
+    new.generation += 1;
+    cx.fixable(
+        "small-write zone: the superblock's zone-extents feature bit contradicts the zone \
+         header's version, so mount refuses the pool"
+            .into(),
+        "the bit is set from the header",
+        |f| f.superblock(&new),
+    );
+}
+
 /// Removes the zone from the superblock (mount folds a zone back the same
 /// way, once its slices are in their files).
 fn drop_zone<D: PmDevice>(cx: &mut Ctx<'_, D>, sb: &Superblock, why: String) {
     let mut new = sb.clone();
-    new.feature_incompat &= !FEATURE_ZONE;
+    new.feature_incompat &= !(FEATURE_ZONE | FEATURE_ZONE_EXTENTS);
     new.regions[REGION_ZONE_START] = 0;
     new.regions[REGION_ZONE_BLOCKS] = 0;
     new.generation += 1;
@@ -205,6 +224,8 @@ fn report_row<D: PmDevice>(
 struct Found {
     valid: u64,
     stale: u64,
+    /// One-fence zone: heads under their file's floor.
+    dead: u64,
     /// Descriptors mount refuses: where, and why.
     bad: Vec<(u64, String)>,
 }
@@ -218,7 +239,12 @@ fn check_descriptors<D: PmDevice>(
     split: &SplitFiles,
     clean: bool,
 ) {
-    let found = judge_all(cx, media, scan, split);
+    let found = if media.geo.extents {
+        judge_heads_as_mount(cx, media, scan, split)
+    } else {
+        judge_all(cx, media, scan, split)
+    };
+    let entry = media.geo.entry_size() as usize;
     if !found.bad.is_empty() {
         let listed: Vec<&str> = found
             .bad
@@ -234,10 +260,13 @@ fn check_descriptors<D: PmDevice>(
                 listed.join("; ")
             ),
             "they are cleared (each file shows its own, older copy of those slices)",
-            |f| offs.iter().for_each(|&o| f.zero(o, DESC_SIZE as usize)),
+            |f| offs.iter().for_each(|&o| f.zero(o, entry)),
         );
     }
     let (stale, valid) = (found.stale, found.valid);
+    if media.geo.extents {
+        return note_heads(cx, &found);
+    }
     if stale > 0 && clean {
         // No write was interrupted: these are slots freed in DRAM, whose
         // descriptors stay on PM until the slot is written again (clearing
@@ -254,9 +283,109 @@ fn check_descriptors<D: PmDevice>(
     }
 }
 
+/// One-fence zone: dead heads are what write-back leaves (a note); stale
+/// ones what a crash leaves (a note: mount clears them, and each file
+/// shows its older copy of the slices an interrupted write held).
+fn note_heads<D: PmDevice>(cx: &mut Ctx<'_, D>, found: &Found) {
+    let (dead, stale, valid) = (found.dead, found.stale, found.valid);
+    if dead > 0 {
+        cx.note(format!(
+            "small-write zone: {dead} head(s) of written-back extents ({valid} slices valid), \
+             dead under their files' floors and kept on PM until their slots are reused"
+        ));
+    }
+    if stale > 0 {
+        cx.note(format!(
+            "small-write zone: {stale} head(s) whose checksum fails (writes a crash \
+             interrupted, or damaged bytes) or whose file was freed; mount clears them, and \
+             their files show the older copies"
+        ));
+    }
+}
+
+/// A file as mount would load it, for judging zone entries: a
+/// split-layout file's size is its (possibly rebuilt) newest entry's and
+/// its mapped blocks its valid records'; a classic file's blocks its map's.
+struct Files<'a, D: PmDevice> {
+    cx: &'a Ctx<'a, D>,
+    scan: &'a Scan,
+    split: &'a SplitFiles,
+    maps: FxHashMap<u64, FxHashSet<u64>>,
+}
+
+impl<'a, D: PmDevice> Files<'a, D> {
+    fn new(cx: &'a Ctx<'a, D>, scan: &'a Scan, split: &'a SplitFiles) -> Self {
+        Files {
+            cx,
+            scan,
+            split,
+            maps: FxHashMap::default(),
+        }
+    }
+
+    fn inode(&self, ino: u64) -> Inode {
+        let rec = self.scan.recs.get(&ino).filter(|r| r.live_kind().is_some());
+        match (rec, self.split.sizes.get(&ino).copied()) {
+            (Some(r), Some(size)) => Inode {
+                size,
+                ..r.disk.clone()
+            },
+            (Some(r), None) => r.disk.clone(),
+            (None, _) => Inode::free(),
+        }
+    }
+
+    fn mapped(&mut self, ino: u64, inode: &Inode, fb: u64) -> bool {
+        if self.split.sizes.contains_key(&ino) {
+            return self.split.mapped.contains(&(ino, fb));
+        }
+        let (dev, l) = (self.cx.media.dev(), self.cx.layout);
+        self.maps
+            .entry(ino)
+            .or_insert_with(|| {
+                walk(dev, &l, inode.map_root, inode.map_height)
+                    .map(|t| t.data.into_iter().map(|(f, _)| f).collect())
+                    .unwrap_or_default()
+            })
+            .contains(&fb)
+    }
+}
+
+/// One-fence zone: every head judged and resolved as mount does
+/// (`zone::judge_heads`); stale heads (torn writes) are a note, mount
+/// clears them.
+fn judge_heads_as_mount<D: PmDevice>(
+    cx: &Ctx<'_, D>,
+    media: &ZoneMedia,
+    scan: &Scan,
+    split: &SplitFiles,
+) -> Found {
+    let mut files = Files::new(cx, scan, split);
+    let l = cx.layout;
+    let judged = judge_heads(cx.media.dev(), media, |p, e, fits, checks| {
+        let inode = files.inode(e.ino as u64);
+        Ok(judge_head(
+            e,
+            &l,
+            &inode,
+            &media.geo,
+            p.sub,
+            fits,
+            checks,
+            |fb| files.mapped(e.ino as u64, &inode, fb),
+        ))
+    });
+    let j: JudgedHeads = judged.expect("the callback never fails");
+    Found {
+        valid: j.rec.valid.len() as u64,
+        stale: j.stale.len() as u64,
+        dead: j.dead,
+        bad: j.bad,
+    }
+}
+
 /// Judges every descriptor in use against its inode as mount would load
-/// it: a split-layout file's size is its (possibly rebuilt) newest
-/// entry's and its mapped blocks its valid records'.
+/// it (`Files`).
 fn judge_all<D: PmDevice>(
     cx: &Ctx<'_, D>,
     media: &ZoneMedia,
@@ -265,8 +394,7 @@ fn judge_all<D: PmDevice>(
 ) -> Found {
     let dev = cx.media.dev();
     let l = cx.layout;
-    let free = Inode::free();
-    let mut maps: FxHashMap<u64, FxHashSet<u64>> = FxHashMap::default();
+    let mut files = Files::new(cx, scan, split);
     let mut seen: FxHashMap<(u32, u32), (u64, String)> = FxHashMap::default();
     let mut out = Found::default();
     let scanned = media.scan(dev, |p, d| {
@@ -279,26 +407,9 @@ fn judge_all<D: PmDevice>(
             }
         };
         let ino = d.ino as u64;
-        let rec = scan.recs.get(&ino).filter(|r| r.live_kind().is_some());
-        let split_size = split.sizes.get(&ino).copied();
-        let inode = match (rec, split_size) {
-            (Some(r), Some(size)) => Inode {
-                size,
-                ..r.disk.clone()
-            },
-            (Some(r), None) => r.disk.clone(),
-            (None, _) => free.clone(),
-        };
-        let verdict = judge(&d, &l, &inode, &media.geo, p.sub, |fb| match split_size {
-            Some(_) => split.mapped.contains(&(ino, fb)),
-            None => maps
-                .entry(ino)
-                .or_insert_with(|| {
-                    walk(dev, &l, inode.map_root, inode.map_height)
-                        .map(|t| t.data.into_iter().map(|(f, _)| f).collect())
-                        .unwrap_or_default()
-                })
-                .contains(&fb),
+        let inode = files.inode(ino);
+        let verdict = judge(&d, &l, &inode, &media.geo, p.sub, |fb| {
+            files.mapped(ino, &inode, fb)
         });
         match verdict {
             Verdict::Stale => out.stale += 1,

@@ -27,7 +27,7 @@ use amber_format::PoolLayout;
 use amber_pmem::PmDevice;
 use std::sync::Weak;
 
-pub use amber::{Amber, AmberBuffer};
+pub use amber::{Amber, AmberBuffer, AmberZone};
 pub use cow::{Cow, CowStage};
 pub use direct::Direct;
 pub use finelog::Finelog;
@@ -105,6 +105,14 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
     /// ask for. Without it mount folds any zone back into the files and
     /// removes it.
     fn uses_zone(&self) -> bool {
+        false
+    }
+
+    /// With `uses_zone`: whether its zone commits a write by checksummed
+    /// extent heads and one fence (zone version 2, amber's) rather than by
+    /// LAWN's Algorithm 1 (version 1). A zone of the other kind is folded
+    /// back at mount and one of this kind created.
+    fn zone_extents(&self) -> bool {
         false
     }
 

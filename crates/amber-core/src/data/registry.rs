@@ -100,6 +100,11 @@ pub const AMBER: Group<amber::AmberBuffer> = Group {
     knobs: amber::options::KNOBS,
     field: |o| &mut o.amber_buffer,
 };
+/// How amber's zone commits (`amber_zone=`).
+pub const AMBER_ZONE: Group<amber::AmberZone> = Group {
+    knobs: amber::options::ZONE_KNOBS,
+    field: |o| &mut o.amber_zone,
+};
 /// The small-write zone's options (lawn, amber).
 pub const ZONE: Group<lawn::ZoneOptions> = Group {
     knobs: lawn::options::KNOBS,
@@ -134,15 +139,21 @@ pub fn builtin<D: PmDevice>() -> Vec<Policy<D>> {
     const HUNTER_ONLY: &[&dyn OptionSet] = &[&HUNTER];
     const NONE: &[&dyn OptionSet] = &[];
     vec![
-        Policy::row("amber", Split, &[&BUFFER, &AMBER, &ZONE, &HUNTER], |o| {
-            Box::new(Amber::new(
-                o.amber_buffer,
-                &o.buffer,
-                &o.zone,
-                &o.hunter,
-                o.cpus,
-            ))
-        }),
+        Policy::row(
+            "amber",
+            Split,
+            &[&BUFFER, &AMBER, &AMBER_ZONE, &ZONE, &HUNTER],
+            |o| {
+                Box::new(Amber::new(
+                    o.amber_buffer,
+                    o.amber_zone,
+                    &o.buffer,
+                    &o.zone,
+                    &o.hunter,
+                    o.cpus,
+                ))
+            },
+        ),
         Policy::row("direct", Classic, NONE, |_| Box::new(Direct)),
         Policy::row("hinfs", Classic, HINFS, |o| {
             Box::new(Hinfs::new(Variant::Full, &o.buffer))

@@ -632,7 +632,10 @@ impl<D: PmDevice> Core<D> {
             }
         }
         report.inodes_in_use -= report.orphans_freed;
-        let want = self.policy.uses_zone().then_some(self.opts.zone);
+        let want = self.policy.uses_zone().then_some(data::ZoneOptions {
+            extents: self.policy.zone_extents(),
+            ..self.opts.zone
+        });
         let (zone, cleared) = zone::attach(self, zone_media, want.as_ref())?;
         self.zone = zone;
         report.zone_descriptors_cleared = cleared;

@@ -4,7 +4,7 @@
 //! from its row in `data::registry`.
 
 use crate::data::registry::{self, Registered};
-use crate::data::{AmberBuffer, BufferOptions, HunterOptions, ZoneOptions};
+use crate::data::{AmberBuffer, AmberZone, BufferOptions, HunterOptions, ZoneOptions};
 use crate::error::{FsError, Result};
 use crate::time::ClockSource;
 
@@ -28,6 +28,8 @@ pub struct MountOptions {
     pub buffer: BufferOptions,
     /// Whether `amber` buffers lazy writes in DRAM (`amber_buffer=`).
     pub amber_buffer: AmberBuffer,
+    /// How `amber`'s small-write zone commits (`amber_zone=`).
+    pub amber_zone: AmberZone,
     /// LAWN's small-write zone (policies lawn, amber).
     pub zone: ZoneOptions,
     /// Where file timestamps come from (`clock=wall|simulated`).
@@ -61,6 +63,7 @@ impl Default for MountOptions {
             read_only: false,
             buffer: BufferOptions::default(),
             amber_buffer: AmberBuffer::default(),
+            amber_zone: AmberZone::default(),
             zone: ZoneOptions::for_cpus(machine_cpus()),
             clock: ClockSource::Wall,
             hunter: HunterOptions::default(),

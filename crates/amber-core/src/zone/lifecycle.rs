@@ -11,28 +11,20 @@
 //! and only then clears descriptors and drops the feature.
 
 use super::media::{header_offsets, read_header, HeaderCopy, Place, ZoneMedia};
-use super::{judge, Verdict, Zone};
+use super::{extents, judge, Recovered, Verdict, Zone};
 use crate::data::Context;
 use crate::data::ZoneOptions;
 use crate::error::{FsError, Result};
 use crate::fs::{write_superblock, Core};
 use crate::inode::read_inode;
 use amber_format::zone::{
-    Descriptor, ZoneGeometry, FEATURE_ZONE, HEADER_BLOCKS, MAX_CHUNKS, MAX_CHUNK_BLOCKS,
-    MIN_CHUNK_BLOCKS, REGION_ZONE_BLOCKS, REGION_ZONE_START,
+    Descriptor, ZoneGeometry, FEATURE_ZONE, FEATURE_ZONE_EXTENTS, HEADER_BLOCKS, MAX_CHUNKS,
+    MAX_CHUNK_BLOCKS, MIN_CHUNK_BLOCKS, REGION_ZONE_BLOCKS, REGION_ZONE_START,
 };
 use amber_format::{Inode, BLOCK_SIZE};
 use amber_pmem::PmDevice;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::hash_map::Entry;
-
-/// A descriptor recovery found valid.
-struct Found {
-    sub: u32,
-    slot: u32,
-    ino: u64,
-    slice: u32,
-}
 
 /// Why a zone could not be created: said in terms of the options a user
 /// can change.
@@ -63,13 +55,15 @@ pub fn attach<D: PmDevice>(
     if let Some(media) = media {
         let (found, stale) = recover(fs, &media)?;
         cleared = stale;
-        let fits =
-            want.is_some_and(|w| w.slot == media.geo.slot_size && w.subzones == media.geo.subzones);
+        let g = &media.geo;
+        let fits = want.is_some_and(|w| {
+            (w.slot, w.subzones, w.extents) == (g.slot_size, g.subzones, g.extents)
+        });
         if fits {
             mend_header(fs, &media)?;
-            return Ok((Some(keep(media, &found)), cleared));
+            return Ok((Some(Zone::new(media, &found)), cleared));
         }
-        fold_back(fs, &media, &found)?;
+        fold_back(fs, &media, &found.valid)?;
         remove(fs, &media)?;
     }
     match want {
@@ -97,16 +91,7 @@ fn attach_read_only<D: PmDevice>(
         ));
     }
     let judged = judge_all(fs, &media, false)?;
-    Ok((Some(keep(media, &judged.found)), 0))
-}
-
-/// The zone in DRAM, holding the descriptors found valid.
-fn keep(media: ZoneMedia, found: &[Found]) -> Zone {
-    let valid: Vec<_> = found
-        .iter()
-        .map(|f| (f.sub, f.slot, f.ino, f.slice))
-        .collect();
-    Zone::new(media, &valid)
+    Ok((Some(Zone::new(media, &judged.found)), 0))
 }
 
 /// Salvage's zone: the pool's own, judged descriptor by descriptor; one
@@ -114,12 +99,12 @@ fn keep(media: ZoneMedia, found: &[Found]) -> Zone {
 /// slice) is left out, with the reason, instead of failing the rest.
 pub fn attach_lenient<D: PmDevice>(fs: &Core<D>, media: ZoneMedia) -> Result<(Zone, Vec<String>)> {
     let judged = judge_all(fs, &media, true)?;
-    Ok((keep(media, &judged.found), judged.skipped))
+    Ok((Zone::new(media, &judged.found), judged.skipped))
 }
 
 /// Every descriptor in use, judged.
 struct Judged {
-    found: Vec<Found>,
+    found: Recovered,
     /// Where the stale descriptors lie.
     stale: Vec<u64>,
     /// Descriptors a lenient judge left out, with the reason.
@@ -130,10 +115,18 @@ struct Judged {
 /// writes, a committed descriptor no protocol leaves, or two for one
 /// slice). Lenient: leaves such descriptors out and says why.
 fn judge_all<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia, lenient: bool) -> Result<Judged> {
+    if media.geo.extents {
+        let j = extents::judge_mounted(fs, media, lenient)?;
+        return Ok(Judged {
+            found: j.rec,
+            stale: j.stale,
+            skipped: j.bad.into_iter().map(|(_, why)| why).collect(),
+        });
+    }
     let mut inodes: FxHashMap<u64, Inode> = FxHashMap::default();
     let mut seen: FxHashSet<(u64, u32)> = FxHashSet::default();
     let mut j = Judged {
-        found: Vec::new(),
+        found: Recovered::default(),
         stale: Vec::new(),
         skipped: Vec::new(),
     };
@@ -146,12 +139,9 @@ fn judge_all<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia, lenient: bool) -> Res
             .and_then(|d| Ok((judge_one(fs, media, &mut inodes, p, &d)?, d)));
         match judged {
             Ok((false, _)) => j.stale.push(p.at),
-            Ok((true, d)) if seen.insert((d.ino as u64, d.slice)) => j.found.push(Found {
-                sub,
-                slot,
-                ino: d.ino as u64,
-                slice: d.slice,
-            }),
+            Ok((true, d)) if seen.insert((d.ino as u64, d.slice)) => {
+                j.found.valid.push((sub, slot, d.ino as u64, d.slice))
+            }
             Ok((true, d)) if lenient => j.skipped.push(format!(
                 "small-write zone slot {sub}/{slot}: a second committed copy of slice {} of \
                  inode {}",
@@ -182,27 +172,10 @@ fn judge_one<D: PmDevice>(
     p: Place,
     d: &Descriptor,
 ) -> Result<bool> {
-    let (dev, l) = (&**fs.device(), fs.layout());
     let ino = d.ino as u64;
-    let free = Inode::free();
-    // A file in use is judged as its policy loaded it (a split-layout
-    // file's size is its attribute log's); a free inode as it lies.
-    let inode = match inodes.entry(ino) {
-        // Judged without it: the number is outside the table.
-        _ if !l.is_valid_ino(ino) => &free,
-        Entry::Occupied(e) => e.into_mut(),
-        Entry::Vacant(e) => {
-            let raw = read_inode(dev, l, ino);
-            e.insert(match raw.in_use() {
-                true => fs.inode(ino)?.read().disk.clone(),
-                false => raw,
-            })
-        }
-    };
-    let verdict = judge(d, l, inode, &media.geo, p.sub, |fb| {
-        fs.inode(ino)
-            .map(|r| fs.policy().block_of(&r.read(), fb).is_some())
-            .unwrap_or(false)
+    let inode = loaded_inode(fs, inodes, ino)?;
+    let verdict = judge(d, fs.layout(), &inode, &media.geo, p.sub, |fb| {
+        mapped(fs, ino, fb)
     });
     match verdict {
         Verdict::Stale => Ok(false),
@@ -211,15 +184,47 @@ fn judge_one<D: PmDevice>(
     }
 }
 
+/// Inode `ino` as a zone entry is judged against: a file in use as its
+/// policy loaded it (a split-layout file's size is its attribute log's), a
+/// free inode as it lies, a number outside the table as a free inode (it
+/// is not read). `inodes` caches them.
+pub(super) fn loaded_inode<D: PmDevice>(
+    fs: &Core<D>,
+    inodes: &mut FxHashMap<u64, Inode>,
+    ino: u64,
+) -> Result<Inode> {
+    let (dev, l) = (&**fs.device(), fs.layout());
+    Ok(match inodes.entry(ino) {
+        _ if !l.is_valid_ino(ino) => Inode::free(),
+        Entry::Occupied(e) => e.get().clone(),
+        Entry::Vacant(e) => {
+            let raw = read_inode(dev, l, ino);
+            e.insert(match raw.in_use() {
+                true => fs.inode(ino)?.read().disk.clone(),
+                false => raw,
+            })
+            .clone()
+        }
+    })
+}
+
+/// Whether file block `fb` of inode `ino` is mapped, as its policy says.
+pub(super) fn mapped<D: PmDevice>(fs: &Core<D>, ino: u64, fb: u64) -> bool {
+    fs.inode(ino)
+        .map(|r| fs.policy().block_of(&r.read(), fb).is_some())
+        .unwrap_or(false)
+}
+
 /// Judges every descriptor; clears the stale ones (durably) and returns
 /// the valid ones. Fails on corruption.
-fn recover<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia) -> Result<(Vec<Found>, u64)> {
+fn recover<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia) -> Result<(Recovered, u64)> {
     let j = judge_all(fs, media, false)?;
     // Stale descriptors must go before any file writes again: a stale
     // uncommitted one would become valid when its file's commit number
-    // reaches its sequence number.
+    // reaches its sequence number; a torn head could check once a later
+    // write puts the bytes it names back.
     for &at in &j.stale {
-        Zone::clear_desc(&**fs.device(), at);
+        Zone::clear_entry(&**fs.device(), &media.geo, at);
     }
     fs.drain()?;
     Ok((j.found, j.stale.len() as u64))
@@ -239,18 +244,24 @@ fn mend_header<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia) -> Result<()> {
     fs.drain()
 }
 
-/// Writes every valid slice into its file, then clears the descriptors.
-fn fold_back<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia, found: &[Found]) -> Result<()> {
+/// Writes every valid slice into its file, then clears the descriptors
+/// (a one-fence zone's heads need not be: once the slices are in their
+/// files, each valid head's copy equals its file's, and `remove` follows).
+fn fold_back<D: PmDevice>(
+    fs: &Core<D>,
+    media: &ZoneMedia,
+    found: &[(u32, u32, u64, u32)],
+) -> Result<()> {
     let dev = &**fs.device();
     let size = media.geo.slot_size as u64;
     let mut buf = vec![0u8; size as usize];
-    for f in found {
-        let (_, data) = super::slot_place(&media.geo, &media.chunks[f.sub as usize], f.slot);
-        let off = f.slice as u64 * size;
-        let r = fs.inode(f.ino)?;
+    for &(sub, slot, ino, slice) in found {
+        let (_, data) = super::slot_place(&media.geo, &media.chunks[sub as usize], slot);
+        let off = slice as u64 * size;
+        let r = fs.inode(ino)?;
         let st = r.read();
         let b = fs.policy().block_of(&st, off / BLOCK_SIZE).ok_or_else(|| {
-            FsError::Corrupted(format!("zone slice of inode {} lost its block", f.ino))
+            FsError::Corrupted(format!("zone slice of inode {ino} lost its block"))
         })?;
         dev.read(data, &mut buf);
         let at = fs.layout().block_offset(b) + off % BLOCK_SIZE;
@@ -258,8 +269,11 @@ fn fold_back<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia, found: &[Found]) -> R
         dev.flush(at, size);
     }
     fs.drain()?;
-    for f in found {
-        let (at, _) = super::slot_place(&media.geo, &media.chunks[f.sub as usize], f.slot);
+    if media.geo.extents {
+        return Ok(());
+    }
+    for &(sub, slot, ..) in found {
+        let (at, _) = super::slot_place(&media.geo, &media.chunks[sub as usize], slot);
         Zone::clear_desc(dev, at);
     }
     fs.drain()
@@ -270,7 +284,7 @@ fn fold_back<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia, found: &[Found]) -> R
 fn remove<D: PmDevice>(fs: &Core<D>, media: &ZoneMedia) -> Result<()> {
     {
         let mut sb = fs.superblock().lock();
-        sb.feature_incompat &= !FEATURE_ZONE;
+        sb.feature_incompat &= !(FEATURE_ZONE | FEATURE_ZONE_EXTENTS);
         sb.regions[REGION_ZONE_START] = 0;
         sb.regions[REGION_ZONE_BLOCKS] = 0;
         sb.generation += 1;
@@ -290,7 +304,7 @@ fn plan<D: PmDevice>(fs: &Core<D>, w: &ZoneOptions) -> Result<(ZoneGeometry, u64
     let max = fs.blocks().max_extent().min(MAX_CHUNK_BLOCKS as u64);
     let chunk = (per_sub / INITIAL_CHUNKS).clamp(MIN_CHUNK_BLOCKS as u64, max);
     let chunks = (per_sub / chunk).clamp(1, MAX_CHUNKS as u64 / 2);
-    let geo = ZoneGeometry::new(w.slot, w.subzones, chunk as u32)?;
+    let geo = ZoneGeometry::new(w.slot, w.subzones, chunk as u32, w.extents)?;
     Ok((geo, chunks))
 }
 
@@ -340,6 +354,9 @@ fn create<D: PmDevice>(fs: &Core<D>, w: &ZoneOptions) -> Result<Zone> {
     {
         let mut sb = fs.superblock().lock();
         sb.feature_incompat |= FEATURE_ZONE;
+        if geo.extents {
+            sb.feature_incompat |= FEATURE_ZONE_EXTENTS;
+        }
         sb.regions[REGION_ZONE_START] = header;
         sb.regions[REGION_ZONE_BLOCKS] = HEADER_BLOCKS;
         sb.generation += 1;
@@ -352,7 +369,7 @@ fn create<D: PmDevice>(fs: &Core<D>, w: &ZoneOptions) -> Result<Zone> {
             geo,
             chunks,
         },
-        &[],
+        &Recovered::default(),
     ))
 }
 

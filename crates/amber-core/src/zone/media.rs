@@ -5,9 +5,10 @@
 
 use crate::error::{FsError, Result};
 use amber_format::zone::{
-    Descriptor, ZoneGeometry, DESC_SIZE, FEATURE_ZONE, HEADER_BLOCKS, HEADER_COPY_B, HEADER_LEN,
-    MAX_CHUNKS, MAX_SUBZONES, REGION_ZONE_START,
+    Descriptor, ZoneGeometry, DESC_SIZE, FEATURE_ZONE, FEATURE_ZONE_EXTENTS, HEADER_BLOCKS,
+    HEADER_COPY_B, HEADER_LEN, MAX_CHUNKS, MAX_SUBZONES, REGION_ZONE_START,
 };
+use amber_format::zone_extent::EXTENT_SIZE;
 use amber_format::{FormatError, Layout, Superblock, BLOCK_SIZE};
 use amber_pmem::PmDevice;
 
@@ -145,6 +146,13 @@ impl ZoneMedia {
         let header = sb.regions[REGION_ZONE_START];
         let copies = read_header(dev, header);
         let geo = geometry(&copies).ok_or_else(|| corrupt(header_fault(&copies)))?;
+        if geo.extents != (sb.feature_incompat & FEATURE_ZONE_EXTENTS != 0) {
+            return Err(corrupt(format!(
+                "its header is version {}, which the superblock's zone-extents feature bit \
+                 contradicts",
+                if geo.extents { 2 } else { 1 }
+            )));
+        }
         let mut chunks = Vec::with_capacity(geo.subzones as usize);
         for (s, row) in read_table(dev, header).iter().enumerate() {
             let mut kept = Vec::new();
@@ -206,6 +214,48 @@ impl ZoneMedia {
             }
         }
         Ok(())
+    }
+}
+
+impl ZoneMedia {
+    /// One-fence zone: calls `f` for every slot entry that names an inode
+    /// (a head, or older bytes a reused slot kept), with its place and
+    /// bytes, reading each chunk's entry blocks in one pass.
+    pub fn scan_heads<D: PmDevice>(
+        &self,
+        dev: &D,
+        mut f: impl FnMut(Place, &[u8; EXTENT_SIZE as usize]) -> Result<()>,
+    ) -> Result<()> {
+        let g = &self.geo;
+        assert!(g.extents, "a LAWN zone has descriptors, not heads");
+        let mut buf = vec![0u8; (g.slots_per_chunk as u64 * EXTENT_SIZE) as usize];
+        for (s, row) in self.chunks.iter().enumerate() {
+            for (c, &chunk) in row.iter().enumerate() {
+                let base = g.desc_offset(chunk, 0);
+                dev.read(base, &mut buf);
+                for (i, e) in buf.chunks_exact(EXTENT_SIZE as usize).enumerate() {
+                    let e: &[u8; EXTENT_SIZE as usize] = e.try_into().expect("32 bytes");
+                    if e[12..16] == [0; 4] {
+                        continue;
+                    }
+                    let place = Place {
+                        sub: s as u32,
+                        slot: c as u32 * g.slots_per_chunk + i as u32,
+                        at: base + i as u64 * EXTENT_SIZE,
+                    };
+                    f(place, e)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One-fence zone: where the `n` slots of an extent headed at `p` lie
+    /// (they are consecutive), or None when they would leave its chunk.
+    pub fn extent_data(&self, p: Place, n: u32) -> Option<u64> {
+        let per = self.geo.slots_per_chunk;
+        (p.slot % per + n <= per)
+            .then(|| slot_place(&self.geo, &self.chunks[p.sub as usize], p.slot).1)
     }
 }
 

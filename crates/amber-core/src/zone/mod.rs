@@ -9,11 +9,13 @@
 //! the sub-zone's mutex guards only this bookkeeping, never a PM write or
 //! flush (§4.3: only slot allocation is serialized).
 
+mod extents;
 mod judge;
 mod lifecycle;
 mod media;
 
-pub(crate) use judge::{judge, Verdict};
+pub(crate) use extents::{judge_heads, JudgedHeads};
+pub(crate) use judge::{judge, judge_head, HeadVerdict, Verdict};
 pub(crate) use lifecycle::{attach, attach_lenient};
 pub(crate) use media::{
     entry_fault, geometry, header_fault, header_offsets, read_table, slot_place,
@@ -22,6 +24,7 @@ pub use media::{read_header, HeaderCopy, ZoneMedia};
 
 use crate::ordered::keys_in;
 use amber_format::zone::{Descriptor, ZoneGeometry, MAX_CHUNKS};
+use amber_format::zone_extent::EXTENT_SIZE;
 use amber_format::BLOCK_SIZE;
 use amber_pmem::PmDevice;
 use parking_lot::{Mutex, MutexGuard};
@@ -77,8 +80,17 @@ pub struct SubZone {
     /// walks (truncate, a file's write-back, unlink).
     files: FxHashMap<u64, FxHashSet<u64>>,
     per_block: u32,
+    /// Slots per chunk: an extent (one-fence zone) never crosses a chunk.
+    per_chunk: u32,
     /// Valid slots, also readable without the lock (`Zone::is_empty`).
     valid: Arc<AtomicU32>,
+    /// One-fence zone only (`extents`): per file, slots whose copies a
+    /// newer extent superseded. Their heads still check, so they stay
+    /// taken until the file's write-back raises its floor past them.
+    held: FxHashMap<u64, Vec<u32>>,
+    /// One-fence zone only: per file with slots here, the highest write
+    /// number of its heads; its next write takes one more.
+    tops: FxHashMap<u64, u64>,
 }
 
 impl SubZone {
@@ -96,7 +108,10 @@ impl SubZone {
             blocks: FxHashMap::default(),
             files: FxHashMap::default(),
             per_block,
+            per_chunk,
             valid,
+            held: FxHashMap::default(),
+            tops: FxHashMap::default(),
         };
         for c in chunks {
             z.add_chunk(c, per_chunk);
@@ -282,6 +297,83 @@ impl SubZone {
         }
     }
 
+    /// `n` consecutive free slots inside one chunk, taken, from the free
+    /// pointer on (wrapping round): the first of them, or None when no
+    /// such run is free. Full words of the bitmap are skipped whole, so
+    /// the walk is bounded by the sub-zone's slots plus one run.
+    pub(crate) fn take_run(&mut self, n: u32) -> Option<u32> {
+        let total = self.slot_count();
+        if n == 0 || n > self.per_chunk || self.free_count < n {
+            return None;
+        }
+        let mut s = self.cursor % total;
+        let (mut start, mut len, mut walked) = (s, 0u32, 0u32);
+        while walked < total + n {
+            if s == total {
+                (s, len) = (0, 0);
+            }
+            let w = self.free[(s / 64) as usize] >> (s % 64);
+            if w == 0 {
+                let next = ((s / 64 + 1) * 64).min(total);
+                (walked, s, len) = (walked + (next - s), next, 0);
+                continue;
+            }
+            if s.is_multiple_of(self.per_chunk) {
+                len = 0;
+            }
+            if w & 1 != 0 {
+                if len == 0 {
+                    start = s;
+                }
+                len += 1;
+                if len == n {
+                    (start..start + n).for_each(|t| self.set_taken(t));
+                    self.cursor = (start + n) % total;
+                    return Some(start);
+                }
+            } else {
+                len = 0;
+            }
+            (s, walked) = (s + 1, walked + 1);
+        }
+        None
+    }
+
+    /// One-fence zone: `slot`'s slice has a newer copy in another extent.
+    /// The slot leaves the slice (and the write-back order) but stays
+    /// taken, held for its file, until `release`.
+    pub(crate) fn supersede(&mut self, slot: u32) {
+        let ino = self.slots[slot as usize].ino;
+        self.unbind_keep(slot);
+        self.held.entry(ino).or_default().push(slot);
+    }
+
+    /// One-fence zone: the file's floor now covers all of its heads (or
+    /// the file is gone): every slot it had, valid or held, is free.
+    pub(crate) fn release(&mut self, ino: u64) -> usize {
+        let bound = self.all_of(ino);
+        for &(_, slot) in &bound {
+            self.unbind(slot);
+        }
+        let held = self.held.remove(&ino).unwrap_or_default();
+        for &slot in &held {
+            self.set_free(slot);
+        }
+        self.tops.remove(&ino);
+        bound.len() + held.len()
+    }
+
+    /// One-fence zone: the highest write number of the file's heads here.
+    pub(crate) fn top(&self, ino: u64) -> Option<u64> {
+        self.tops.get(&ino).copied()
+    }
+
+    /// One-fence zone: records the file's newest head's write number.
+    pub(crate) fn set_top(&mut self, ino: u64, seq: u64) {
+        let t = self.tops.entry(ino).or_insert(seq);
+        *t = (*t).max(seq);
+    }
+
     /// Returns a slot taken by `take_free` but never bound.
     pub(crate) fn give_back(&mut self, slot: u32) {
         assert_eq!(self.slots[slot as usize].ino, 0, "slot {slot} is bound");
@@ -321,6 +413,13 @@ impl SubZone {
     /// Frees `slot`: its slice's newest copy is in the file again (or the
     /// file is gone).
     pub(crate) fn unbind(&mut self, slot: u32) {
+        self.unbind_keep(slot);
+        self.set_free(slot);
+    }
+
+    /// Takes `slot` off its slice and the write-back order, leaving it
+    /// taken.
+    fn unbind_keep(&mut self, slot: u32) {
         let Slot { ino, slice, .. } = self.slots[slot as usize];
         assert!(ino != 0, "slot {slot} is not bound");
         self.unlink(slot);
@@ -337,7 +436,6 @@ impl SubZone {
             }
         }
         self.slots[slot as usize].ino = 0;
-        self.set_free(slot);
         self.valid.fetch_sub(1, Ordering::Relaxed);
     }
 
@@ -382,6 +480,17 @@ impl SubZone {
     }
 }
 
+/// What recovery found on a zone's media, each slot as (sub-zone, slot,
+/// ...): the valid slots with the slice each holds the newest copy of,
+/// and for a one-fence zone the slots a newer extent superseded (with
+/// their file) and each file's highest write number.
+#[derive(Default)]
+pub(crate) struct Recovered {
+    pub valid: Vec<(u32, u32, u64, u32)>,
+    pub held: Vec<(u32, u32, u64)>,
+    pub tops: Vec<(u64, u64)>,
+}
+
 /// The mounted zone.
 pub struct Zone {
     /// The zone's fixed shape, from its header.
@@ -396,7 +505,7 @@ pub struct Zone {
 impl Zone {
     /// The zone of `media` with the slices recovery found valid, each
     /// (sub-zone, slot, inode, slice), bound; every other slot is free.
-    fn new(media: ZoneMedia, valid: &[(u32, u32, u64, u32)]) -> Zone {
+    fn new(media: ZoneMedia, rec: &Recovered) -> Zone {
         let per = media.geo.slots_per_chunk;
         let per_block = media.geo.slices_per_block() as u32;
         let counts: Vec<Arc<AtomicU32>> = media.chunks.iter().map(|_| Arc::default()).collect();
@@ -406,10 +515,19 @@ impl Zone {
             .zip(&counts)
             .map(|(row, v)| SubZone::new(row, per, per_block, Arc::clone(v)))
             .collect();
-        for &(sub, slot, ino, slice) in valid {
+        for &(sub, slot, ino, slice) in &rec.valid {
             let z = &mut subs[sub as usize];
             z.set_taken(slot);
             z.bind(slot, ino, slice);
+        }
+        for &(sub, slot, ino) in &rec.held {
+            let z = &mut subs[sub as usize];
+            z.set_taken(slot);
+            z.held.entry(ino).or_default().push(slot);
+        }
+        let n = subs.len() as u64;
+        for &(ino, seq) in &rec.tops {
+            subs[(ino % n) as usize].set_top(ino, seq);
         }
         Zone {
             geo: media.geo,
@@ -466,6 +584,17 @@ impl Zone {
         }
     }
 
+    /// Clears a slot's entry (a LAWN descriptor or a one-fence zone's
+    /// head) and flushes it (the caller fences).
+    pub(crate) fn clear_entry<D: PmDevice>(dev: &D, geo: &ZoneGeometry, at: u64) {
+        if geo.extents {
+            dev.write(at, &[0; EXTENT_SIZE as usize]);
+            dev.flush(at, EXTENT_SIZE);
+        } else {
+            Zone::clear_desc(dev, at);
+        }
+    }
+
     /// Clears a descriptor and flushes it (the caller fences).
     pub(crate) fn clear_desc<D: PmDevice>(dev: &D, at: u64) {
         dev.store_u128(at, 0);
@@ -490,6 +619,23 @@ mod tests {
 
     /// The free pointer finds the few free slots among thousands of taken
     /// ones, in order from the pointer round to it, and every slot once.
+    #[test]
+    fn runs_stay_inside_a_chunk_and_wrap_round() {
+        let mut z = SubZone::new(vec![100, 200], 100, 64, Arc::default());
+        assert_eq!(z.take_run(60), Some(0));
+        // 40 left in the first chunk: a run of 50 starts in the second.
+        assert_eq!(z.take_run(50), Some(100));
+        assert_eq!(z.take_run(40), Some(150));
+        assert_eq!(z.take_run(41), None, "40 free in chunk 0, 10 in chunk 1");
+        assert_eq!(z.take_run(40), Some(60), "wrapped round");
+        assert_eq!(z.take_run(101), None, "longer than a chunk");
+        z.give_back(7);
+        z.give_back(8);
+        assert_eq!(z.take_run(10), Some(190), "from the free pointer on");
+        assert_eq!(z.take_run(2), Some(7));
+        assert_eq!(z.free_count(), 0);
+    }
+
     #[test]
     fn free_pointer_finds_scattered_slots() {
         let mut z = SubZone::new(vec![100, 200], 5000, 64, Arc::default());

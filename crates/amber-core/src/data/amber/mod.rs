@@ -40,7 +40,7 @@ use crate::inode::InodeState;
 use amber_format::{FileKind, PoolLayout, BLOCK_SIZE};
 use amber_pmem::PmDevice;
 use buffer::Buffer;
-pub use options::AmberBuffer;
+pub use options::{AmberBuffer, AmberZone};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 
@@ -80,6 +80,8 @@ pub struct Amber {
     log_writes: AtomicU64,
     /// Zone writes that first had to persist their file's queued updates.
     settles: AtomicU64,
+    /// The zone commits by extent heads and one fence (`amber_zone=`).
+    extents: bool,
 }
 
 impl Amber {
@@ -87,6 +89,7 @@ impl Amber {
     /// says), its zone and its engine, with data logs for `cpus` CPUs.
     pub fn new(
         mode: AmberBuffer,
+        zone_mode: AmberZone,
         buffer: &BufferOptions,
         zone: &ZoneOptions,
         hunter: &HunterOptions,
@@ -104,6 +107,7 @@ impl Amber {
             zone_writes: AtomicU64::new(0),
             log_writes: AtomicU64::new(0),
             settles: AtomicU64::new(0),
+            extents: zone_mode == AmberZone::Extents,
         }
     }
 
@@ -193,6 +197,10 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
 
     fn uses_zone(&self) -> bool {
         true
+    }
+
+    fn zone_extents(&self) -> bool {
+        self.extents
     }
 
     fn load(&self, fs: Context<'_, D>, st: &mut InodeState) -> Result<()> {

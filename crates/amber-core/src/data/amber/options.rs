@@ -1,5 +1,5 @@
-//! amber's own option (`amber_buffer=`): when it buffers a write in DRAM
-//! (docs/design.md §13.4). Its buffer's size and write-back come from the
+//! amber's own options: when it buffers a write in DRAM (`amber_buffer=`,
+//! docs/design.md §13.4) and how its zone commits (`amber_zone=`, §11.7). Its buffer's size and write-back come from the
 //! hinfs buffer options, its zone from lawn's, its engine from hunter's.
 
 use crate::data::registry::{choice, store, Knob};
@@ -45,5 +45,38 @@ pub const KNOBS: &[Knob<AmberBuffer>] = &[Knob {
             ("model", AmberBuffer::Model),
         ];
         store(o, choice(v, &modes))
+    },
+}];
+
+/// How `amber`'s small-write zone commits a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AmberZone {
+    /// Checksummed extent heads, one fence per write (zone version 2).
+    #[default]
+    Extents,
+    /// LAWN's Algorithm 1 and commit number (zone version 1), as `lawn`
+    /// commits: for comparing the two on amber's own path.
+    Lawn,
+}
+
+/// The zone option.
+pub const ZONE_KNOBS: &[Knob<AmberZone>] = &[Knob {
+    key: "amber_zone",
+    value: "extents|lawn",
+    default: "extents",
+    doc: "how amber's small-write zone commits a write: `extents` writes the slices to new \
+          slots with one checksummed extent head and makes both durable with one fence \
+          (recovery ignores a head whose checksum fails); `lawn` uses LAWN's Algorithm 1 and \
+          commit number, two fences, as policy=lawn does. A pool's zone of the other kind is \
+          folded back into the files at mount",
+    refused: "amber_zone= takes extents or lawn",
+    set: |o, v| {
+        store(
+            o,
+            choice(
+                v,
+                &[("extents", AmberZone::Extents), ("lawn", AmberZone::Lawn)],
+            ),
+        )
     },
 }];

@@ -19,6 +19,7 @@
 //! the bytes written past the end.
 
 mod background;
+mod onefence;
 pub(crate) mod options;
 mod slices;
 
@@ -76,6 +77,17 @@ struct Stats {
     idle_written_back: AtomicU64,
     /// Chunks added to sub-zones.
     growths: AtomicU64,
+}
+
+/// Where a zone write's new times go, which decides whether they ride on
+/// its data's fence.
+#[derive(Clone, Copy)]
+pub(super) struct TimesAt {
+    /// The write is synchronous.
+    pub sync: bool,
+    /// The file's times live in its attribute log (`amber`): fsync queues
+    /// them, so they are left dirty.
+    pub split: bool,
 }
 
 /// One slice of a write and where it goes.
@@ -366,6 +378,10 @@ impl Lawn {
         split: bool,
     ) -> Result<Option<usize>> {
         let zone = Self::zone(fs);
+        let times = TimesAt { sync, split };
+        if zone.geo.extents {
+            return self.write_extent(fs, st, numbers, off, data, times);
+        }
         let Some(pieces) = self.prepare(fs, zone, st, numbers)? else {
             return Ok(None);
         };
@@ -374,17 +390,8 @@ impl Lawn {
         let seq = if multi { committed + 1 } else { committed };
         assert!(seq <= MAX_SEQ, "zone commit number exhausted");
         self.write_slices(fs, zone, st, &pieces, off, data, multi, seq);
-        let before = (st.disk.mtime, st.disk.ctime);
-        let mode_changed = note_write(fs, st);
-        // The coarse clock often leaves the times as they were: then the
-        // inode's first line needs no store.
-        let times_changed = st.times_dirty || (st.disk.mtime, st.disk.ctime) != before;
+        let dirty = self.note_times(fs, st, times);
         self.count(&pieces);
-        let eager = mode_changed || !split && (sync || st.writes_since_fsync <= FSYNC_HEAVY_WRITES);
-        if eager && (times_changed || mode_changed) {
-            // Times (and a dropped set-id bit) ride on the data's fence.
-            write_first_line(fs, st);
-        }
         fs.drain()?;
         let dev = &**fs.device();
         if multi {
@@ -409,9 +416,27 @@ impl Lawn {
         }
         fs.drain()?;
         st.disk.zone_seq = seq;
-        st.times_dirty = times_changed && (split || !eager);
+        st.times_dirty = dirty;
         rebind(zone, st, &pieces);
         Ok(Some(data.len()))
+    }
+
+    /// Notes a zone write's new times and, when they must be durable with
+    /// it, stores the inode's first line (the caller's fence covers it).
+    /// Returns whether the times stay dirty in DRAM after the commit.
+    fn note_times<D: PmDevice>(&self, fs: Context<'_, D>, st: &mut InodeState, t: TimesAt) -> bool {
+        let before = (st.disk.mtime, st.disk.ctime);
+        let mode_changed = note_write(fs, st);
+        // The coarse clock often leaves the times as they were: then the
+        // inode's first line needs no store.
+        let times_changed = st.times_dirty || (st.disk.mtime, st.disk.ctime) != before;
+        let eager =
+            mode_changed || !t.split && (t.sync || st.writes_since_fsync <= FSYNC_HEAVY_WRITES);
+        if eager && (times_changed || mode_changed) {
+            // Times (and a dropped set-id bit) ride on the data's fence.
+            write_first_line(fs, st);
+        }
+        times_changed && (t.split || !eager)
     }
 
     /// Counts where a write's slices went.
@@ -445,7 +470,6 @@ impl Lawn {
         let dev = &**fs.device();
         let l = fs.layout();
         let size = zone.geo.slot_size as u64;
-        let end = off + data.len() as u64;
         let mut img = [0u8; 512];
         let img = &mut img[..size as usize];
         let mut marks = Vec::with_capacity(if multi { pieces.len() } else { 0 });
@@ -455,18 +479,10 @@ impl Lawn {
         let mut run_at = 0;
         for p in pieces {
             let start = p.slice as u64 * size;
-            let lo = off.max(start);
-            let hi = end.min(start + size);
             let b = (self.lookup())(st, start / BLOCK_SIZE);
             let file_at = l.block_offset(b.expect("mapped")) + start % BLOCK_SIZE;
-            if lo != start || hi != start + size {
-                // Patch with the slice's newest bytes; past the size, zeros.
-                dev.read(if p.in_zone { p.data } else { file_at }, img);
-                let visible = st.disk.size.saturating_sub(start).min(size) as usize;
-                img[visible..].fill(0);
-            }
-            img[(lo - start) as usize..(hi - start) as usize]
-                .copy_from_slice(&data[(lo - off) as usize..(hi - off) as usize]);
+            let src = if p.in_zone { p.data } else { file_at };
+            slice_image(fs, st, start, src, off, data, img);
             // Whole aligned cache lines: non-temporal stores, no flush.
             let to = if p.in_zone { file_at } else { p.data };
             if !run.is_empty() && to != run_at + run.len() as u64 {
@@ -494,6 +510,30 @@ impl Lawn {
     }
 }
 
+/// Slice `img` (starting at file byte `start`) of a write of `data` at
+/// `off`: the write's bytes over the slice's newest copy, read from `src`
+/// when the write covers it only partly (zeros past the size).
+fn slice_image<D: PmDevice>(
+    fs: Context<'_, D>,
+    st: &InodeState,
+    start: u64,
+    src: u64,
+    off: u64,
+    data: &[u8],
+    img: &mut [u8],
+) {
+    let size = img.len() as u64;
+    let lo = off.max(start);
+    let hi = (off + data.len() as u64).min(start + size);
+    if lo != start || hi != start + size {
+        fs.device().read(src, img);
+        let visible = st.disk.size.saturating_sub(start).min(size) as usize;
+        img[visible..].fill(0);
+    }
+    img[(lo - start) as usize..(hi - start) as usize]
+        .copy_from_slice(&data[(lo - off) as usize..(hi - off) as usize]);
+}
+
 /// What a policy composed over the zone (`amber`) asks of it: moving a
 /// file's slices back into its blocks before a change that does not go
 /// through the zone, so no slot lies over a block it no longer backs up
@@ -503,7 +543,7 @@ impl Lawn {
     pub(super) fn flush_blocks<D: PmDevice>(
         &self,
         fs: Context<'_, D>,
-        st: &InodeState,
+        st: &mut InodeState,
         first: u64,
         last: u64,
     ) -> Result<usize> {
@@ -514,7 +554,7 @@ impl Lawn {
     pub(super) fn flush_from<D: PmDevice>(
         &self,
         fs: Context<'_, D>,
-        st: &InodeState,
+        st: &mut InodeState,
         from: u64,
     ) -> Result<usize> {
         slices::flush_from(fs, Self::zone(fs), self.lookup(), st, from)
@@ -524,7 +564,7 @@ impl Lawn {
     pub(super) fn flush_for_size<D: PmDevice>(
         &self,
         fs: Context<'_, D>,
-        st: &InodeState,
+        st: &mut InodeState,
         size: u64,
     ) -> Result<usize> {
         slices::flush_for_size(fs, Self::zone(fs), self.lookup(), st, size)
@@ -534,7 +574,7 @@ impl Lawn {
     pub(super) fn flush_for_fallocate<D: PmDevice>(
         &self,
         fs: Context<'_, D>,
-        st: &InodeState,
+        st: &mut InodeState,
         off: u64,
         len: u64,
         mode: FallocStep,
@@ -682,6 +722,9 @@ impl<D: PmDevice> DataPolicy<D> for Lawn {
     /// inode number can be reused) without writing anything back.
     fn forget(&self, fs: Context<'_, D>, st: &mut InodeState) {
         let Some(zone) = fs.zone() else { return };
+        if zone.geo.extents {
+            return onefence::forget(fs, zone, st);
+        }
         let mut sub = zone.lock(zone.sub_of(st.ino));
         let all = sub.all_of(st.ino);
         if all.is_empty() {

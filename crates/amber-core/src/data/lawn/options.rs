@@ -27,6 +27,11 @@ pub struct ZoneOptions {
     pub idle_free_pct: u8,
     /// How long without a small write counts as idle (`lawn_idle=`).
     pub idle: Duration,
+    /// The zone's commit: checksummed extent heads and one fence (zone
+    /// version 2, amber's default), or LAWN's descriptors and Algorithm 1
+    /// (version 1). Set by mount from the policy (`amber_zone=`), not a
+    /// knob of its own.
+    pub extents: bool,
 }
 
 impl ZoneOptions {
@@ -39,6 +44,7 @@ impl ZoneOptions {
             subzones: subzones_for(cpus),
             idle_free_pct: 100,
             idle: Duration::from_millis(50),
+            extents: false,
         }
     }
 

@@ -9,7 +9,7 @@
 //! a fence, then the descriptor is cleared and fenced. A crash in between
 //! leaves the slot valid and its copy equal to the file's.
 
-use super::BlockLookup;
+use super::{onefence, BlockLookup};
 use crate::data::Context;
 use crate::data::FallocStep;
 use crate::error::Result;
@@ -75,7 +75,7 @@ pub(super) fn flush_blocks<D: PmDevice>(
     fs: Context<'_, D>,
     zone: &Zone,
     lookup: BlockLookup,
-    st: &InodeState,
+    st: &mut InodeState,
     first: u64,
     last: u64,
 ) -> Result<usize> {
@@ -86,7 +86,7 @@ pub(super) fn flush_blocks<D: PmDevice>(
     let lo = (first * per).min(u32::MAX as u64) as u32;
     let hi = ((last + 1) * per - 1).min(u32::MAX as u64) as u32;
     let slices = zone.lock(zone.sub_of(st.ino)).range(st.ino, lo, hi);
-    write_back(fs, zone, lookup, st, &slices)
+    write_back_for(fs, zone, lookup, st, &slices)
 }
 
 /// Writes back every slice of `st` that ends past byte `from`.
@@ -94,7 +94,7 @@ pub(super) fn flush_from<D: PmDevice>(
     fs: Context<'_, D>,
     zone: &Zone,
     lookup: BlockLookup,
-    st: &InodeState,
+    st: &mut InodeState,
     from: u64,
 ) -> Result<usize> {
     if zone.is_empty(zone.sub_of(st.ino)) {
@@ -104,7 +104,24 @@ pub(super) fn flush_from<D: PmDevice>(
     let slices = zone
         .lock(zone.sub_of(st.ino))
         .range(st.ino, first, u32::MAX);
-    write_back(fs, zone, lookup, st, &slices)
+    write_back_for(fs, zone, lookup, st, &slices)
+}
+
+/// Writes back `slices` of `st` before an operation that moves or frees
+/// their blocks: in a one-fence zone, with every other slice of the file
+/// (a write-back raises the file's floor past all its heads).
+fn write_back_for<D: PmDevice>(
+    fs: Context<'_, D>,
+    zone: &Zone,
+    lookup: BlockLookup,
+    st: &mut InodeState,
+    slices: &[(u32, u32)],
+) -> Result<usize> {
+    match zone.geo.extents {
+        _ if slices.is_empty() => Ok(0),
+        true => onefence::write_back_file(fs, zone, lookup, st),
+        false => write_back(fs, zone, lookup, st, slices),
+    }
 }
 
 /// Before the file's size changes to `size`: writes back the slices at or
@@ -114,7 +131,7 @@ pub(super) fn flush_for_size<D: PmDevice>(
     fs: Context<'_, D>,
     zone: &Zone,
     lookup: BlockLookup,
-    st: &InodeState,
+    st: &mut InodeState,
     size: u64,
 ) -> Result<usize> {
     flush_from(fs, zone, lookup, st, size.min(st.disk.size))
@@ -127,7 +144,7 @@ pub(super) fn flush_for_fallocate<D: PmDevice>(
     fs: Context<'_, D>,
     zone: &Zone,
     lookup: BlockLookup,
-    st: &InodeState,
+    st: &mut InodeState,
     off: u64,
     len: u64,
     mode: FallocStep,
@@ -155,6 +172,13 @@ pub(super) fn write_back_oldest<D: PmDevice>(
     n: usize,
     held: Option<(&InodeState, &dyn Fn(u32) -> bool)>,
 ) -> Result<usize> {
+    if zone.geo.extents {
+        assert!(
+            held.is_none(),
+            "a one-fence zone's writer evicts by `onefence::evict`"
+        );
+        return onefence::evict(fs, zone, lookup, idx, n, None);
+    }
     let victims = zone.lock(idx).oldest(n);
     let mut done = 0;
     let mut i = 0;

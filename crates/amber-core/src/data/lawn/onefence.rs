@@ -1,0 +1,258 @@
+//! The one-fence zone commit (zone version 2, `FEATURE_ZONE_EXTENTS`;
+//! amber's default, `amber_zone=extents`; docs/design.md §11.7). A small
+//! overwrite's consecutive slices go into consecutive free slots, always
+//! new ones, with one checksummed extent head in the entry of the first:
+//! data and head are written together and one fence makes the write
+//! durable and atomic. A crash before the fence leaves a head whose
+//! checksum fails, and every slice's older copy (an older extent's slot,
+//! or the file) untouched.
+//!
+//! Copies superseded by a newer extent keep their slots until their
+//! file's write-back: it copies the file's newest slices into its blocks,
+//! fences, then raises the file's floor (the inode's zone commit number)
+//! past all of the file's heads with one 8-byte store and a fence, so
+//! every head of the file dies at once and no older head can outlive a
+//! newer one. A freed file's floor is raised the same way.
+
+use super::{slice_image, BlockLookup, Lawn, TimesAt, SLOT_ROUNDS};
+use crate::data::Context;
+use crate::error::Result;
+use crate::inode::InodeState;
+use crate::zone::Zone;
+use amber_format::inode::OFF_ZONE_SEQ;
+use amber_format::zone_extent::{Extent, EXTENT_SIZE, MAX_EXTENT_SLOTS};
+use amber_format::BLOCK_SIZE;
+use amber_pmem::PmDevice;
+use std::sync::atomic::Ordering::Relaxed;
+
+impl Lawn {
+    /// Writes the consecutive zone slices `numbers` of `st` as one extent
+    /// and commits it with one fence. None when no run of free slots could
+    /// be had: the caller writes it another way.
+    pub(super) fn write_extent<D: PmDevice>(
+        &self,
+        fs: Context<'_, D>,
+        st: &mut InodeState,
+        numbers: &[u32],
+        off: u64,
+        data: &[u8],
+        times: TimesAt,
+    ) -> Result<Option<usize>> {
+        let zone = Self::zone(fs);
+        let n = numbers.len();
+        assert!(n > 0 && numbers.windows(2).all(|w| w[1] == w[0] + 1));
+        if n > MAX_EXTENT_SLOTS as usize {
+            return Ok(None);
+        }
+        let Some(first) = self.take_run(fs, zone, st, n as u32)? else {
+            return Ok(None);
+        };
+        let idx = zone.sub_of(st.ino);
+        let (head_at, data_at, sources, seq) = {
+            let sub = zone.lock(idx);
+            let (h, d) = zone.place(&sub, first);
+            let sources: Vec<Option<u64>> = numbers
+                .iter()
+                .map(|&s| sub.lookup(st.ino, s).map(|z| zone.place(&sub, z).1))
+                .collect();
+            let seq = sub.top(st.ino).unwrap_or(0).max(st.disk.zone_seq) + 1;
+            (h, d, sources, seq)
+        };
+        let image = self.extent_image(fs, zone, st, numbers, &sources, off, data);
+        let head = Extent {
+            seq,
+            slice: numbers[0],
+            ino: st.ino as u32,
+            slots: n as u16,
+        }
+        .encode(&image);
+        let dev = &**fs.device();
+        dev.write_nt(data_at, &image);
+        // Four 8-byte stores, as a CPU stores it: a crash may keep any
+        // prefix of them, which the checksum then refuses.
+        for (i, word) in head.chunks_exact(8).enumerate() {
+            let w = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+            dev.store_u64(head_at + 8 * i as u64, w);
+        }
+        dev.flush(head_at, EXTENT_SIZE);
+        let dirty = self.note_times(fs, st, times);
+        // The one fence: data, head (and the times, when they ride) durable.
+        fs.drain()?;
+        st.times_dirty = dirty;
+        let mut sub = zone.lock(idx);
+        for (k, &slice) in numbers.iter().enumerate() {
+            if let Some(old) = sub.lookup(st.ino, slice) {
+                sub.supersede(old);
+            }
+            sub.bind(first + k as u32, st.ino, slice);
+        }
+        sub.set_top(st.ino, seq);
+        let stats = &self.shared.stats;
+        stats.to_zone.fetch_add(n as u64, Relaxed);
+        Ok(Some(data.len()))
+    }
+
+    /// The extent's new bytes: each slice patched from its newest copy
+    /// (`sources`: its slot's data, or None for the file's block).
+    #[allow(clippy::too_many_arguments)]
+    fn extent_image<D: PmDevice>(
+        &self,
+        fs: Context<'_, D>,
+        zone: &Zone,
+        st: &InodeState,
+        numbers: &[u32],
+        sources: &[Option<u64>],
+        off: u64,
+        data: &[u8],
+    ) -> Vec<u8> {
+        let size = zone.geo.slot_size as u64;
+        let mut image = vec![0u8; numbers.len() * size as usize];
+        let chunks = image.chunks_exact_mut(size as usize);
+        for ((&slice, src), img) in numbers.iter().zip(sources).zip(chunks) {
+            let start = slice as u64 * size;
+            let src = src.unwrap_or_else(|| {
+                let b = (self.lookup())(st, start / BLOCK_SIZE).expect("a zone slice is mapped");
+                fs.layout().block_offset(b) + start % BLOCK_SIZE
+            });
+            slice_image(fs, st, start, src, off, data, img);
+        }
+        image
+    }
+
+    /// A run of `n` free slots in `st`'s sub-zone, growing it when its
+    /// free slots fall under the threshold and writing back the files of
+    /// its least recently written slices (`st`'s own included) when no
+    /// run is free. None when none could be had.
+    fn take_run<D: PmDevice>(
+        &self,
+        fs: Context<'_, D>,
+        zone: &Zone,
+        st: &mut InodeState,
+        n: u32,
+    ) -> Result<Option<u32>> {
+        let idx = zone.sub_of(st.ino);
+        let grow_pct = fs.options().zone.grow_pct as u64;
+        for _ in 0..SLOT_ROUNDS {
+            {
+                let mut sub = zone.lock(idx);
+                let low = (sub.free_count() as u64) * 100 < sub.slot_count() as u64 * grow_pct;
+                if low && zone.grow(fs, idx, &mut sub)? {
+                    self.shared.stats.growths.fetch_add(1, Relaxed);
+                }
+                if let Some(s) = sub.take_run(n) {
+                    return Ok(Some(s));
+                }
+            }
+            let freed = evict(fs, zone, self.lookup(), idx, n as usize, Some(st))?;
+            self.shared.stats.evicted.fetch_add(freed as u64, Relaxed);
+            if freed == 0 {
+                break;
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Writes back the files of up to `n` of sub-zone `idx`'s least recently
+/// written slices, each file whole, locking each in turn (never while
+/// holding the sub-zone). `held`: the file a writer holds locked; other
+/// files are then only try-locked, so two writers cannot deadlock.
+/// Returns the slots freed.
+pub(super) fn evict<D: PmDevice>(
+    fs: Context<'_, D>,
+    zone: &Zone,
+    lookup: BlockLookup,
+    idx: usize,
+    n: usize,
+    mut held: Option<&mut InodeState>,
+) -> Result<usize> {
+    let mut inos: Vec<u64> = zone.lock(idx).oldest(n).iter().map(|v| v.1).collect();
+    inos.dedup();
+    let mut freed = 0;
+    for ino in inos {
+        match held.as_deref_mut() {
+            Some(st) if st.ino == ino => freed += write_back_file(fs, zone, lookup, st)?,
+            Some(_) => {
+                let r = fs.inode(ino)?;
+                let locked = r.try_write();
+                if let Some(mut st) = locked {
+                    freed += write_back_file(fs, zone, lookup, &mut st)?;
+                }
+            }
+            None => {
+                let r = fs.inode(ino)?;
+                let mut st = r.write();
+                freed += write_back_file(fs, zone, lookup, &mut st)?;
+            }
+        }
+        if freed >= n {
+            break;
+        }
+    }
+    Ok(freed)
+}
+
+/// Writes every slice of `st` (write-locked by the caller) the zone holds
+/// back into its blocks, fence, then raises the file's floor past all its
+/// heads, fence; frees every slot the file had. Returns how many.
+pub(super) fn write_back_file<D: PmDevice>(
+    fs: Context<'_, D>,
+    zone: &Zone,
+    lookup: BlockLookup,
+    st: &mut InodeState,
+) -> Result<usize> {
+    let idx = zone.sub_of(st.ino);
+    let size = zone.geo.slot_size as u64;
+    let (places, top) = {
+        let sub = zone.lock(idx);
+        let Some(top) = sub.top(st.ino) else {
+            return Ok(0);
+        };
+        let places: Vec<(u64, u64)> = sub
+            .all_of(st.ino)
+            .into_iter()
+            .map(|(slice, slot)| {
+                let off = slice as u64 * size;
+                let b = lookup(st, off / BLOCK_SIZE).expect("a valid slice lies in a mapped block");
+                let at = fs.layout().block_offset(b) + off % BLOCK_SIZE;
+                (zone.place(&sub, slot).1, at)
+            })
+            .collect();
+        (places, top)
+    };
+    let dev = &**fs.device();
+    let mut buf = vec![0u8; size as usize];
+    for &(from, to) in &places {
+        dev.read(from, &mut buf);
+        dev.write_nt(to, &buf);
+    }
+    fs.drain()?;
+    raise_floor(fs, st, top)?;
+    Ok(zone.lock(idx).release(st.ino))
+}
+
+/// Stores the file's floor `top` (durably): every head of the file with a
+/// write number up to it is dead from here on.
+fn raise_floor<D: PmDevice>(fs: Context<'_, D>, st: &mut InodeState, top: u64) -> Result<()> {
+    let floor = top.max(st.disk.zone_seq);
+    let at = fs.layout().inode_offset(st.ino) + OFF_ZONE_SEQ as u64;
+    let dev = &**fs.device();
+    dev.store_u64(at, floor);
+    dev.flush(at, 8);
+    fs.drain()?;
+    st.disk.zone_seq = floor;
+    Ok(())
+}
+
+/// The file is gone: its floor rises past its heads before its number can
+/// be reused, and its slots are free.
+pub(super) fn forget<D: PmDevice>(fs: Context<'_, D>, zone: &Zone, st: &mut InodeState) {
+    let idx = zone.sub_of(st.ino);
+    let Some(top) = zone.lock(idx).top(st.ino) else {
+        return;
+    };
+    // A failed fence poisons the core; mount then finds the freed file's
+    // heads stale and clears them.
+    let _ = raise_floor(fs, st, top);
+    zone.lock(idx).release(st.ino);
+}
