@@ -163,7 +163,7 @@ impl Amber {
         let (l, f) = (m.costs.l_pm_ns, m.flush_ns);
         let slot = u64::from(Lawn::zone(fs).geo.slot_size);
         self.zone_max
-            .store(cost::zone_max_slices(l, f, slot), Relaxed);
+            .store(cost::zone_max_slices(l, f, slot, self.extents), Relaxed);
         self.line_ps.store((l * 1000.0) as u64, Relaxed);
         self.flush_ps.store((f * 1000.0) as u64, Relaxed);
         Ok(())

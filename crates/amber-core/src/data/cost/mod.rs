@@ -37,21 +37,37 @@ pub(super) fn lines_of(s: u64, e: u64) -> u64 {
 /// 16-byte zone descriptors per cache line.
 const DESCS_PER_LINE: u64 = 4;
 
+/// CPU time of one slice in a one-fence zone write beyond its lines, in
+/// ns: its lookup and binding now and its unbinding at write-back (DRAM
+/// hash and list work, a cache miss or two). Measured on the reference
+/// host: 256 B against 1 KiB fsync'd writes under `dram` (BENCHMARKS.md,
+/// issue 18 point 3).
+const SLICE_CPU_NS: f64 = 100.0;
+/// CPU time of one out-of-place block write beyond its lines and fences,
+/// in ns (hunter's log tail, index and queue), measured the same way.
+const BLOCK_CPU_NS: f64 = 1500.0;
+
 /// Most slices a small overwrite may have and still go through the
 /// small-write zone for less than one out-of-place block, at `l` ns per
 /// line of a fenced non-temporal block copy and `f` per flushed line with
-/// its fence. A zone write of `k` slices of `s` lines costs about
-/// `k*s*l + (ceil(k/4) + 1)*f` (slots streamed, then descriptor lines and
-/// the commit flushed); the same write as one out-of-place block
-/// `64*l + 2*f` (the block, its record and entry). On DRAM-speed PM
-/// flushes dominate and only a few slices pay; on slow PM bandwidth
-/// dominates and most partial writes do.
-pub(super) fn zone_max_slices(l: f64, f: f64, slot_size: u64) -> u64 {
+/// its fence. The same write as one out-of-place block costs `64*l + 2*f`
+/// (the block, its record and entry). A LAWN zone write (`extents` false)
+/// of `k` slices of `s` lines costs about `k*s*l + (ceil(k/4) + 1)*f`
+/// (slots streamed, then descriptor lines and the commit flushed). A
+/// one-fence zone write costs `2*k*s*l + f` (slots streamed now and copied
+/// back at the file's write-back, one head line and its fence; the
+/// write-back's two fences are per file) plus each slice's CPU work,
+/// against the block's own CPU work: on DRAM-speed PM these decide. On
+/// DRAM-speed PM flushes dominate and only a few LAWN slices pay; on slow
+/// PM bandwidth dominates instead.
+pub(super) fn zone_max_slices(l: f64, f: f64, slot_size: u64, extents: bool) -> u64 {
     let lines_per_slice = (slot_size / LINE).max(1);
     let per_block = BLOCK_SIZE / (lines_per_slice * LINE);
-    let zone =
-        |k: u64| (k * lines_per_slice) as f64 * l + (k.div_ceil(DESCS_PER_LINE) + 1) as f64 * f;
-    let block = LINES as f64 * l + 2.0 * f;
+    let zone = |k: u64| match extents {
+        true => (2 * k * lines_per_slice) as f64 * l + f + k as f64 * SLICE_CPU_NS,
+        false => (k * lines_per_slice) as f64 * l + (k.div_ceil(DESCS_PER_LINE) + 1) as f64 * f,
+    };
+    let block = LINES as f64 * l + 2.0 * f + if extents { BLOCK_CPU_NS } else { 0.0 };
     (1..=per_block)
         .take_while(|&k| zone(k) < block)
         .last()
@@ -78,10 +94,23 @@ mod tests {
     /// one line (same fences as the block).
     #[test]
     fn zone_writes_pay_up_to_where_flushes_cost_a_block() {
-        let fast = zone_max_slices(0.2, 60.0, 256);
-        let slow = zone_max_slices(20.0, 100.0, 256);
+        let fast = zone_max_slices(0.2, 60.0, 256, false);
+        let slow = zone_max_slices(20.0, 100.0, 256, false);
         assert!(fast < slow, "{fast} {slow}");
         assert!(slow <= BLOCK_SIZE / 256);
-        assert_eq!(zone_max_slices(1.0, 1e6, 256), DESCS_PER_LINE);
+        assert_eq!(zone_max_slices(1.0, 1e6, 256, false), DESCS_PER_LINE);
+    }
+
+    /// The one-fence zone pays one fence whatever `k`, and each slice's
+    /// lines twice (now and at write-back): up to about half a block when
+    /// bandwidth is all that counts, nearly a block when fences are, and
+    /// on DRAM the CPU work of slices against a block's.
+    #[test]
+    fn one_fence_zone_writes_pay_up_to_half_a_block_of_bandwidth() {
+        // Bandwidth alone (slow PM: CPU work is small against 100 ns lines).
+        assert_eq!(zone_max_slices(100.0, 0.0, 64, true), 26);
+        assert_eq!(zone_max_slices(1.0, 1e6, 64, true), 64);
+        // This host's DRAM: 1 KiB writes still go through the zone.
+        assert_eq!(zone_max_slices(4.0, 190.0, 64, true), 18);
     }
 }

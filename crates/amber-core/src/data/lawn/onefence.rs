@@ -48,15 +48,18 @@ impl Lawn {
             return Ok(None);
         };
         let idx = zone.sub_of(st.ino);
-        let (head_at, data_at, sources, seq) = {
+        // The file's slots cannot change until this write rebinds them:
+        // every other writer or write-back of the file needs its lock.
+        let (head_at, data_at, olds, sources, seq) = {
             let sub = zone.lock(idx);
             let (h, d) = zone.place(&sub, first);
-            let sources: Vec<Option<u64>> = numbers
+            let olds: Vec<Option<u32>> = numbers.iter().map(|&s| sub.lookup(st.ino, s)).collect();
+            let sources: Vec<Option<u64>> = olds
                 .iter()
-                .map(|&s| sub.lookup(st.ino, s).map(|z| zone.place(&sub, z).1))
+                .map(|o| o.map(|z| zone.place(&sub, z).1))
                 .collect();
             let seq = sub.top(st.ino).unwrap_or(0).max(st.disk.zone_seq) + 1;
-            (h, d, sources, seq)
+            (h, d, olds, sources, seq)
         };
         let image = self.extent_image(fs, zone, st, numbers, &sources, off, data);
         let head = Extent {
@@ -68,11 +71,11 @@ impl Lawn {
         .encode(&image);
         let dev = &**fs.device();
         dev.write_nt(data_at, &image);
-        // Four 8-byte stores, as a CPU stores it: a crash may keep any
-        // prefix of them, which the checksum then refuses.
-        for (i, word) in head.chunks_exact(8).enumerate() {
-            let w = u64::from_le_bytes(word.try_into().expect("8 bytes"));
-            dev.store_u64(head_at + 8 * i as u64, w);
+        // Two 16-byte stores: a crash may keep the first alone (no
+        // checksum yet), which recovery refuses like any torn head.
+        for (i, half) in head.chunks_exact(16).enumerate() {
+            let w = u128::from_le_bytes(half.try_into().expect("16 bytes"));
+            dev.store_u128(head_at + 16 * i as u64, w);
         }
         dev.flush(head_at, EXTENT_SIZE);
         let dirty = self.note_times(fs, st, times);
@@ -80,8 +83,8 @@ impl Lawn {
         fs.drain()?;
         st.times_dirty = dirty;
         let mut sub = zone.lock(idx);
-        for (k, &slice) in numbers.iter().enumerate() {
-            if let Some(old) = sub.lookup(st.ino, slice) {
+        for (k, (&slice, old)) in numbers.iter().zip(olds).enumerate() {
+            if let Some(old) = old {
                 sub.supersede(old);
             }
             sub.bind(first + k as u32, st.ino, slice);
@@ -203,28 +206,37 @@ pub(super) fn write_back_file<D: PmDevice>(
 ) -> Result<usize> {
     let idx = zone.sub_of(st.ino);
     let size = zone.geo.slot_size as u64;
-    let (places, top) = {
+    let (runs, top) = {
         let sub = zone.lock(idx);
         let Some(top) = sub.top(st.ino) else {
             return Ok(0);
         };
-        let places: Vec<(u64, u64)> = sub
-            .all_of(st.ino)
-            .into_iter()
-            .map(|(slice, slot)| {
-                let off = slice as u64 * size;
-                let b = lookup(st, off / BLOCK_SIZE).expect("a valid slice lies in a mapped block");
-                let at = fs.layout().block_offset(b) + off % BLOCK_SIZE;
-                (zone.place(&sub, slot).1, at)
-            })
-            .collect();
-        (places, top)
+        // Neighbouring slices in neighbouring slots of one block (an
+        // extent's) go back as one copy.
+        let mut runs: Vec<(u64, u64, u64)> = Vec::new();
+        let mut prev = None;
+        for (slice, slot) in sub.all_of(st.ino) {
+            let off = slice as u64 * size;
+            let from = zone.place(&sub, slot).1;
+            let follows = prev == Some(slice.wrapping_sub(1)) && !off.is_multiple_of(BLOCK_SIZE);
+            prev = Some(slice);
+            match runs.last_mut() {
+                Some((f, _, len)) if follows && *f + *len == from => *len += size,
+                _ => {
+                    let b =
+                        lookup(st, off / BLOCK_SIZE).expect("a valid slice lies in a mapped block");
+                    runs.push((from, fs.layout().block_offset(b) + off % BLOCK_SIZE, size));
+                }
+            }
+        }
+        (runs, top)
     };
     let dev = &**fs.device();
-    let mut buf = vec![0u8; size as usize];
-    for &(from, to) in &places {
-        dev.read(from, &mut buf);
-        dev.write_nt(to, &buf);
+    let mut buf = vec![0u8; BLOCK_SIZE as usize];
+    for &(from, to, len) in &runs {
+        let buf = &mut buf[..len as usize];
+        dev.read(from, buf);
+        dev.write_nt(to, buf);
     }
     fs.drain()?;
     raise_floor(fs, st, top)?;
