@@ -12,6 +12,7 @@ use amber_format::journal::{self, encode_header, encode_payload, JournalState, H
 use amber_format::split::{AttrEntry, LogicalInfo, Record};
 use amber_format::superblock::SUPERBLOCK_SIZE;
 use amber_format::zone::{Descriptor, ZoneGeometry, DESC_SIZE, HEADER_LEN};
+use amber_format::zone_extent::{Extent, EXTENT_SIZE};
 use amber_format::{xattr, Inode, Superblock, BLOCK_SIZE, INODE_SIZE};
 
 /// Longest input looked at: a journal's largest size.
@@ -85,9 +86,20 @@ fn dirents(block: &[u8; BLOCK_SIZE as usize]) {
     }
 }
 
-/// The 16-, 64-byte records: zone descriptors and header, logical
-/// information, attribute entries.
+/// The 16-, 32-, 64-byte records: zone descriptors, extent heads (over
+/// the bytes after them as their slots) and header, logical information,
+/// attribute entries.
 fn records(block: &[u8; BLOCK_SIZE as usize]) {
+    for (i, raw) in block.chunks_exact(EXTENT_SIZE as usize).enumerate() {
+        let raw: &[u8; EXTENT_SIZE as usize] = raw.try_into().expect("32 bytes");
+        if let Ok(Some(e)) = Extent::decode(raw) {
+            let at = (i + 1) * EXTENT_SIZE as usize;
+            let slots = &block[at..block.len().min(at + e.slots as usize * 64)];
+            if Extent::matches(raw, slots) {
+                assert_eq!(&e.encode(slots), raw, "extent head round trip");
+            }
+        }
+    }
     for raw in block.chunks_exact(DESC_SIZE as usize) {
         let raw: &[u8; DESC_SIZE as usize] = raw.try_into().expect("16 bytes");
         if let Ok(Some(d)) = Descriptor::decode(raw) {
