@@ -260,11 +260,13 @@ const AMBER_ORACLE: &str = "buffering, atomic writes";
 
 /// The data workloads under `amber`, small zones included, so crashes
 /// fall inside zone writes, the settling of queued metadata before them,
-/// write-backs of slices before out-of-place writes, and growth.
+/// write-backs of slices before out-of-place writes, and growth; with
+/// the one-fence zone (the default) and with LAWN's commit.
 #[test]
 fn amber_data_workloads() {
     let no_growth = format!("{LAWN_SMALL_ZONE},lawn_grow=0");
-    for opts in ["", LAWN_SMALL_ZONE, no_growth.as_str()] {
+    let lawn_commit = format!("{LAWN_SMALL_ZONE},amber_zone=lawn");
+    for opts in ["", LAWN_SMALL_ZONE, &no_growth, &lawn_commit] {
         for w in DATA_WORKLOADS {
             if !opts.is_empty() && !["zone-pressure", "atomic", "writes"].contains(&w) {
                 continue;
