@@ -9,7 +9,7 @@ use amber_core::fs::read_superblock;
 use amber_core::zone::ZoneMedia;
 use amber_core::{Fs, MountOptions};
 use amber_format::zone_extent::{Extent, EXTENT_SIZE};
-use amber_format::{FormatParams, PoolLayout};
+use amber_format::FormatParams;
 use amber_pmem::{MapOptions, MmapDevice, PmDevice};
 use amber_sim::OverlayDevice;
 use std::sync::Arc;
@@ -21,13 +21,10 @@ const POOL: u64 = 8 << 20;
 /// One sub-zone of 512-byte slots that never grows: a few writes fill it.
 const SMALL: &str = "lawn_zone=1,lawn_slot=512,lawn_subzones=1,lawn_grow=0";
 
+/// A fresh pool in the default (split) layout.
 fn fresh() -> MmapDevice {
     let dev = MmapDevice::anonymous(POOL, &MapOptions::default()).unwrap();
-    let params = FormatParams {
-        layout: PoolLayout::Split,
-        ..FormatParams::for_size(POOL)
-    };
-    Fs::format(&dev, &params).unwrap();
+    Fs::format(&dev, &FormatParams::for_size(POOL)).unwrap();
     dev
 }
 

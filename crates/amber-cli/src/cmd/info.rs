@@ -196,11 +196,18 @@ fn describe(args: &Args, sb: &Superblock, map: &MapInfo) -> Info {
 fn zone<D: amber_pmem::PmDevice>(dev: &D, m: &amber_core::zone::ZoneMedia) -> Zone {
     let mut in_use = 0u64;
     // Bytes that decode to no descriptor are fsck's to report; info only
-    // counts what decodes.
-    let _ = m.scan(dev, |_, d| {
-        in_use += u64::from(d.is_ok());
-        Ok(())
-    });
+    // counts what decodes (in a one-fence zone, entries naming an inode:
+    // heads, live or under their file's floor).
+    let _ = match m.geo.extents {
+        true => m.scan_heads(dev, |_, _| {
+            in_use += 1;
+            Ok(())
+        }),
+        false => m.scan(dev, |_, d| {
+            in_use += u64::from(d.is_ok());
+            Ok(())
+        }),
+    };
     let chunks: Vec<usize> = m.chunks.iter().map(Vec::len).collect();
     Zone {
         header_block: m.header,

@@ -5,8 +5,8 @@
 
 use crate::error::{FsError, Result};
 use amber_format::zone::{
-    Descriptor, ZoneGeometry, DESC_SIZE, FEATURE_ZONE, FEATURE_ZONE_EXTENTS, HEADER_BLOCKS,
-    HEADER_COPY_B, HEADER_LEN, MAX_CHUNKS, MAX_SUBZONES, REGION_ZONE_START,
+    Descriptor, ZoneGeometry, FEATURE_ZONE, FEATURE_ZONE_EXTENTS, HEADER_BLOCKS, HEADER_COPY_B,
+    HEADER_LEN, MAX_CHUNKS, MAX_SUBZONES, REGION_ZONE_START,
 };
 use amber_format::zone_extent::EXTENT_SIZE;
 use amber_format::{FormatError, Layout, Superblock, BLOCK_SIZE};
@@ -192,56 +192,58 @@ impl ZoneMedia {
         dev: &D,
         mut f: impl FnMut(Place, std::result::Result<Descriptor, &'static str>) -> Result<()>,
     ) -> Result<()> {
-        let g = &self.geo;
-        let mut buf = vec![0u8; (g.slots_per_chunk as u64 * DESC_SIZE) as usize];
-        for (s, row) in self.chunks.iter().enumerate() {
-            for (c, &chunk) in row.iter().enumerate() {
-                let base = g.desc_offset(chunk, 0);
-                dev.read(base, &mut buf);
-                for (i, d) in buf.chunks_exact(DESC_SIZE as usize).enumerate() {
-                    let d: &[u8; 16] = d.try_into().expect("16 bytes");
-                    let place = Place {
-                        sub: s as u32,
-                        slot: c as u32 * g.slots_per_chunk + i as u32,
-                        at: base + i as u64 * DESC_SIZE,
-                    };
-                    match Descriptor::decode(d) {
-                        Ok(None) => {}
-                        Ok(Some(d)) => f(place, Ok(d))?,
-                        Err(_) => f(place, Err(UNDECODABLE))?,
-                    }
-                }
+        assert!(
+            !self.geo.extents,
+            "a one-fence zone has heads, not descriptors"
+        );
+        self.entries(dev, |place, d| {
+            let d: &[u8; 16] = d.try_into().expect("16 bytes");
+            match Descriptor::decode(d) {
+                Ok(None) => Ok(()),
+                Ok(Some(d)) => f(place, Ok(d)),
+                Err(_) => f(place, Err(UNDECODABLE)),
             }
-        }
-        Ok(())
+        })
     }
-}
 
-impl ZoneMedia {
     /// One-fence zone: calls `f` for every slot entry that names an inode
     /// (a head, or older bytes a reused slot kept), with its place and
-    /// bytes, reading each chunk's entry blocks in one pass.
+    /// bytes.
     pub fn scan_heads<D: PmDevice>(
         &self,
         dev: &D,
         mut f: impl FnMut(Place, &[u8; EXTENT_SIZE as usize]) -> Result<()>,
     ) -> Result<()> {
+        assert!(self.geo.extents, "a LAWN zone has descriptors, not heads");
+        self.entries(dev, |place, e| {
+            let e: &[u8; EXTENT_SIZE as usize] = e.try_into().expect("32 bytes");
+            match e[12..16] == [0; 4] {
+                true => Ok(()),
+                false => f(place, e),
+            }
+        })
+    }
+
+    /// Calls `f` for every slot's entry with its place and bytes, reading
+    /// each chunk's entry blocks in one pass. Slot numbers count within
+    /// the sub-zone: chunk index × slots per chunk + index.
+    fn entries<D: PmDevice>(
+        &self,
+        dev: &D,
+        mut f: impl FnMut(Place, &[u8]) -> Result<()>,
+    ) -> Result<()> {
         let g = &self.geo;
-        assert!(g.extents, "a LAWN zone has descriptors, not heads");
-        let mut buf = vec![0u8; (g.slots_per_chunk as u64 * EXTENT_SIZE) as usize];
+        let size = g.entry_size();
+        let mut buf = vec![0u8; (g.slots_per_chunk as u64 * size) as usize];
         for (s, row) in self.chunks.iter().enumerate() {
             for (c, &chunk) in row.iter().enumerate() {
                 let base = g.desc_offset(chunk, 0);
                 dev.read(base, &mut buf);
-                for (i, e) in buf.chunks_exact(EXTENT_SIZE as usize).enumerate() {
-                    let e: &[u8; EXTENT_SIZE as usize] = e.try_into().expect("32 bytes");
-                    if e[12..16] == [0; 4] {
-                        continue;
-                    }
+                for (i, e) in buf.chunks_exact(size as usize).enumerate() {
                     let place = Place {
                         sub: s as u32,
                         slot: c as u32 * g.slots_per_chunk + i as u32,
-                        at: base + i as u64 * EXTENT_SIZE,
+                        at: base + i as u64 * size,
                     };
                     f(place, e)?;
                 }

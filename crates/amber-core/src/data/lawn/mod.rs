@@ -468,7 +468,6 @@ impl Lawn {
         seq: u64,
     ) {
         let dev = &**fs.device();
-        let l = fs.layout();
         let size = zone.geo.slot_size as u64;
         let mut img = [0u8; 512];
         let img = &mut img[..size as usize];
@@ -479,8 +478,7 @@ impl Lawn {
         let mut run_at = 0;
         for p in pieces {
             let start = p.slice as u64 * size;
-            let b = (self.lookup())(st, start / BLOCK_SIZE);
-            let file_at = l.block_offset(b.expect("mapped")) + start % BLOCK_SIZE;
+            let file_at = file_place(fs, self.lookup(), st, start);
             let src = if p.in_zone { p.data } else { file_at };
             slice_image(fs, st, start, src, off, data, img);
             // Whole aligned cache lines: non-temporal stores, no flush.
@@ -508,6 +506,18 @@ impl Lawn {
         }
         Zone::set_descs(dev, &marks);
     }
+}
+
+/// Where file byte `start` of a slice the zone holds (or is about to)
+/// lies on PM: in its block, which the zone's invariants keep mapped.
+fn file_place<D: PmDevice>(
+    fs: Context<'_, D>,
+    lookup: BlockLookup,
+    st: &InodeState,
+    start: u64,
+) -> u64 {
+    let b = lookup(st, start / BLOCK_SIZE).expect("a zone slice lies in a mapped block");
+    fs.layout().block_offset(b) + start % BLOCK_SIZE
 }
 
 /// Slice `img` (starting at file byte `start`) of a write of `data` at

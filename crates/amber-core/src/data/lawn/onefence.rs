@@ -14,7 +14,7 @@
 //! every head of the file dies at once and no older head can outlive a
 //! newer one. A freed file's floor is raised the same way.
 
-use super::{slice_image, BlockLookup, Lawn, TimesAt, SLOT_ROUNDS};
+use super::{file_place, slice_image, BlockLookup, Lawn, TimesAt, SLOT_ROUNDS};
 use crate::data::Context;
 use crate::error::Result;
 use crate::inode::InodeState;
@@ -113,10 +113,7 @@ impl Lawn {
         let chunks = image.chunks_exact_mut(size as usize);
         for ((&slice, src), img) in numbers.iter().zip(sources).zip(chunks) {
             let start = slice as u64 * size;
-            let src = src.unwrap_or_else(|| {
-                let b = (self.lookup())(st, start / BLOCK_SIZE).expect("a zone slice is mapped");
-                fs.layout().block_offset(b) + start % BLOCK_SIZE
-            });
+            let src = src.unwrap_or_else(|| file_place(fs, self.lookup(), st, start));
             slice_image(fs, st, start, src, off, data, img);
         }
         image
@@ -222,11 +219,7 @@ pub(super) fn write_back_file<D: PmDevice>(
             prev = Some(slice);
             match runs.last_mut() {
                 Some((f, _, len)) if follows && *f + *len == from => *len += size,
-                _ => {
-                    let b =
-                        lookup(st, off / BLOCK_SIZE).expect("a valid slice lies in a mapped block");
-                    runs.push((from, fs.layout().block_offset(b) + off % BLOCK_SIZE, size));
-                }
+                _ => runs.push((from, file_place(fs, lookup, st, off), size)),
             }
         }
         (runs, top)

@@ -9,7 +9,7 @@
 //! a fence, then the descriptor is cleared and fenced. A crash in between
 //! leaves the slot valid and its copy equal to the file's.
 
-use super::{onefence, BlockLookup};
+use super::{file_place, onefence, BlockLookup};
 use crate::data::Context;
 use crate::data::FallocStep;
 use crate::error::Result;
@@ -41,14 +41,8 @@ pub(super) fn write_back<D: PmDevice>(
             .filter(|&&(slice, slot)| sub.holds(slot, st.ino, slice))
             .map(|&(slice, slot)| {
                 let (desc, data) = zone.place(&sub, slot);
-                let off = slice as u64 * size;
-                let b = lookup(st, off / BLOCK_SIZE).expect("a valid slice lies in a mapped block");
-                (
-                    slot,
-                    desc,
-                    data,
-                    fs.layout().block_offset(b) + off % BLOCK_SIZE,
-                )
+                let at = file_place(fs, lookup, st, slice as u64 * size);
+                (slot, desc, data, at)
             })
             .collect()
     };
