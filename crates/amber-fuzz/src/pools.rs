@@ -152,14 +152,17 @@ fn owner() -> amber_core::Owner {
 }
 
 /// What a crashed pool was doing: writes nobody synced, a new file, an
-/// unlink, a small overwrite.
+/// unlink, a small overwrite. The small overwrite comes last: a block
+/// write of the file writes the file's zone slices back first (amber's
+/// one-fence zone: all of them), and the crashed split pool must keep
+/// some in its zone for the damage to hit.
 fn crash(fs: &Fs<OverlayDevice>) -> amber_core::Result<()> {
     fs.write("/new", &pattern(6000, 5))?;
     let big = amber_core::OpenOptions::new()
         .write(true)
         .open(fs, "/a/big")?;
-    big.write_at(&pattern(50, 6), 4000)?;
     big.write_at(&pattern(4096, 7), 8192)?;
+    big.write_at(&pattern(50, 6), 4000)?;
     fs.remove_file("/a/b/link")?;
     Ok(())
 }
