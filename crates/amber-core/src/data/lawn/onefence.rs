@@ -41,7 +41,9 @@ impl Lawn {
         let zone = Self::zone(fs);
         let n = numbers.len();
         assert!(n > 0 && numbers.windows(2).all(|w| w[1] == w[0] + 1));
-        if n > MAX_EXTENT_SLOTS as usize {
+        // An extent stays in one chunk: a longer write would find no run
+        // however many files were written back to make room.
+        if n > MAX_EXTENT_SLOTS as usize || n > zone.geo.slots_per_chunk as usize {
             return Ok(None);
         }
         let Some(first) = self.take_run(fs, zone, st, n as u32)? else {
