@@ -199,6 +199,30 @@ fn hunter_sync_is_durable_on_return() {
     assert_eq!(fs.read("/f").unwrap(), b"hello, hunter");
 }
 
+/// A write's blocks, consecutive in the data log, queue as ONE update
+/// that stands for a record per block: a 64 KiB write pushes one update,
+/// not 16, and persisting it writes 16 records that a crash keeps.
+#[test]
+fn a_run_of_blocks_queues_as_one_update() {
+    let fs = mount(fresh_device(POOL), "");
+    let f = rw(&fs, "/f");
+    let data: Vec<u8> = (0..64 << 10).map(|i: u32| (i / 4096) as u8).collect();
+    f.write_at(&data, 0).unwrap();
+    assert_eq!(stat(&fs, "pending"), 1);
+    f.write_at(&data[..8192], 4096).unwrap();
+    assert_eq!(stat(&fs, "pending"), 4, "two blocks, a relink, a free run");
+    f.sync_all().unwrap();
+    assert_eq!(stat(&fs, "records"), 18);
+    drop(f);
+    let dev = device_of(fs, false);
+    let fs = mount(dev, "");
+    let mut want = data.clone();
+    want[4096..12288].copy_from_slice(&data[..8192]);
+    assert_eq!(fs.read("/f").unwrap(), want);
+    let dev = device_of(fs, true);
+    assert_clean(&dev);
+}
+
 /// A queue never holds more than its bound: the writer persists it.
 #[test]
 fn a_full_queue_is_persisted_by_its_writer() {

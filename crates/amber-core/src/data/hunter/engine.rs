@@ -17,7 +17,8 @@
 //! - `block_of` is the file's block lookup, for the zone's slices.
 
 use super::{
-    file_of, free_ops, note_write, snapshot, zero_past_end, Hunter, HunterFile, Op, PerFile,
+    file_of, map_blocks, note_write, push_frees, snapshot, zero_past_end, Hunter, HunterFile, Op,
+    PerFile,
 };
 use crate::data::Context;
 use crate::error::Result;
@@ -106,18 +107,8 @@ impl<X: PerFile> Hunter<X> {
             // The data is durable before any record can name it.
             fs.drain()?;
             let seq = hf.take_seq();
-            let mut freed = Vec::new();
-            // Ascending: each block's link is the one just set below it.
-            for (&(fb, _), &b) in images.iter().zip(&blocks) {
-                let link = hf.index.below(fb);
-                freed.extend(hf.index.set(fb, b));
-                ops.push(Op::Data {
-                    block: b,
-                    file_block: fb,
-                    link,
-                    seq,
-                });
-            }
+            // Ascending: each run's link is the block just set below it.
+            let freed = map_blocks(hf, images.iter().map(|&(fb, _)| fb), &blocks, seq, &mut ops);
             // A block above one of ours that is not ours links to the
             // nearest of ours below it (ours link by construction). A
             // sorted copy answers "ours?" in log time: a whole file's
@@ -133,7 +124,7 @@ impl<X: PerFile> Hunter<X> {
                     });
                 }
             }
-            ops.extend(free_ops(freed));
+            push_frees(&mut ops, freed);
             st.disk.blocks = hf.index.count();
             let snap = snapshot(hf, st, seq);
             let queued = self.queue(fs, st, &ops, snap, sync || self.sync);

@@ -34,7 +34,7 @@ pub(in crate::data) use engine::block_of;
 use index::{FileIndex, Sizer};
 use log::DataLogs;
 pub use options::{HunterOptions, MAX_HUNTER_QUEUES, MAX_HUNTER_WORKERS};
-use queue::{Op, Queues, Snapshot};
+use queue::{Op, Queues, Snapshot, MAX_RUN};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
@@ -285,12 +285,60 @@ fn file_of<X: PerFile>(st: &InodeState) -> Option<&HunterFile<X>> {
     st.policy.as_ref()?.downcast_ref::<HunterFile<X>>()
 }
 
-/// `Free` updates for blocks a change released, in runs.
-fn free_ops(mut freed: Vec<u64>) -> impl Iterator<Item = Op> {
+/// Maps file blocks `fbs` to the new `blocks` (ascending file blocks, as
+/// many as blocks) in the file's index and queues their records as
+/// `Data` updates of write `seq`: one per run of consecutive file blocks
+/// in consecutive blocks — a data log hands blocks out in order, so a
+/// write is mostly one run, and a 64 KiB write queues one update, not 16.
+/// Each run links to the block just below its first (set by the run
+/// before it); returns the blocks the new ones replace.
+fn map_blocks<X>(
+    hf: &mut HunterFile<X>,
+    fbs: impl Iterator<Item = u64>,
+    blocks: &[u64],
+    seq: u64,
+    ops: &mut Vec<Op>,
+) -> Vec<u64> {
+    let mut freed = Vec::new();
+    let mut run: Option<Op> = None;
+    for (fb, &b) in fbs.zip(blocks) {
+        if let Some(Op::Data {
+            block,
+            file_block,
+            count,
+            ..
+        }) = &mut run
+        {
+            let n = u64::from(*count);
+            if *block + n == b && *file_block + n == fb && *count < MAX_RUN {
+                *count += 1;
+                freed.extend(hf.index.set(fb, b));
+                continue;
+            }
+        }
+        ops.extend(run.take());
+        run = Some(Op::Data {
+            block: b,
+            file_block: fb,
+            link: hf.index.below(fb),
+            seq,
+            count: 1,
+        });
+        freed.extend(hf.index.set(fb, b));
+    }
+    ops.extend(run);
+    freed
+}
+
+/// Adds `Free` updates for the blocks a change released, in runs (most
+/// writes release none: nothing to sort or collect then).
+fn push_frees(ops: &mut Vec<Op>, mut freed: Vec<u64>) {
+    if freed.is_empty() {
+        return;
+    }
     freed.sort_unstable();
-    block_runs(freed.into_iter())
-        .into_iter()
-        .map(|(block, count)| Op::Free { block, count })
+    let runs = block_runs(freed.into_iter()).into_iter();
+    ops.extend(runs.map(|(block, count)| Op::Free { block, count }));
 }
 
 /// A write's DRAM inode changes (`direct::note_write`); a mode the write
@@ -498,7 +546,7 @@ impl<X: PerFile> Hunter<X> {
                     link: hf.index.below(first_whole),
                 });
             }
-            ops.extend(free_ops(gone));
+            push_frees(&mut ops, gone);
             let now = fs.now();
             st.disk.mtime = now;
             st.disk.ctime = now;
@@ -629,22 +677,12 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
             // The data is durable before any record can name it.
             fs.drain()?;
             let seq = hf.take_seq();
-            let mut freed = Vec::new();
-            let mut link = hf.index.below(first);
-            for (fb, &b) in (first..=last).zip(&blocks) {
-                freed.extend(hf.index.set(fb, b));
-                ops.push(Op::Data {
-                    block: b,
-                    file_block: fb,
-                    link,
-                    seq,
-                });
-                link = b;
-            }
+            let freed = map_blocks(hf, first..=last, &blocks, seq, &mut ops);
             if let Some(above) = hf.index.above(last) {
+                let link = blocks[blocks.len() - 1];
                 ops.push(Op::Relink { block: above, link });
             }
-            ops.extend(free_ops(freed));
+            push_frees(&mut ops, freed);
             note_write(fs, st)?;
             st.disk.size = size.max(end);
             st.disk.blocks = hf.index.count();
@@ -670,7 +708,8 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
             let seq = hf.take_seq();
             // Shrinking leaves the last block's bytes past the new size as
             // they are: nothing shows them, and growing zeroes them.
-            let ops: Vec<Op> = free_ops(hf.index.truncate(size.div_ceil(BLOCK_SIZE))).collect();
+            let mut ops = Vec::new();
+            push_frees(&mut ops, hf.index.truncate(size.div_ceil(BLOCK_SIZE)));
             if size != old {
                 let now = fs.now();
                 st.disk.mtime = now;

@@ -40,7 +40,7 @@ impl Default for HunterOptions {
             interval: Some(Duration::from_secs(5)),
             batch: 1 << 18,
             queues: 64,
-            queue_max: 1 << 16,
+            queue_max: 1 << 14,
             index_bytes: 2 << 20,
             window: 1,
         }
@@ -92,11 +92,12 @@ pub const KNOBS: &[Knob<HunterOptions>] = &[
     Knob {
         key: "hunter_queue",
         value: "N",
-        default: "65536",
+        default: "16384",
         doc: "hunter: most updates one queue holds; a writer that would overflow it persists \
-              the queue itself. Each update takes 56 bytes, so the queues hold at most N × \
-              queues × 56 bytes (224 MiB by default; 4 KiB writes fill one queue with 256 MiB \
-              of data) plus one 80-byte snapshot per queued file",
+              the queue itself. Each update takes 56 bytes (a write's run of consecutive \
+              blocks is one update), so the queues hold at most N × queues × 56 bytes (56 MiB \
+              by default; 4 KiB writes fill one queue with 64 MiB of data) plus one 80-byte \
+              snapshot per queued file",
         refused: "hunter_queue= takes 1 to 16777216 updates",
         set: |o, v| store(&mut o.queue_max, bounded(v, 1, 1 << 24)),
     },

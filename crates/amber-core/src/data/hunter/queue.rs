@@ -27,12 +27,15 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 /// What one queued update does to PM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Op {
-    /// Block `block` holds file block `file_block` as of write `seq`.
+    /// Blocks `block..block + count` hold file blocks `file_block..` as
+    /// of write `seq`; the first links to `link`, each other one to the
+    /// block before it.
     Data {
         block: u64,
         file_block: u64,
         link: u64,
         seq: u64,
+        count: u32,
     },
     /// Block `block`'s chain link changes (a block was written below it).
     Relink { block: u64, link: u64 },
@@ -62,6 +65,10 @@ pub(super) struct Update {
     pub generation: u32,
     pub op: Op,
 }
+
+/// Most blocks one `Data` update names (a run is split past it): a data
+/// log's run, so one update's records are one copy of at most 32 KiB.
+pub(super) const MAX_RUN: u32 = 512;
 
 /// README states the queues' bound in bytes from this.
 const _: () = assert!(std::mem::size_of::<Update>() == 56);
@@ -317,6 +324,7 @@ impl Queues {
         let m = super::media(fs);
         let mut frees = Vec::new();
         let mut run = RecordRun::default();
+        let mut records = 0;
         for u in batch {
             match u.op {
                 Op::Data {
@@ -324,16 +332,19 @@ impl Queues {
                     file_block,
                     link,
                     seq,
+                    count,
                 } => {
-                    let li = LogicalInfo {
-                        seq,
-                        ino: u.ino,
-                        generation: u.generation,
-                        file_block,
-                        link,
-                    };
-                    run.add(fs, block, &li);
-                    stats.records.fetch_add(1, Relaxed);
+                    for i in 0..u64::from(count) {
+                        let li = LogicalInfo {
+                            seq,
+                            ino: u.ino,
+                            generation: u.generation,
+                            file_block: file_block + i,
+                            link: if i == 0 { link } else { block + i - 1 },
+                        };
+                        run.add(fs, block + i, &li);
+                    }
+                    records += u64::from(count);
                 }
                 Op::Relink { block, link } => match run.flush(fs).read_li(dev, block) {
                     Record::Valid(li) if li.ino == u.ino && li.generation == u.generation => {
@@ -352,6 +363,7 @@ impl Queues {
             }
         }
         run.flush(fs);
+        stats.records.fetch_add(records, Relaxed);
         fs.drain()?;
         for &(
             ino,
