@@ -32,8 +32,25 @@ fn lib() -> PathBuf {
     so
 }
 
+/// A pool file in /dev/shm, removed when dropped: also when its test
+/// fails, so a failing run leaves no 64 MiB file behind in RAM.
+struct Pool(PathBuf);
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+impl std::ops::Deref for Pool {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
 /// A fresh formatted pool in /dev/shm.
-fn pool(name: &str) -> PathBuf {
+fn pool(name: &str) -> Pool {
     let p = PathBuf::from(format!(
         "/dev/shm/ffi-preload-{name}-{}.pool",
         std::process::id()
@@ -41,7 +58,7 @@ fn pool(name: &str) -> PathBuf {
     let _ = std::fs::remove_file(&p);
     let dev = MmapDevice::create(&p, 64 << 20, &MapOptions::default()).expect("create pool");
     Fs::format(&dev, &FormatParams::for_size(64 << 20)).expect("format");
-    p
+    Pool(p)
 }
 
 /// `cmd` with the interposer serving `mount` from `pool`.
@@ -92,14 +109,13 @@ fn every_covered_call_under_the_interposer() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("calls.c: ok"));
     let text = with_pool(&p, |fs| fs.read("/s.txt").unwrap());
     assert_eq!(text, b"line 1\nline 2\nx");
-    std::fs::remove_file(p).unwrap();
 }
 
 #[test]
 fn a_busy_pool_passes_calls_to_the_kernel() {
     let work = tempfile::tempdir().unwrap();
     let p = pool("busy");
-    let held = MmapDevice::open(&p, &MapOptions::default()).expect("hold the pool");
+    let held = MmapDevice::open(&*p, &MapOptions::default()).expect("hold the pool");
     let target = work.path().join("f");
     let mut c = preloaded("cp", &p, work.path());
     c.arg("/etc/hostname").arg(&target);
@@ -113,7 +129,6 @@ fn a_busy_pool_passes_calls_to_the_kernel() {
         with_pool(&p, |fs| !fs.exists("/f")),
         "the held pool was not touched"
     );
-    std::fs::remove_file(p).unwrap();
 }
 
 #[test]
@@ -144,7 +159,6 @@ fn kill_9_loses_nothing_fsynced() {
         .flat_map(|i| format!("{i:06}\n").into_bytes())
         .collect();
     assert!(data.starts_with(&want), "fsync'd data intact after kill -9");
-    std::fs::remove_file(p).unwrap();
 }
 
 #[test]
@@ -162,7 +176,6 @@ fn exec_hands_the_pool_to_the_new_program() {
     c.arg("-c").arg(script);
     let out = ok(c);
     assert_eq!(out.stdout, b"written before exec");
-    std::fs::remove_file(p).unwrap();
 }
 
 /// Under `pcm` amber buffers unsynced writes in DRAM (HiNFS's model
@@ -198,7 +211,7 @@ fn exit_writes_back_what_the_buffer_held() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let dev = MmapDevice::open(&p, &MapOptions::default()).expect("open pool");
+    let dev = MmapDevice::open(&*p, &MapOptions::default()).expect("open pool");
     let rep = amber_core::check::check(&dev, &amber_core::check::CheckOptions::default()).unwrap();
     assert!(rep.is_clean(), "fsck after the exit: {rep}");
     drop(dev);
@@ -208,7 +221,6 @@ fn exit_writes_back_what_the_buffer_held() {
         data == want,
         "every unsynced write reached the pool at exit"
     );
-    std::fs::remove_file(p).unwrap();
 }
 
 /// The pool's background threads hold no descriptor of the program: they
@@ -252,5 +264,4 @@ fn background_threads_hold_no_descriptor() {
     c.arg("-c").arg(script);
     let out = ok(c);
     assert_eq!(out.stdout, b"ok\n");
-    std::fs::remove_file(p).unwrap();
 }

@@ -12,13 +12,23 @@ fn lib_dir() -> PathBuf {
     exe.parent().expect("target/<profile>/deps").to_path_buf()
 }
 
-fn pool(name: &str) -> PathBuf {
+/// Where an example makes its pool in /dev/shm; the file goes when this
+/// is dropped, also when the test fails.
+struct Pool(PathBuf);
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn pool(name: &str) -> Pool {
     let p = PathBuf::from(format!(
         "/dev/shm/ffi-example-{name}-{}.pool",
         std::process::id()
     ));
     let _ = std::fs::remove_file(&p);
-    p
+    Pool(p)
 }
 
 fn run(cmd: &mut Command) {
@@ -50,8 +60,7 @@ fn c_example() {
         .arg("-o")
         .arg(&exe));
     let p = pool("c");
-    run(Command::new(&exe).arg(&p));
-    std::fs::remove_file(p).unwrap();
+    run(Command::new(&exe).arg(&p.0));
 }
 
 #[test]
@@ -61,6 +70,5 @@ fn python_example() {
     run(Command::new("python3")
         .arg(format!("{dir}/examples/example.py"))
         .arg(lib_dir().join("libamberfs.so"))
-        .arg(&p));
-    std::fs::remove_file(p).unwrap();
+        .arg(&p.0));
 }
