@@ -115,7 +115,7 @@ fn every_covered_call_under_the_interposer() {
 fn a_busy_pool_passes_calls_to_the_kernel() {
     let work = tempfile::tempdir().unwrap();
     let p = pool("busy");
-    let held = MmapDevice::open(&*p, &MapOptions::default()).expect("hold the pool");
+    let held = MmapDevice::open(&p, &MapOptions::default()).expect("hold the pool");
     let target = work.path().join("f");
     let mut c = preloaded("cp", &p, work.path());
     c.arg("/etc/hostname").arg(&target);
@@ -211,7 +211,7 @@ fn exit_writes_back_what_the_buffer_held() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let dev = MmapDevice::open(&*p, &MapOptions::default()).expect("open pool");
+    let dev = MmapDevice::open(&p, &MapOptions::default()).expect("open pool");
     let rep = amber_core::check::check(&dev, &amber_core::check::CheckOptions::default()).unwrap();
     assert!(rep.is_clean(), "fsck after the exit: {rep}");
     drop(dev);
