@@ -327,25 +327,7 @@ impl Queues {
         let mut records = 0;
         for u in batch {
             match u.op {
-                Op::Data {
-                    block,
-                    file_block,
-                    link,
-                    seq,
-                    count,
-                } => {
-                    for i in 0..u64::from(count) {
-                        let li = LogicalInfo {
-                            seq,
-                            ino: u.ino,
-                            generation: u.generation,
-                            file_block: file_block + i,
-                            link: if i == 0 { link } else { block + i - 1 },
-                        };
-                        run.add(fs, block + i, &li);
-                    }
-                    records += u64::from(count);
-                }
+                Op::Data { .. } => records += run.add_data(fs, u),
                 Op::Relink { block, link } => match run.flush(fs).read_li(dev, block) {
                     Record::Valid(li) if li.ino == u.ino && li.generation == u.generation => {
                         m.write_li(dev, block, &LogicalInfo { link, ..li });
@@ -479,6 +461,32 @@ impl RecordRun {
             self.at = at;
         }
         self.bytes.extend_from_slice(&li.encode());
+    }
+
+    /// Buffers the records a `Data` update stands for, one per block of
+    /// its run (each linking to the block before it); returns how many.
+    fn add_data<D: PmDevice>(&mut self, fs: Context<'_, D>, u: &Update) -> u64 {
+        let Op::Data {
+            block,
+            file_block,
+            link,
+            seq,
+            count,
+        } = u.op
+        else {
+            return 0;
+        };
+        for i in 0..u64::from(count) {
+            let li = LogicalInfo {
+                seq,
+                ino: u.ino,
+                generation: u.generation,
+                file_block: file_block + i,
+                link: if i == 0 { link } else { block + i - 1 },
+            };
+            self.add(fs, block + i, &li);
+        }
+        u64::from(count)
     }
 
     /// Writes what is buffered; returns the media for reads that must see it.
