@@ -13,6 +13,7 @@ mod extents;
 mod judge;
 mod lifecycle;
 mod media;
+mod order;
 
 pub(crate) use extents::{judge_heads, JudgedHeads};
 pub(crate) use judge::{judge, judge_head, HeadVerdict, Verdict};
@@ -27,6 +28,7 @@ use amber_format::zone::{Descriptor, ZoneGeometry, MAX_CHUNKS};
 use amber_format::zone_extent::EXTENT_SIZE;
 use amber_format::BLOCK_SIZE;
 use amber_pmem::PmDevice;
+use order::FileOrder;
 use parking_lot::{Mutex, MutexGuard};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -82,6 +84,10 @@ pub struct SubZone {
     per_block: u32,
     /// Slots per chunk: an extent (one-fence zone) never crosses a chunk.
     per_chunk: u32,
+    /// Valid slots, kept under the lock and published to `valid` with a
+    /// plain store (no read-modify-write: one per slice was a locked
+    /// instruction per slice bound or unbound).
+    valid_count: u32,
     /// Valid slots, also readable without the lock (`Zone::is_empty`).
     valid: Arc<AtomicU32>,
     /// One-fence zone only (`extents`): per file, slots whose copies a
@@ -89,12 +95,21 @@ pub struct SubZone {
     /// taken until the file's write-back raises its floor past them.
     held: FxHashMap<u64, Vec<u32>>,
     /// One-fence zone only: per file with slots here, the highest write
-    /// number of its heads; its next write takes one more.
-    tops: FxHashMap<u64, u64>,
+    /// number of its heads (its next write takes one more), and the order
+    /// files were last written in, which is the zone's write-back order.
+    /// A LAWN zone orders slots instead (`lru_head`).
+    files_order: Option<FileOrder>,
 }
 
 impl SubZone {
-    fn new(chunks: Vec<u64>, per_chunk: u32, per_block: u32, valid: Arc<AtomicU32>) -> SubZone {
+    /// A sub-zone of `chunks`; `extents` for a one-fence zone.
+    fn new(
+        chunks: Vec<u64>,
+        per_chunk: u32,
+        per_block: u32,
+        valid: Arc<AtomicU32>,
+        extents: bool,
+    ) -> SubZone {
         assert!(per_block as usize <= MAX_PER_BLOCK);
         let mut z = SubZone {
             chunks: Vec::new(),
@@ -109,9 +124,10 @@ impl SubZone {
             files: FxHashMap::default(),
             per_block,
             per_chunk,
+            valid_count: 0,
             valid,
             held: FxHashMap::default(),
-            tops: FxHashMap::default(),
+            files_order: extents.then(FileOrder::default),
         };
         for c in chunks {
             z.add_chunk(c, per_chunk);
@@ -202,6 +218,23 @@ impl SubZone {
         let (fb, i) = self.split(slice);
         let b = self.blocks.get(&(ino, fb))?;
         (b.mask & 1 << i != 0).then_some(b.slot[i])
+    }
+
+    /// The slots holding `ino`'s slices `first..first + out.len()` (None
+    /// where the file holds it): one probe per block, not per slice.
+    pub(crate) fn lookup_run(&self, ino: u64, first: u32, out: &mut [Option<u32>]) {
+        let mut k = 0;
+        while k < out.len() {
+            let (fb, i) = self.split(first + k as u32);
+            let n = (self.per_block as usize - i).min(out.len() - k);
+            let b = self.blocks.get(&(ino, fb));
+            for (j, o) in out[k..k + n].iter_mut().enumerate() {
+                *o = b
+                    .filter(|b| b.mask & 1 << (i + j) != 0)
+                    .map(|b| b.slot[i + j]);
+            }
+            k += n;
+        }
     }
 
     /// `ino`'s slices in `[first, last]` with their slots, in order.
@@ -339,39 +372,128 @@ impl SubZone {
         None
     }
 
-    /// One-fence zone: `slot`'s slice has a newer copy in another extent.
-    /// The slot leaves the slice (and the write-back order) but stays
-    /// taken, held for its file, until `release`.
-    pub(crate) fn supersede(&mut self, slot: u32) {
-        let ino = self.slots[slot as usize].ino;
-        self.unbind_keep(slot);
-        self.held.entry(ino).or_default().push(slot);
+    /// One-fence zone: slots `first..` now hold `ino`'s slices `numbers`
+    /// (one extent), most recently written; `olds` are the slots of their
+    /// older copies (None: the file's block). An older slot leaves its
+    /// slice and the write-back order but stays taken, held for its file,
+    /// until `release`: its head still checks.
+    pub(crate) fn bind_extent(
+        &mut self,
+        ino: u64,
+        first: u32,
+        numbers: &[u32],
+        olds: &[Option<u32>],
+    ) {
+        assert!(
+            ino != 0 && self.files_order.is_some(),
+            "a one-fence zone's file"
+        );
+        assert_eq!(numbers.len(), olds.len());
+        assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "one run");
+        let mut held = self.held.remove(&ino).unwrap_or_default();
+        let mut added = 0;
+        let mut k = 0;
+        // Block by block: one probe per block; a slice with an older copy
+        // keeps its bit and only changes slot.
+        while k < numbers.len() {
+            let (fb, i0) = self.split(numbers[k]);
+            let n = (self.per_block as usize - i0).min(numbers.len() - k);
+            let b = self.blocks.entry((ino, fb)).or_insert_with(|| {
+                Box::new(BlockSlots {
+                    mask: 0,
+                    slot: [NIL; MAX_PER_BLOCK],
+                })
+            });
+            if b.mask == 0 {
+                self.files.entry(ino).or_default().insert(fb);
+            }
+            for j in 0..n {
+                let (i, slot) = (i0 + j, first + (k + j) as u32);
+                assert!(self.free[(slot / 64) as usize] & 1 << (slot % 64) == 0);
+                assert_eq!(self.slots[slot as usize].ino, 0, "slot {slot} bound twice");
+                match olds[k + j] {
+                    Some(old) => {
+                        assert!(
+                            b.mask & 1 << i != 0 && b.slot[i] == old,
+                            "slot {old} held slice"
+                        );
+                        self.slots[old as usize].ino = 0;
+                        held.push(old);
+                    }
+                    None => {
+                        assert!(b.mask & 1 << i == 0, "slice in two slots");
+                        b.mask |= 1 << i;
+                        added += 1;
+                    }
+                }
+                b.slot[i] = slot;
+                let s = &mut self.slots[slot as usize];
+                (s.ino, s.slice) = (ino, numbers[k + j]);
+            }
+            k += n;
+        }
+        if !held.is_empty() {
+            self.held.insert(ino, held);
+        }
+        self.valid_count += added;
+        self.valid.store(self.valid_count, Ordering::Relaxed);
     }
 
     /// One-fence zone: the file's floor now covers all of its heads (or
     /// the file is gone): every slot it had, valid or held, is free.
     pub(crate) fn release(&mut self, ino: u64) -> usize {
-        let bound = self.all_of(ino);
-        for &(_, slot) in &bound {
-            self.unbind(slot);
+        let mut freed = 0;
+        // Block by block: one probe per block, not one per slot.
+        for fb in self.files.remove(&ino).unwrap_or_default() {
+            let b = self
+                .blocks
+                .remove(&(ino, fb))
+                .expect("a file's block is bound");
+            let mut m = b.mask;
+            while m != 0 {
+                let slot = b.slot[m.trailing_zeros() as usize];
+                m &= m - 1;
+                if self.files_order.is_none() {
+                    self.unlink(slot);
+                }
+                self.slots[slot as usize].ino = 0;
+                self.set_free(slot);
+                freed += 1;
+            }
         }
+        self.valid_count -= freed as u32;
+        self.valid.store(self.valid_count, Ordering::Relaxed);
         let held = self.held.remove(&ino).unwrap_or_default();
         for &slot in &held {
             self.set_free(slot);
         }
-        self.tops.remove(&ino);
-        bound.len() + held.len()
+        if let Some(o) = &mut self.files_order {
+            o.remove(ino);
+        }
+        freed + held.len()
     }
 
     /// One-fence zone: the highest write number of the file's heads here.
     pub(crate) fn top(&self, ino: u64) -> Option<u64> {
-        self.tops.get(&ino).copied()
+        self.files_order.as_ref()?.top(ino)
     }
 
-    /// One-fence zone: records the file's newest head's write number.
+    /// One-fence zone: records a write of the file whose head has write
+    /// number `seq`; the file becomes the most recently written.
     pub(crate) fn set_top(&mut self, ino: u64, seq: u64) {
-        let t = self.tops.entry(ino).or_insert(seq);
-        *t = (*t).max(seq);
+        self.extent_order().written(ino, seq);
+    }
+
+    /// One-fence zone: up to `n` files with slots here, least recently
+    /// written first (each goes back whole).
+    pub(crate) fn oldest_files(&mut self, n: usize) -> Vec<u64> {
+        self.extent_order().oldest(n)
+    }
+
+    fn extent_order(&mut self) -> &mut FileOrder {
+        self.files_order
+            .as_mut()
+            .expect("only a one-fence zone orders files")
     }
 
     /// Returns a slot taken by `take_free` but never bound.
@@ -403,11 +525,17 @@ impl SubZone {
             b.mask & 1 << i == 0,
             "slice {slice} of inode {ino} in two slots"
         );
+        if b.mask == 0 {
+            // A block enters the file's set when its first slice does.
+            self.files.entry(ino).or_default().insert(fb);
+        }
         b.mask |= 1 << i;
         b.slot[i] = slot;
-        self.files.entry(ino).or_default().insert(fb);
-        self.push_tail(slot);
-        self.valid.fetch_add(1, Ordering::Relaxed);
+        if self.files_order.is_none() {
+            self.push_tail(slot);
+        }
+        self.valid_count += 1;
+        self.valid.store(self.valid_count, Ordering::Relaxed);
     }
 
     /// Frees `slot`: its slice's newest copy is in the file again (or the
@@ -422,7 +550,9 @@ impl SubZone {
     fn unbind_keep(&mut self, slot: u32) {
         let Slot { ino, slice, .. } = self.slots[slot as usize];
         assert!(ino != 0, "slot {slot} is not bound");
-        self.unlink(slot);
+        if self.files_order.is_none() {
+            self.unlink(slot);
+        }
         let (fb, i) = self.split(slice);
         let b = self.blocks.get_mut(&(ino, fb)).expect("bound block");
         b.mask &= !(1 << i);
@@ -436,10 +566,12 @@ impl SubZone {
             }
         }
         self.slots[slot as usize].ino = 0;
-        self.valid.fetch_sub(1, Ordering::Relaxed);
+        self.valid_count -= 1;
+        self.valid.store(self.valid_count, Ordering::Relaxed);
     }
 
-    /// Up to `n` valid slots, least recently written first, with owners.
+    /// Up to `n` valid slots, least recently written first, with owners
+    /// (a LAWN zone: a one-fence zone keeps no slot order).
     pub(crate) fn oldest(&self, n: usize) -> Vec<(u32, u64, u32)> {
         let mut out = Vec::with_capacity(n.min((self.slot_count() - self.free_count) as usize));
         let mut at = self.lru_head;
@@ -513,7 +645,7 @@ impl Zone {
             .chunks
             .into_iter()
             .zip(&counts)
-            .map(|(row, v)| SubZone::new(row, per, per_block, Arc::clone(v)))
+            .map(|(row, v)| SubZone::new(row, per, per_block, Arc::clone(v), media.geo.extents))
             .collect();
         for &(sub, slot, ino, slice) in &rec.valid {
             let z = &mut subs[sub as usize];
@@ -621,7 +753,7 @@ mod tests {
     /// ones, in order from the pointer round to it, and every slot once.
     #[test]
     fn runs_stay_inside_a_chunk_and_wrap_round() {
-        let mut z = SubZone::new(vec![100, 200], 100, 64, Arc::default());
+        let mut z = SubZone::new(vec![100, 200], 100, 64, Arc::default(), false);
         assert_eq!(z.take_run(60), Some(0));
         // 40 left in the first chunk: a run of 50 starts in the second.
         assert_eq!(z.take_run(50), Some(100));
@@ -638,7 +770,7 @@ mod tests {
 
     #[test]
     fn free_pointer_finds_scattered_slots() {
-        let mut z = SubZone::new(vec![100, 200], 5000, 64, Arc::default());
+        let mut z = SubZone::new(vec![100, 200], 5000, 64, Arc::default(), false);
         let all: Vec<u32> = std::iter::from_fn(|| z.take_free()).collect();
         assert_eq!(all, (0..10_000).collect::<Vec<_>>());
         assert_eq!(z.take_free(), None);
@@ -657,7 +789,7 @@ mod tests {
     /// the least-recently-written list in step.
     #[test]
     fn bind_lookup_range_and_oldest() {
-        let mut z = SubZone::new(vec![100], 256, 64, Arc::default());
+        let mut z = SubZone::new(vec![100], 256, 64, Arc::default(), false);
         let a = z.take_free().unwrap();
         let b = z.take_free().unwrap();
         let c = z.take_free().unwrap();
@@ -674,5 +806,31 @@ mod tests {
         assert_eq!(z.range(7, 0, u32::MAX), vec![(3, b)]);
         assert!(z.holds(c, 9, 3) && !z.holds(a, 7, 130));
         assert_eq!(z.free_count(), 254);
+    }
+
+    /// An extent across a block boundary rebinds its slices, holds the
+    /// slots of their older copies for the file (taken, off the write-back
+    /// order) until `release` frees them all; `lookup_run` answers per
+    /// slice with one probe per block.
+    #[test]
+    fn an_extent_supersedes_and_release_frees_held_slots() {
+        let valid = Arc::new(AtomicU32::new(0));
+        let mut z = SubZone::new(vec![100], 256, 64, Arc::clone(&valid), true);
+        let old = z.take_run(2).unwrap();
+        z.bind_extent(7, old, &[63, 64], &[None, None]);
+        let mut olds = [Some(0); 4];
+        z.lookup_run(7, 62, &mut olds);
+        assert_eq!(olds, [None, Some(old), Some(old + 1), None]);
+        let new = z.take_run(3).unwrap();
+        z.bind_extent(7, new, &[62, 63, 64], &olds[..3]);
+        assert_eq!(z.all_of(7), vec![(62, new), (63, new + 1), (64, new + 2)]);
+        assert_eq!(valid.load(Ordering::Relaxed), 3, "held slots are not valid");
+        z.set_top(7, 2);
+        assert_eq!(z.oldest_files(9), vec![7]);
+        assert!(z.oldest(9).is_empty(), "no slot order in a one-fence zone");
+        assert_eq!(z.free_count(), 256 - 5, "the older copies stay taken");
+        assert_eq!(z.release(7), 5);
+        assert_eq!(z.free_count(), 256);
+        assert_eq!(valid.load(Ordering::Relaxed), 0);
     }
 }

@@ -55,7 +55,8 @@ impl Lawn {
         let (head_at, data_at, olds, sources, seq) = {
             let sub = zone.lock(idx);
             let (h, d) = zone.place(&sub, first);
-            let olds: Vec<Option<u32>> = numbers.iter().map(|&s| sub.lookup(st.ino, s)).collect();
+            let mut olds = vec![None; n];
+            sub.lookup_run(st.ino, numbers[0], &mut olds);
             let sources: Vec<Option<u64>> = olds
                 .iter()
                 .map(|o| o.map(|z| zone.place(&sub, z).1))
@@ -85,12 +86,7 @@ impl Lawn {
         fs.drain()?;
         st.times_dirty = dirty;
         let mut sub = zone.lock(idx);
-        for (k, (&slice, old)) in numbers.iter().zip(olds).enumerate() {
-            if let Some(old) = old {
-                sub.supersede(old);
-            }
-            sub.bind(first + k as u32, st.ino, slice);
-        }
+        sub.bind_extent(st.ino, first, numbers, &olds);
         sub.set_top(st.ino, seq);
         let stats = &self.shared.stats;
         stats.to_zone.fetch_add(n as u64, Relaxed);
@@ -168,8 +164,7 @@ pub(super) fn evict<D: PmDevice>(
     n: usize,
     mut held: Option<&mut InodeState>,
 ) -> Result<usize> {
-    let mut inos: Vec<u64> = zone.lock(idx).oldest(n).iter().map(|v| v.1).collect();
-    inos.dedup();
+    let inos = zone.lock(idx).oldest_files(n);
     let mut freed = 0;
     for ino in inos {
         match held.as_deref_mut() {
