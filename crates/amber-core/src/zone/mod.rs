@@ -58,6 +58,15 @@ struct BlockSlots {
     slot: [u32; MAX_PER_BLOCK],
 }
 
+impl BlockSlots {
+    fn empty() -> Box<BlockSlots> {
+        Box::new(BlockSlots {
+            mask: 0,
+            slot: [NIL; MAX_PER_BLOCK],
+        })
+    }
+}
+
 /// One sub-zone's DRAM state. Slot numbers count within the sub-zone.
 pub struct SubZone {
     chunks: Vec<u64>,
@@ -398,12 +407,10 @@ impl SubZone {
         while k < numbers.len() {
             let (fb, i0) = self.split(numbers[k]);
             let n = (self.per_block as usize - i0).min(numbers.len() - k);
-            let b = self.blocks.entry((ino, fb)).or_insert_with(|| {
-                Box::new(BlockSlots {
-                    mask: 0,
-                    slot: [NIL; MAX_PER_BLOCK],
-                })
-            });
+            let b = self
+                .blocks
+                .entry((ino, fb))
+                .or_insert_with(BlockSlots::empty);
             if b.mask == 0 {
                 self.files.entry(ino).or_default().insert(fb);
             }
@@ -442,6 +449,10 @@ impl SubZone {
     /// One-fence zone: the file's floor now covers all of its heads (or
     /// the file is gone): every slot it had, valid or held, is free.
     pub(crate) fn release(&mut self, ino: u64) -> usize {
+        assert!(
+            self.files_order.is_some(),
+            "a one-fence zone releases files"
+        );
         let mut freed = 0;
         // Block by block: one probe per block, not one per slot.
         for fb in self.files.remove(&ino).unwrap_or_default() {
@@ -453,9 +464,6 @@ impl SubZone {
             while m != 0 {
                 let slot = b.slot[m.trailing_zeros() as usize];
                 m &= m - 1;
-                if self.files_order.is_none() {
-                    self.unlink(slot);
-                }
                 self.slots[slot as usize].ino = 0;
                 self.set_free(slot);
                 freed += 1;
@@ -515,12 +523,10 @@ impl SubZone {
         s.ino = ino;
         s.slice = slice;
         let (fb, i) = self.split(slice);
-        let b = self.blocks.entry((ino, fb)).or_insert_with(|| {
-            Box::new(BlockSlots {
-                mask: 0,
-                slot: [NIL; MAX_PER_BLOCK],
-            })
-        });
+        let b = self
+            .blocks
+            .entry((ino, fb))
+            .or_insert_with(BlockSlots::empty);
         assert!(
             b.mask & 1 << i == 0,
             "slice {slice} of inode {ino} in two slots"
@@ -541,13 +547,6 @@ impl SubZone {
     /// Frees `slot`: its slice's newest copy is in the file again (or the
     /// file is gone).
     pub(crate) fn unbind(&mut self, slot: u32) {
-        self.unbind_keep(slot);
-        self.set_free(slot);
-    }
-
-    /// Takes `slot` off its slice and the write-back order, leaving it
-    /// taken.
-    fn unbind_keep(&mut self, slot: u32) {
         let Slot { ino, slice, .. } = self.slots[slot as usize];
         assert!(ino != 0, "slot {slot} is not bound");
         if self.files_order.is_none() {
@@ -568,6 +567,7 @@ impl SubZone {
         self.slots[slot as usize].ino = 0;
         self.valid_count -= 1;
         self.valid.store(self.valid_count, Ordering::Relaxed);
+        self.set_free(slot);
     }
 
     /// Up to `n` valid slots, least recently written first, with owners
