@@ -302,28 +302,26 @@ fn map_blocks<X>(
     let mut freed = Vec::new();
     let mut run: Option<Op> = None;
     for (fb, &b) in fbs.zip(blocks) {
-        if let Some(Op::Data {
-            block,
-            file_block,
-            count,
-            ..
-        }) = &mut run
-        {
-            let n = u64::from(*count);
-            if *block + n == b && *file_block + n == fb && *count < MAX_RUN {
+        match &mut run {
+            Some(Op::Data {
+                block,
+                file_block,
+                count,
+                ..
+            }) if *block + u64::from(*count) == b
+                && *file_block + u64::from(*count) == fb
+                && *count < MAX_RUN =>
+            {
                 *count += 1;
-                freed.extend(hf.index.set(fb, b));
-                continue;
             }
+            _ => ops.extend(run.replace(Op::Data {
+                block: b,
+                file_block: fb,
+                link: hf.index.below(fb),
+                seq,
+                count: 1,
+            })),
         }
-        ops.extend(run.take());
-        run = Some(Op::Data {
-            block: b,
-            file_block: fb,
-            link: hf.index.below(fb),
-            seq,
-            count: 1,
-        });
         freed.extend(hf.index.set(fb, b));
     }
     ops.extend(run);
