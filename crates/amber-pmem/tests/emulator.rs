@@ -136,11 +136,17 @@ fn per_fence_latency_is_paid_on_drain_only() {
 
 #[test]
 fn bandwidth_limits_all_kinds_of_stores() {
-    // 100 kB at 10 MB/s is 10 ms.
+    // 100 kB at 10 MB/s is 10 ms, paid by the fence after the stores.
     let dev = emulated("bw=10MB/s");
-    let took = timed(|| dev.write(0, &[1; 100_000]));
+    let took = timed(|| {
+        dev.write(0, &[1; 100_000]);
+        dev.drain().unwrap();
+    });
     assert!(took >= Duration::from_millis(5), "write {took:?}");
-    let took = timed(|| dev.write_nt(0, &[1; 100_000]));
+    let took = timed(|| {
+        dev.write_nt(0, &[1; 100_000]);
+        dev.drain().unwrap();
+    });
     assert!(took >= Duration::from_millis(5), "write_nt {took:?}");
     // 1000 16-byte atomic stores at 1 MB/s is 16 ms.
     let dev = emulated("bw=1MB/s");
@@ -148,8 +154,44 @@ fn bandwidth_limits_all_kinds_of_stores() {
         for i in 0..1000 {
             dev.store_u128(i * 16, 1);
         }
+        dev.drain().unwrap();
     });
     assert!(took >= Duration::from_millis(8), "store_u128 {took:?}");
+}
+
+/// A thread's stores and flushes are paid at its fence, in one wait: 100
+/// lines of 20 us each cost their 2 ms whether each is fenced or all
+/// share one fence.
+#[test]
+fn owed_latency_is_paid_at_the_fence() {
+    let dev = emulated("lat=20us,per=line");
+    let took = timed(|| {
+        for i in 0..100 {
+            dev.flush(i * 64, 64);
+        }
+        dev.drain().unwrap();
+    });
+    assert!(took >= Duration::from_millis(2), "{took:?}");
+    let took = timed(|| {
+        for i in 0..100 {
+            dev.store_u64(i * 64, i);
+            dev.persist(i * 64, 8).unwrap();
+        }
+    });
+    assert!(took >= Duration::from_millis(2), "{took:?}");
+}
+
+/// What a thread owes is bounded: a long run of flushes with no fence
+/// waits along the way (5,000 lines of 1 us: 5 ms, past the 1 ms bound).
+#[test]
+fn a_run_without_a_fence_still_pays() {
+    let dev = emulated("lat=1us,per=line");
+    let took = timed(|| {
+        for i in 0..5000 {
+            dev.flush((i % 1000) * 64, 64);
+        }
+    });
+    assert!(took >= Duration::from_millis(3), "{took:?}");
 }
 
 #[test]
@@ -164,6 +206,7 @@ fn bandwidth_is_one_bucket_shared_by_threads() {
                 s.spawn(move || {
                     for i in 0..50u64 {
                         dev.write((t * 50 + i) * 1000, &[2; 1000]);
+                        dev.drain().unwrap();
                     }
                 });
             }

@@ -7,8 +7,9 @@ use std::str::FromStr;
 /// When the emulator's latency is paid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Per {
-    /// After every flushed cache line and every 64 B of non-temporal store:
-    /// models media whose write-back cost grows with the data persisted.
+    /// For every flushed cache line and every 64 B of non-temporal store,
+    /// paid at the thread's next fence: models media whose write-back cost
+    /// grows with the data persisted.
     Line,
     /// Once per drain: models a device where the fence waits for the write
     /// queue to empty.
@@ -27,7 +28,7 @@ impl Per {
 /// The extra cost PM writes have over DRAM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct EmulatorSpec {
-    /// Busy-wait added per [`Per`] unit, in nanoseconds.
+    /// Busy-wait added per [`Per`] unit, in nanoseconds (paid at fences).
     pub latency_ns: u64,
     /// What the latency is charged per.
     pub per: Per,
@@ -73,7 +74,7 @@ impl EmulatorSpec {
         }
     }
 
-    /// Phase-change memory as emulated for HiNFS: 200 ns after each flushed
+    /// Phase-change memory as emulated for HiNFS: 200 ns for each flushed
     /// cache line and 1 GB/s total write bandwidth (Ou et al., "HiNFS: A
     /// Persistent Memory File System with Both Buffering and Direct-Access",
     /// ACM Transactions on Storage 14(1), 2018, §5.1).

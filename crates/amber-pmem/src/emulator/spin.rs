@@ -4,18 +4,26 @@
 //! sleep can express, and a sleeping thread would let others run in time
 //! the real device would have kept the core busy. So the emulator spins.
 
-use std::time::{Duration, Instant};
+use std::sync::OnceLock;
+use std::time::Instant;
 
-/// Spins until `deadline`.
-pub(crate) fn until(deadline: Instant) {
-    while Instant::now() < deadline {
-        std::hint::spin_loop();
-    }
+static ORIGIN: OnceLock<Instant> = OnceLock::new();
+
+/// Nanoseconds since the emulator first read the time in this process.
+pub(crate) fn now_ns() -> u64 {
+    let origin = ORIGIN.get_or_init(Instant::now);
+    u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// Spins for `ns` nanoseconds from now.
-pub(crate) fn for_ns(ns: u64) {
-    if ns > 0 {
-        until(Instant::now() + Duration::from_nanos(ns));
+/// Spins until `deadline` (in `now_ns` time); returns the time it saw
+/// past it (a read of the clock costs tens of nanoseconds, so the wait
+/// ends up to that much late).
+pub(crate) fn until(deadline: u64) -> u64 {
+    loop {
+        let now = now_ns();
+        if now >= deadline {
+            return now;
+        }
+        std::hint::spin_loop();
     }
 }
