@@ -17,6 +17,7 @@
 use crate::error::{FsError, Result};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Blocks per chunk of the sparse level.
 const CHUNK: u64 = 16;
@@ -299,6 +300,10 @@ pub(super) struct Sizer {
     default_blocks: usize,
     window: usize,
     recent: Mutex<VecDeque<u64>>,
+    /// The last size sampled: the same size again in a row (a file
+    /// fsync'd after every write) is one file's, not more history, and
+    /// skipping it keeps a shared lock off every fsync.
+    last: AtomicU64,
 }
 
 impl Sizer {
@@ -308,11 +313,18 @@ impl Sizer {
             default_blocks,
             window,
             recent: Mutex::new(VecDeque::with_capacity(window)),
+            last: AtomicU64::new(u64::MAX),
         }
     }
 
     /// Notes a file's size in blocks.
     pub fn sample(&self, blocks: u64) {
+        // Two threads may race here; a sample lost or doubled only
+        // nudges an average.
+        if self.last.load(Relaxed) == blocks {
+            return;
+        }
+        self.last.store(blocks, Relaxed);
         let mut r = self.recent.lock();
         if r.len() == self.window {
             r.pop_front();
@@ -463,5 +475,12 @@ mod tests {
         assert_eq!(s.capacity(), 30);
         s.sample(1 << 30);
         assert_eq!(s.capacity(), 512);
+        // One file fsync'd again and again at one size is one sample.
+        let s = Sizer::new(512, 2);
+        s.sample(100);
+        for _ in 0..5 {
+            s.sample(10);
+        }
+        assert_eq!(s.capacity(), 55);
     }
 }
