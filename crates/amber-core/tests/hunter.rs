@@ -223,6 +223,41 @@ fn a_run_of_blocks_queues_as_one_update() {
     assert_clean(&dev);
 }
 
+/// fsync and settle skip a shard with nothing queued or being persisted
+/// (no lock taken), so every push must wake them: a write queued after
+/// the shard went idle, and the frees a delete queues, are persisted by
+/// the next fsync, and a crash keeps them.
+#[test]
+fn an_fsync_after_the_queue_went_idle_persists_what_came_next() {
+    let fs = mount(fresh_device(POOL), "hunter_queues=1");
+    let f = rw(&fs, "/f");
+    f.write_at(&[1; 4096], 0).unwrap();
+    f.sync_all().unwrap();
+    let batches = stat(&fs, "batches");
+    f.sync_all().unwrap();
+    assert_eq!(stat(&fs, "batches"), batches, "nothing was queued");
+    f.write_at(&[2; 8192], 4096).unwrap();
+    f.sync_all().unwrap();
+    assert_eq!(stat(&fs, "batches"), batches + 1);
+    assert_eq!(stat(&fs, "pending"), 0);
+    fs.write("/gone", &[3; 8192]).unwrap();
+    fs.remove_file("/gone").unwrap();
+    assert!(stat(&fs, "pending") > 0, "the delete's frees are queued");
+    f.sync_all().unwrap();
+    assert_eq!(
+        stat(&fs, "pending"),
+        0,
+        "one queue: fsync took the frees too"
+    );
+    drop(f);
+    let fs = mount(device_of(fs, false), "");
+    let mut want = vec![1; 4096];
+    want.extend([2; 8192]);
+    assert_eq!(fs.read("/f").unwrap(), want);
+    assert!(fs.metadata("/gone").is_err());
+    assert_clean(&device_of(fs, true));
+}
+
 /// A queue never holds more than its bound: the writer persists it.
 #[test]
 fn a_full_queue_is_persisted_by_its_writer() {

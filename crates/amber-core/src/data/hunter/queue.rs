@@ -22,7 +22,10 @@ use amber_pmem::PmDevice;
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU64,
+    Ordering::{Acquire, Relaxed, Release},
+};
 
 /// What one queued update does to PM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +102,14 @@ struct Shard {
     /// Held while persisting; maps each file seen to the attribute-log
     /// slot its next entry goes to.
     persist: Mutex<FxHashMap<u64, u64>>,
+    /// Pushes ever made (stored under `pending`).
+    pushed: AtomicU64,
+    /// `pushed` as it was when a persist that left the shard empty began,
+    /// stored once that persist is durable. Equal to `pushed`: nothing is
+    /// queued or being persisted, and settle and fsync return without a
+    /// lock (most zone writes of amber, and fsyncs of files only
+    /// overwritten in place).
+    durable: AtomicU64,
 }
 
 pub(super) struct Queues {
@@ -122,6 +133,8 @@ impl Queues {
                     Padded(Shard {
                         pending: Mutex::new(Pending::default()),
                         persist: Mutex::new(FxHashMap::default()),
+                        pushed: AtomicU64::new(0),
+                        durable: AtomicU64::new(0),
                     })
                 })
                 .collect(),
@@ -159,6 +172,7 @@ impl Queues {
     ) -> Result<bool> {
         let s = self.shard_of(ino);
         let add = |p: &mut Pending| {
+            self.note_push(s);
             for &op in ops {
                 if let Op::Free { count, .. } = op {
                     self.freeing.fetch_add(count, Relaxed);
@@ -207,6 +221,9 @@ impl Queues {
     /// Persists everything queued on shard `s` (fsync, truncate, O_SYNC,
     /// hunter-sync, unmount).
     pub fn drain<D: PmDevice>(&self, fs: Context<'_, D>, stats: &Stats, s: usize) -> Result<()> {
+        if self.idle(s) {
+            return Ok(());
+        }
         let mut slots = self.shards[s].persist.lock();
         self.drain_locked(fs, stats, s, &mut slots)
     }
@@ -218,12 +235,31 @@ impl Queues {
     /// Returns whether anything was.
     pub fn settle<D: PmDevice>(&self, fs: Context<'_, D>, stats: &Stats, ino: u64) -> Result<bool> {
         let s = self.shard_of(ino);
+        if self.idle(s) {
+            return Ok(false);
+        }
         let mut slots = self.shards[s].persist.lock();
         let queued = self.queued(ino);
         if queued {
             self.drain_locked(fs, stats, s, &mut slots)?;
         }
         Ok(queued)
+    }
+
+    /// Whether shard `s` has nothing queued and nothing being persisted.
+    /// A caller's own pushes happened before (its inode lock orders them),
+    /// so it reads `pushed` at or past them; `durable` equal to it means a
+    /// persist that took them all is durable.
+    fn idle(&self, s: usize) -> bool {
+        let sh = &self.shards[s];
+        sh.durable.load(Acquire) == sh.pushed.load(Acquire)
+    }
+
+    /// Counts a push into shard `s`; called with its `pending` lock held,
+    /// which orders the pushes, so a load and a store suffice.
+    fn note_push(&self, s: usize) {
+        let pushed = &self.shards[s].pushed;
+        pushed.store(pushed.load(Relaxed) + 1, Release);
     }
 
     /// Whether file `ino` has updates queued (a batch being persisted
@@ -279,7 +315,7 @@ impl Queues {
         slots: &mut FxHashMap<u64, u64>,
         max: usize,
     ) -> Result<usize> {
-        let (batch, attrs) = {
+        let (batch, attrs, covered) = {
             let mut p = self.shards[s].pending.lock();
             let n = p.updates.len().min(max);
             // Taking everything swaps the queue out (writers wait on this
@@ -294,13 +330,25 @@ impl Queues {
             p.taken += n as u64;
             let reached = p.taken;
             let ready: Vec<(u64, Attrs)> = p.attrs.extract_if(|_, a| a.upto <= reached).collect();
-            (batch, ready)
+            // This persist leaves nothing behind: once durable, so is
+            // every push so far.
+            let all = p.updates.is_empty() && p.attrs.is_empty();
+            let covered = all.then(|| self.shards[s].pushed.load(Relaxed));
+            (batch, ready, covered)
+        };
+        let idle_at = |c: Option<u64>| {
+            if let Some(c) = c {
+                self.shards[s].durable.store(c, Release);
+            }
         };
         if batch.is_empty() && attrs.is_empty() {
+            // Nothing taken, and no batch is in flight under this lock.
+            idle_at(covered);
             return Ok(0);
         }
         let r = self.write_batch(fs, stats, batch.iter(), &attrs, slots);
         fs.guard(r)?;
+        idle_at(covered);
         stats.batches.fetch_add(1, Relaxed);
         stats.persisted.fetch_add(batch.len() as u64, Relaxed);
         Ok(batch.len() + attrs.len())
@@ -407,6 +455,7 @@ impl Queues {
         let s = self.shard_of(ino);
         let _slots = self.shards[s].persist.lock();
         let mut p = self.shards[s].pending.lock();
+        self.note_push(s);
         p.attrs.remove(&ino);
         for u in p.updates.iter_mut().filter(|u| u.ino == ino) {
             if !matches!(u.op, Op::Free { .. }) {
