@@ -314,7 +314,7 @@ impl SubZone {
     /// `NEAR_WORDS`) with `n` free, so the write's slots, and their
     /// descriptors, sit in a few neighbouring lines; otherwise one by one
     /// from the free pointer.
-    pub(crate) fn take_near(&mut self, n: usize, out: &mut Vec<u32>) {
+    pub(crate) fn take_near(&mut self, n: usize, out: &mut impl Extend<u32>) {
         if (1..=64).contains(&n) && self.free_count as usize >= n {
             let words = self.free.len();
             let mut wi = (self.cursor / 64) as usize;
@@ -323,12 +323,13 @@ impl SubZone {
                     break;
                 };
                 if self.free[w].count_ones() as usize >= n {
+                    let mut last = 0;
                     for _ in 0..n {
-                        let s = w as u32 * 64 + self.free[w].trailing_zeros();
-                        self.set_taken(s);
-                        out.push(s);
+                        last = w as u32 * 64 + self.free[w].trailing_zeros();
+                        self.set_taken(last);
+                        out.extend([last]);
                     }
-                    self.cursor = (out[out.len() - 1] + 1) % self.slot_count();
+                    self.cursor = (last + 1) % self.slot_count();
                     return;
                 }
                 wi = (w + 1) % words;
@@ -336,7 +337,7 @@ impl SubZone {
         }
         for _ in 0..n {
             match self.take_free() {
-                Some(s) => out.push(s),
+                Some(s) => out.extend([s]),
                 None => return,
             }
         }

@@ -14,7 +14,7 @@
 //! every head of the file dies at once and no older head can outlive a
 //! newer one. A freed file's floor is raised the same way.
 
-use super::{file_place, slice_image, BlockLookup, Lawn, TimesAt, SLOT_ROUNDS};
+use super::{file_place, slice_image, BlockLookup, Lawn, TimesAt, INLINE_SLICES, SLOT_ROUNDS};
 use crate::data::Context;
 use crate::error::Result;
 use crate::inode::InodeState;
@@ -23,7 +23,11 @@ use amber_format::inode::OFF_ZONE_SEQ;
 use amber_format::zone_extent::{Extent, EXTENT_SIZE, MAX_EXTENT_SLOTS};
 use amber_format::BLOCK_SIZE;
 use amber_pmem::PmDevice;
+use smallvec::{smallvec, SmallVec};
 use std::sync::atomic::Ordering::Relaxed;
+
+/// Bytes of an extent's image held without a heap allocation.
+const INLINE_IMAGE: usize = 1024;
 
 impl Lawn {
     /// Writes the consecutive zone slices `numbers` of `st` as one extent
@@ -55,9 +59,9 @@ impl Lawn {
         let (head_at, data_at, olds, sources, seq) = {
             let sub = zone.lock(idx);
             let (h, d) = zone.place(&sub, first);
-            let mut olds = vec![None; n];
+            let mut olds: SmallVec<[Option<u32>; INLINE_SLICES]> = smallvec![None; n];
             sub.lookup_run(st.ino, numbers[0], &mut olds);
-            let sources: Vec<Option<u64>> = olds
+            let sources: SmallVec<[Option<u64>; INLINE_SLICES]> = olds
                 .iter()
                 .map(|o| o.map(|z| zone.place(&sub, z).1))
                 .collect();
@@ -105,9 +109,9 @@ impl Lawn {
         sources: &[Option<u64>],
         off: u64,
         data: &[u8],
-    ) -> Vec<u8> {
+    ) -> SmallVec<[u8; INLINE_IMAGE]> {
         let size = zone.geo.slot_size as u64;
-        let mut image = vec![0u8; numbers.len() * size as usize];
+        let mut image = smallvec![0u8; numbers.len() * size as usize];
         let chunks = image.chunks_exact_mut(size as usize);
         for ((&slice, src), img) in numbers.iter().zip(sources).zip(chunks) {
             let start = slice as u64 * size;
