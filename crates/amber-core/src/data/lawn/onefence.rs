@@ -29,6 +29,21 @@ use std::sync::atomic::Ordering::Relaxed;
 /// Bytes of an extent's image held without a heap allocation.
 const INLINE_IMAGE: usize = 1024;
 
+/// Where a one-fence write goes and what it supersedes (`Lawn::locate`).
+struct Located {
+    /// The extent head's place on PM.
+    head_at: u64,
+    /// Its first slot's data.
+    data_at: u64,
+    /// Per slice, the slot of its older copy (None: the file's block).
+    olds: SmallVec<[Option<u32>; INLINE_SLICES]>,
+    /// Per slice, where that older copy's data lies (empty when the
+    /// write covers whole slices and patches nothing).
+    sources: SmallVec<[Option<u64>; INLINE_SLICES]>,
+    /// The extent's write number.
+    seq: u64,
+}
+
 impl Lawn {
     /// Writes the consecutive zone slices `numbers` of `st` as one extent
     /// and commits it with one fence. None when no run of free slots could
@@ -54,30 +69,33 @@ impl Lawn {
             return Ok(None);
         };
         let idx = zone.sub_of(st.ino);
-        // The file's slots cannot change until this write rebinds them:
-        // every other writer or write-back of the file needs its lock.
-        let (head_at, data_at, olds, sources, seq) = {
-            let sub = zone.lock(idx);
-            let (h, d) = zone.place(&sub, first);
-            let mut olds: SmallVec<[Option<u32>; INLINE_SLICES]> = smallvec![None; n];
-            sub.lookup_run(st.ino, numbers[0], &mut olds);
-            let sources: SmallVec<[Option<u64>; INLINE_SLICES]> = olds
-                .iter()
-                .map(|o| o.map(|z| zone.place(&sub, z).1))
-                .collect();
-            let seq = sub.top(st.ino).unwrap_or(0).max(st.disk.zone_seq) + 1;
-            (h, d, olds, sources, seq)
+        // A write of whole slices is its own image: no older copy to patch
+        // from, and no copy of the data before the one to PM.
+        let slot = zone.geo.slot_size as u64;
+        let whole = off.is_multiple_of(slot) && data.len() as u64 == n as u64 * slot;
+        let Located {
+            head_at,
+            data_at,
+            olds,
+            sources,
+            seq,
+        } = Self::locate(zone, st, first, numbers, !whole);
+        let patched;
+        let image: &[u8] = if whole {
+            data
+        } else {
+            patched = self.extent_image(fs, zone, st, numbers, &sources, off, data);
+            &patched
         };
-        let image = self.extent_image(fs, zone, st, numbers, &sources, off, data);
         let head = Extent {
             seq,
             slice: numbers[0],
             ino: st.ino as u32,
             slots: n as u16,
         }
-        .encode(&image);
+        .encode(image);
         let dev = &**fs.device();
-        dev.write_nt(data_at, &image);
+        dev.write_nt(data_at, image);
         // Two 16-byte stores: a crash may keep the first alone (no
         // checksum yet), which recovery refuses like any torn head.
         for (i, half) in head.chunks_exact(16).enumerate() {
@@ -95,6 +113,32 @@ impl Lawn {
         let stats = &self.shared.stats;
         stats.to_zone.fetch_add(n as u64, Relaxed);
         Ok(Some(data.len()))
+    }
+
+    /// Under the sub-zone's lock, where the extent at slot `first` goes
+    /// and what it supersedes (`sources` only when the write must be
+    /// patched from older copies). The file's slots cannot change until
+    /// this write rebinds them: every other writer or write-back of the
+    /// file needs its inode lock.
+    fn locate(zone: &Zone, st: &InodeState, first: u32, numbers: &[u32], sources: bool) -> Located {
+        let sub = zone.lock(zone.sub_of(st.ino));
+        let (head_at, data_at) = zone.place(&sub, first);
+        let mut olds: SmallVec<[Option<u32>; INLINE_SLICES]> = smallvec![None; numbers.len()];
+        sub.lookup_run(st.ino, numbers[0], &mut olds);
+        let places = olds.iter().map(|o| o.map(|z| zone.place(&sub, z).1));
+        let sources = if sources {
+            places.collect()
+        } else {
+            SmallVec::new()
+        };
+        let seq = sub.top(st.ino).unwrap_or(0).max(st.disk.zone_seq) + 1;
+        Located {
+            head_at,
+            data_at,
+            olds,
+            sources,
+            seq,
+        }
     }
 
     /// The extent's new bytes: each slice patched from its newest copy
