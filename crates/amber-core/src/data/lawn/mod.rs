@@ -53,6 +53,10 @@ pub(super) const INLINE_SLICES: usize = 16;
 /// A write's zone slices, in order (or the slots taken for them).
 pub(super) type Slices = SmallVec<[u32; INLINE_SLICES]>;
 
+/// Per slice of a write, the slot of its older copy (None: the file's
+/// block).
+pub(super) type Olds = SmallVec<[Option<u32>; INLINE_SLICES]>;
+
 /// A write's slices with where each goes.
 type Pieces = SmallVec<[Piece; INLINE_SLICES]>;
 
@@ -243,8 +247,7 @@ impl Lawn {
         let idx = zone.sub_of(st.ino);
         let grow_pct = fs.options().zone.grow_pct as u64;
         let mut sub = zone.lock(idx);
-        let olds: SmallVec<[Option<u32>; INLINE_SLICES]> =
-            numbers.iter().map(|&n| sub.lookup(st.ino, n)).collect();
+        let olds: Olds = numbers.iter().map(|&n| sub.lookup(st.ino, n)).collect();
         let need = olds.iter().filter(|o| o.is_none()).count();
         let free = sub.free_count() as u64;
         let n = need as u64;

@@ -14,7 +14,9 @@
 //! every head of the file dies at once and no older head can outlive a
 //! newer one. A freed file's floor is raised the same way.
 
-use super::{file_place, slice_image, BlockLookup, Lawn, TimesAt, INLINE_SLICES, SLOT_ROUNDS};
+use super::{
+    file_place, slice_image, BlockLookup, Lawn, Olds, TimesAt, INLINE_SLICES, SLOT_ROUNDS,
+};
 use crate::data::Context;
 use crate::error::Result;
 use crate::inode::InodeState;
@@ -36,7 +38,7 @@ struct Located {
     /// Its first slot's data.
     data_at: u64,
     /// Per slice, the slot of its older copy (None: the file's block).
-    olds: SmallVec<[Option<u32>; INLINE_SLICES]>,
+    olds: Olds,
     /// Per slice, where that older copy's data lies (empty when the
     /// write covers whole slices and patches nothing).
     sources: SmallVec<[Option<u64>; INLINE_SLICES]>,
@@ -123,7 +125,7 @@ impl Lawn {
     fn locate(zone: &Zone, st: &InodeState, first: u32, numbers: &[u32], sources: bool) -> Located {
         let sub = zone.lock(zone.sub_of(st.ino));
         let (head_at, data_at) = zone.place(&sub, first);
-        let mut olds: SmallVec<[Option<u32>; INLINE_SLICES]> = smallvec![None; numbers.len()];
+        let mut olds: Olds = smallvec![None; numbers.len()];
         sub.lookup_run(st.ino, numbers[0], &mut olds);
         let places = olds.iter().map(|o| o.map(|z| zone.place(&sub, z).1));
         let sources = if sources {
