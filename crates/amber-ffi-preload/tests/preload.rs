@@ -10,10 +10,21 @@ use amber_pmem::{MapOptions, MmapDevice};
 
 /// The interposer, built beside this test's profile directory
 /// (target/<profile>). `cargo test` builds no cdylib for a package's own
-/// integration tests, so on a clean checkout this builds it once with
-/// `cargo build --profile test -p amber-ffi-preload`, which reuses every
-/// crate the test build compiled.
+/// integration tests, so this builds it once with the workspace's test
+/// build command (`--workspace --lib --bins --tests`): the same features
+/// as `cargo test --workspace`, so every crate that build compiled is
+/// reused (`-p amber-ffi-preload` alone resolves other features and
+/// recompiled the tree, a minute of CI).
 fn lib() -> PathBuf {
+    const TEST_BUILD: [&str; 7] = [
+        "build",
+        "--profile",
+        "test",
+        "--workspace",
+        "--lib",
+        "--bins",
+        "--tests",
+    ];
     static BUILT: std::sync::Once = std::sync::Once::new();
     let exe = std::env::current_exe().expect("test executable");
     let dir = exe
@@ -23,10 +34,10 @@ fn lib() -> PathBuf {
     let so = dir.join("libamberfs_preload.so");
     BUILT.call_once(|| {
         let status = Command::new(env!("CARGO"))
-            .args(["build", "--profile", "test", "-p", "amber-ffi-preload"])
+            .args(TEST_BUILD)
             .status()
-            .expect("run cargo build -p amber-ffi-preload");
-        assert!(status.success(), "cargo build -p amber-ffi-preload failed");
+            .expect("run cargo build --workspace");
+        assert!(status.success(), "cargo build --workspace failed");
     });
     assert!(so.exists(), "{} was not built", so.display());
     so
