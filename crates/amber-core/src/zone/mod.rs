@@ -32,6 +32,7 @@ use amber_pmem::PmDevice;
 use order::FileOrder;
 use parking_lot::{Mutex, MutexGuard};
 use rustc_hash::{FxHashMap, FxHashSet};
+use smallvec::SmallVec;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -723,7 +724,7 @@ impl Zone {
         for (at, d) in descs {
             dev.store_u128(*at, d.encode());
         }
-        let mut lines: Vec<u64> = descs.iter().map(|(at, _)| at / 64).collect();
+        let mut lines: SmallVec<[u64; 16]> = descs.iter().map(|(at, _)| at / 64).collect();
         lines.sort_unstable();
         lines.dedup();
         for l in lines {
