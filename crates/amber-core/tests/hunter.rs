@@ -258,6 +258,50 @@ fn an_fsync_after_the_queue_went_idle_persists_what_came_next() {
     assert_clean(&device_of(fs, true));
 }
 
+/// An fsync'd overwrite leaves its old block's record for the queue's
+/// next persist (design.md §12.3: two metadata fences, not three); a
+/// crash before then keeps the newer block, and syncfs and unmount leave
+/// no record of a freed block behind.
+#[test]
+fn an_overwrites_old_record_is_cleared_by_the_next_persist() {
+    let fs = mount(fresh_device(POOL), "hunter_queues=1");
+    let f = rw(&fs, "/f");
+    f.write_at(&[1; 4096], 0).unwrap();
+    f.sync_all().unwrap();
+    let freed = stat(&fs, "freed");
+    f.write_at(&[2; 4096], 0).unwrap();
+    f.sync_all().unwrap();
+    assert_eq!(stat(&fs, "freed"), freed, "the old block waits");
+    f.write_at(&[3; 4096], 4096).unwrap();
+    f.sync_all().unwrap();
+    assert_eq!(
+        stat(&fs, "freed"),
+        freed + 1,
+        "cleared with the next records"
+    );
+    f.write_at(&[4; 4096], 0).unwrap();
+    f.sync_all().unwrap();
+    fs.core().sync_all().unwrap();
+    assert_eq!(stat(&fs, "freed"), freed + 2, "syncfs frees what waits");
+    f.write_at(&[5; 4096], 0).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    // A crash with a deferred block: the newer one wins.
+    let fs = mount(device_of(fs, false), "");
+    let mut want = vec![5; 4096];
+    want.extend([3; 4096]);
+    assert_eq!(fs.read("/f").unwrap(), want);
+    let f = rw(&fs, "/f");
+    f.write_at(&[6; 4096], 4096).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    // A clean unmount with a deferred block: fsck finds no stale record.
+    let fs = mount(device_of(fs, true), "");
+    want[4096..].fill(6);
+    assert_eq!(fs.read("/f").unwrap(), want);
+    assert_clean(&device_of(fs, true));
+}
+
 /// A queue never holds more than its bound: the writer persists it.
 #[test]
 fn a_full_queue_is_persisted_by_its_writer() {

@@ -124,7 +124,7 @@ impl<X: PerFile> Hunter<X> {
                     });
                 }
             }
-            push_frees(&mut ops, freed);
+            push_frees(&mut ops, freed, true);
             st.disk.blocks = hf.index.count();
             let snap = snapshot(hf, st, seq);
             let queued = self.queue(fs, st, &ops, snap, sync || self.sync);

@@ -329,14 +329,20 @@ fn map_blocks<X>(
 }
 
 /// Adds `Free` updates for the blocks a change released, in runs (most
-/// writes release none: nothing to sort or collect then).
-fn push_frees(ops: &mut Vec<Op>, mut freed: Vec<u64>) {
+/// writes release none: nothing to sort or collect then); `replaced`
+/// when the change put newer blocks at the same file blocks (a write),
+/// not for a truncate or a punch.
+fn push_frees(ops: &mut Vec<Op>, mut freed: Vec<u64>, replaced: bool) {
     if freed.is_empty() {
         return;
     }
     freed.sort_unstable();
     let runs = block_runs(freed.into_iter()).into_iter();
-    ops.extend(runs.map(|(block, count)| Op::Free { block, count }));
+    ops.extend(runs.map(|(block, count)| Op::Free {
+        block,
+        count,
+        replaced,
+    }));
 }
 
 /// A write's DRAM inode changes (`direct::note_write`); a mode the write
@@ -544,7 +550,7 @@ impl<X: PerFile> Hunter<X> {
                     link: hf.index.below(first_whole),
                 });
             }
-            push_frees(&mut ops, gone);
+            push_frees(&mut ops, gone, false);
             let now = fs.now();
             st.disk.mtime = now;
             st.disk.ctime = now;
@@ -680,7 +686,7 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
                 let link = blocks[blocks.len() - 1];
                 ops.push(Op::Relink { block: above, link });
             }
-            push_frees(&mut ops, freed);
+            push_frees(&mut ops, freed, true);
             note_write(fs, st)?;
             st.disk.size = size.max(end);
             st.disk.blocks = hf.index.count();
@@ -707,7 +713,11 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
             // Shrinking leaves the last block's bytes past the new size as
             // they are: nothing shows them, and growing zeroes them.
             let mut ops = Vec::new();
-            push_frees(&mut ops, hf.index.truncate(size.div_ceil(BLOCK_SIZE)));
+            push_frees(
+                &mut ops,
+                hf.index.truncate(size.div_ceil(BLOCK_SIZE)),
+                false,
+            );
             if size != old {
                 let now = fs.now();
                 st.disk.mtime = now;

@@ -2,9 +2,11 @@
 //! a write queues its metadata updates in DRAM instead of persisting
 //! them; whoever persists a queue — a worker, fsync, a writer that finds
 //! the queue full, truncate — takes a batch in order and writes it in
-//! three fenced steps: logical information, then attribute entries, then
-//! the clearing of records whose blocks are being freed. A file's updates
-//! all go to queue `ino mod queues`, so one queue orders them.
+//! fenced steps: logical information, then attribute entries, then the
+//! clearing of records whose blocks are being freed — deferred to the
+//! next persist's first fence when every freed block was replaced by a
+//! newer one (design.md §12.3). A file's updates all go to queue
+//! `ino mod queues`, so one queue orders them.
 //!
 //! Locks: a shard's `persist` lock is held by whoever persists it, its
 //! `pending` lock only to push or take. Callers may hold an inode lock;
@@ -44,8 +46,14 @@ pub(super) enum Op {
     Relink { block: u64, link: u64 },
     /// Blocks `block..block + count` no longer hold the file's data: once
     /// the entry that says so is durable their records are cleared and
-    /// the blocks reused.
-    Free { block: u64, count: u64 },
+    /// the blocks reused. `replaced`: a write put newer blocks (records of
+    /// a higher seq) at the same file blocks, so a surviving record of
+    /// these loses to theirs and its clearing may wait (§12.3).
+    Free {
+        block: u64,
+        count: u64,
+        replaced: bool,
+    },
     /// An update of a file deleted before it was persisted: nothing to
     /// write (it keeps its place, so the numbering of the others holds).
     Dropped,
@@ -86,6 +94,18 @@ struct Attrs {
     upto: u64,
 }
 
+/// What a shard's persister keeps between persists.
+#[derive(Default)]
+struct Persisting {
+    /// Each file seen to the attribute-log slot its next entry goes to.
+    slots: FxHashMap<u64, u64>,
+    /// Runs of replaced blocks (`Op::Free` with `replaced`) whose
+    /// superseding entry is durable but whose records are not yet
+    /// cleared: the next persist clears them before its first fence and
+    /// only then frees them. At most one batch's frees.
+    deferred: Vec<(u64, u64)>,
+}
+
 /// What a shard holds in DRAM. Only each file's newest attributes are
 /// kept: an entry covers every update before it, so an older snapshot
 /// adds nothing once a newer one is persisted with it.
@@ -99,9 +119,8 @@ struct Pending {
 
 struct Shard {
     pending: Mutex<Pending>,
-    /// Held while persisting; maps each file seen to the attribute-log
-    /// slot its next entry goes to.
-    persist: Mutex<FxHashMap<u64, u64>>,
+    /// Held while persisting.
+    persist: Mutex<Persisting>,
     /// Pushes ever made (stored under `pending`).
     pushed: AtomicU64,
     /// `pushed` as it was when a persist that left the shard empty began,
@@ -132,7 +151,7 @@ impl Queues {
                 .map(|_| {
                     Padded(Shard {
                         pending: Mutex::new(Pending::default()),
-                        persist: Mutex::new(FxHashMap::default()),
+                        persist: Mutex::new(Persisting::default()),
                         pushed: AtomicU64::new(0),
                         durable: AtomicU64::new(0),
                     })
@@ -205,15 +224,15 @@ impl Queues {
             }
         }
         stats.full_queue_persists.fetch_add(1, Relaxed);
-        let mut slots = self.shards[s].persist.lock();
-        self.drain_locked(fs, stats, s, &mut slots)?;
+        let mut per = self.shards[s].persist.lock();
+        self.drain_locked(fs, stats, s, &mut per)?;
         let over = {
             let mut p = self.shards[s].pending.lock();
             add(&mut p);
             p.updates.len() > self.max_pending
         };
         if over {
-            self.drain_locked(fs, stats, s, &mut slots)?;
+            self.drain_locked(fs, stats, s, &mut per)?;
         }
         Ok(false)
     }
@@ -224,8 +243,8 @@ impl Queues {
         if self.idle(s) {
             return Ok(());
         }
-        let mut slots = self.shards[s].persist.lock();
-        self.drain_locked(fs, stats, s, &mut slots)
+        let mut per = self.shards[s].persist.lock();
+        self.drain_locked(fs, stats, s, &mut per)
     }
 
     /// Makes every update queued for file `ino` durable, waiting for a
@@ -238,10 +257,10 @@ impl Queues {
         if self.idle(s) {
             return Ok(false);
         }
-        let mut slots = self.shards[s].persist.lock();
+        let mut per = self.shards[s].persist.lock();
         let queued = self.queued(ino);
         if queued {
-            self.drain_locked(fs, stats, s, &mut slots)?;
+            self.drain_locked(fs, stats, s, &mut per)?;
         }
         Ok(queued)
     }
@@ -269,9 +288,15 @@ impl Queues {
         self.shards[s].pending.lock().attrs.contains_key(&ino)
     }
 
-    /// Persists every shard.
+    /// Persists every shard and frees every block a persist deferred
+    /// (syncfs, unmount, a writer short of space): afterwards no record
+    /// of a freed block is left.
     pub fn drain_all<D: PmDevice>(&self, fs: Context<'_, D>, stats: &Stats) -> Result<()> {
-        (0..self.shards.len()).try_for_each(|s| self.drain(fs, stats, s))
+        (0..self.shards.len()).try_for_each(|s| {
+            self.drain(fs, stats, s)?;
+            let mut per = self.shards[s].persist.lock();
+            fs.guard(self.release_deferred(fs, stats, &mut per))
+        })
     }
 
     /// Persists one batch of at most `max` updates from shard `s` (a
@@ -283,8 +308,13 @@ impl Queues {
         s: usize,
         max: usize,
     ) -> Result<usize> {
-        let mut slots = self.shards[s].persist.lock();
-        self.persist_locked(fs, stats, s, &mut slots, max)
+        let mut per = self.shards[s].persist.lock();
+        let n = self.persist_locked(fs, stats, s, &mut per, max)?;
+        if n == 0 {
+            // An idle queue's worker frees what the last persist deferred.
+            fs.guard(self.release_deferred(fs, stats, &mut per))?;
+        }
+        Ok(n)
     }
 
     fn drain_locked<D: PmDevice>(
@@ -292,13 +322,13 @@ impl Queues {
         fs: Context<'_, D>,
         stats: &Stats,
         s: usize,
-        slots: &mut FxHashMap<u64, u64>,
+        per: &mut Persisting,
     ) -> Result<()> {
         // Bounded: each round takes what was queued when it began, and
         // new updates wait for the persist lock this thread holds only if
         // they would overflow; a round takes at least one update.
         for _ in 0..=self.max_pending {
-            if self.persist_locked(fs, stats, s, slots, usize::MAX)? == 0 {
+            if self.persist_locked(fs, stats, s, per, usize::MAX)? == 0 {
                 return Ok(());
             }
         }
@@ -312,7 +342,7 @@ impl Queues {
         fs: Context<'_, D>,
         stats: &Stats,
         s: usize,
-        slots: &mut FxHashMap<u64, u64>,
+        per: &mut Persisting,
         max: usize,
     ) -> Result<usize> {
         let (batch, attrs, covered) = {
@@ -346,7 +376,7 @@ impl Queues {
             idle_at(covered);
             return Ok(0);
         }
-        let r = self.write_batch(fs, stats, batch.iter(), &attrs, slots);
+        let r = self.write_batch(fs, stats, batch.iter(), &attrs, per);
         fs.guard(r)?;
         idle_at(covered);
         stats.batches.fetch_add(1, Relaxed);
@@ -354,75 +384,98 @@ impl Queues {
         Ok(batch.len() + attrs.len())
     }
 
-    /// The three steps, each made durable before the next: records (a
-    /// block's data was fenced by its writer before it was queued), then
-    /// one entry per file, then clearing the freed blocks' records. A
-    /// crash between steps leaves records newer than their file's entry,
-    /// which recovery drops, or stale records of freed blocks, which it
-    /// clears (docs/design.md §12.3).
+    /// The steps, each made durable before the next: records (a block's
+    /// data was fenced by its writer before it was queued) with the
+    /// clearing of the records the last persist deferred, which are then
+    /// freed; one entry per file; the clearing of the freed blocks'
+    /// records — left to the next persist when every freed block was
+    /// replaced. A crash between steps leaves records newer than their
+    /// file's entry, which recovery drops, or stale records of freed
+    /// blocks, which it clears (docs/design.md §12.3, §12.4).
     fn write_batch<'a, D: PmDevice>(
         &self,
         fs: Context<'_, D>,
         stats: &Stats,
         batch: impl Iterator<Item = &'a Update>,
         attrs: &[(u64, Attrs)],
-        slots: &mut FxHashMap<u64, u64>,
+        per: &mut Persisting,
     ) -> Result<()> {
         let dev = &**fs.device();
         let m = super::media(fs);
         let mut frees = Vec::new();
+        let mut replaced = true;
         let mut run = RecordRun::default();
         let mut records = 0;
         for u in batch {
             match u.op {
                 Op::Data { .. } => records += run.add_data(fs, u),
-                Op::Relink { block, link } => match run.flush(fs).read_li(dev, block) {
-                    Record::Valid(li) if li.ino == u.ino && li.generation == u.generation => {
-                        m.write_li(dev, block, &LogicalInfo { link, ..li });
-                        stats.relinks.fetch_add(1, Relaxed);
-                    }
-                    _ => {
-                        return Err(FsError::Corrupted(format!(
-                            "block {block} of inode {} lost its logical information",
-                            u.ino
-                        )))
-                    }
-                },
-                Op::Free { block, count } => frees.push((block, count)),
+                Op::Relink { block, link } => relink(fs, stats, &mut run, u, block, link)?,
+                Op::Free {
+                    block,
+                    count,
+                    replaced: r,
+                } => {
+                    replaced &= r;
+                    frees.push((block, count));
+                }
                 Op::Dropped => {}
             }
         }
         run.flush(fs);
         stats.records.fetch_add(records, Relaxed);
+        per.deferred
+            .iter()
+            .for_each(|&(b, n)| m.clear_lis(dev, b, n));
         fs.drain()?;
+        self.free_runs(fs, stats, &std::mem::take(&mut per.deferred));
         for &(
             ino,
             Attrs {
-                generation,
-                snap: a,
-                ..
+                generation, snap, ..
             },
         ) in attrs
         {
-            let slot = take_slot(fs, slots, ino, generation);
-            m.write_entry(dev, ino, slot, &entry(generation, &a));
+            let slot = take_slot(fs, &mut per.slots, ino, generation);
+            m.write_entry(dev, ino, slot, &entry(generation, &snap));
             stats.entries.fetch_add(1, Relaxed);
         }
         fs.drain()?;
-        if !frees.is_empty() {
-            for &(b, n) in &frees {
-                m.clear_lis(dev, b, n);
-            }
-            fs.drain()?;
-            for &(b, n) in &frees {
-                // Out of `freeing` first: statfs may briefly count these
-                // blocks as used, never twice as free.
-                self.freeing.fetch_sub(n, Relaxed);
-                fs.blocks().free_run(b, n);
-                stats.freed.fetch_add(n, Relaxed);
-            }
+        per.deferred = frees;
+        if !replaced {
+            self.release_deferred(fs, stats, per)?;
         }
         Ok(())
+    }
+
+    /// Clears the records of the runs the last persist deferred, fences,
+    /// and frees them.
+    fn release_deferred<D: PmDevice>(
+        &self,
+        fs: Context<'_, D>,
+        stats: &Stats,
+        per: &mut Persisting,
+    ) -> Result<()> {
+        if per.deferred.is_empty() {
+            return Ok(());
+        }
+        let (dev, m) = (&**fs.device(), super::media(fs));
+        per.deferred
+            .iter()
+            .for_each(|&(b, n)| m.clear_lis(dev, b, n));
+        fs.drain()?;
+        self.free_runs(fs, stats, &std::mem::take(&mut per.deferred));
+        Ok(())
+    }
+
+    /// Gives runs whose records are durably clear back to the allocator.
+    fn free_runs<D: PmDevice>(&self, fs: Context<'_, D>, stats: &Stats, runs: &[(u64, u64)]) {
+        for &(b, n) in runs {
+            // Out of `freeing` first: statfs may briefly count these
+            // blocks as used, never twice as free.
+            self.freeing.fetch_sub(n, Relaxed);
+            fs.blocks().free_run(b, n);
+            stats.freed.fetch_add(n, Relaxed);
+        }
     }
 
     /// Persists the file's queue, then puts an entry for `snap` into
@@ -438,9 +491,9 @@ impl Queues {
         tx: &mut crate::journal::Tx,
     ) -> Result<()> {
         let s = self.shard_of(ino);
-        let mut slots = self.shards[s].persist.lock();
-        self.drain_locked(fs, stats, s, &mut slots)?;
-        let slot = take_slot(fs, &mut slots, ino, generation);
+        let mut per = self.shards[s].persist.lock();
+        self.drain_locked(fs, stats, s, &mut per)?;
+        let slot = take_slot(fs, &mut per.slots, ino, generation);
         let at = super::media(fs).regions.entry_offset(ino, slot);
         tx.write(at, &entry(generation, &snap).encode());
         stats.entries.fetch_add(1, Relaxed);
@@ -467,7 +520,11 @@ impl Queues {
             p.updates.push_back(Update {
                 ino,
                 generation,
-                op: Op::Free { block, count },
+                op: Op::Free {
+                    block,
+                    count,
+                    replaced: false,
+                },
             });
         }
     }
@@ -496,6 +553,30 @@ struct RecordRun {
     /// PM offset of the first buffered record.
     at: u64,
     bytes: Vec<u8>,
+}
+
+/// Rewrites the record of `block` (a block of `u`'s file) with a new
+/// chain link, after the records buffered in `run` are stored.
+fn relink<D: PmDevice>(
+    fs: Context<'_, D>,
+    stats: &Stats,
+    run: &mut RecordRun,
+    u: &Update,
+    block: u64,
+    link: u64,
+) -> Result<()> {
+    let dev = &**fs.device();
+    match run.flush(fs).read_li(dev, block) {
+        Record::Valid(li) if li.ino == u.ino && li.generation == u.generation => {
+            super::media(fs).write_li(dev, block, &LogicalInfo { link, ..li });
+            stats.relinks.fetch_add(1, Relaxed);
+            Ok(())
+        }
+        _ => Err(FsError::Corrupted(format!(
+            "block {block} of inode {} lost its logical information",
+            u.ino
+        ))),
+    }
 }
 
 /// Records buffered before one copy.
