@@ -34,9 +34,20 @@ impl WriteStats {
     }
 }
 
-/// Number of counter shards; threads hash onto them so that counting does
-/// not make every store contend on one cache line.
+/// Number of counter shards. A thread leases one of the first `OWNED` for
+/// its lifetime and is then its only writer in every counter, so it
+/// counts with a plain load and store. A locked add per device call (and
+/// shards that threads hashed onto together) cost `direct` and `lawn` a
+/// quarter of their 128-byte fsync'd writes under `dram` (BENCHMARKS.md):
+/// the workbench's cost, not the media's, and heaviest on designs that
+/// persist a few lines at a time. Threads past the owners share the last
+/// shard with locked adds.
 const SHARDS: usize = 16;
+const OWNED: usize = SHARDS - 1;
+const SHARED: usize = SHARDS - 1;
+
+/// Set bits: shards some live thread owns.
+static LEASED: AtomicU64 = AtomicU64::new(0);
 
 #[repr(align(64))]
 #[derive(Default)]
@@ -53,43 +64,89 @@ pub struct StatsCounter {
     shards: [Shard; SHARDS],
 }
 
-fn shard_index() -> usize {
-    thread_local! {
-        static INDEX: usize = {
-            static NEXT: AtomicU64 = AtomicU64::new(0);
-            (NEXT.fetch_add(1, Ordering::Relaxed) as usize) % SHARDS
-        };
+/// A thread's shard, given back when the thread exits.
+struct Lease(usize);
+
+impl Lease {
+    /// The lowest free owned shard, or the shared one when all are taken.
+    /// Acquire: the previous owner's counts (stored before its release)
+    /// are what this thread adds to.
+    fn take() -> Lease {
+        let mut cur = LEASED.load(Ordering::Relaxed);
+        loop {
+            let i = (!cur).trailing_zeros() as usize;
+            if i >= OWNED {
+                return Lease(SHARED);
+            }
+            match LEASED.compare_exchange_weak(
+                cur,
+                cur | 1 << i,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Lease(i),
+                Err(now) => cur = now,
+            }
+        }
     }
-    INDEX.with(|i| *i)
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if self.0 < OWNED {
+            LEASED.fetch_and(!(1 << self.0), Ordering::Release);
+        }
+    }
+}
+
+/// This thread's shard and whether it owns it. A call during the thread's
+/// exit, after its lease is gone, counts in the shared shard.
+fn shard_index() -> (usize, bool) {
+    thread_local! {
+        static LEASE: Lease = Lease::take();
+    }
+    LEASE
+        .try_with(|l| (l.0, l.0 < OWNED))
+        .unwrap_or((SHARED, false))
+}
+
+/// Adds `n` to `c`: a plain load and store in an owned shard.
+fn add(c: &AtomicU64, n: u64, owned: bool) {
+    if owned {
+        c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    } else {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
 }
 
 impl StatsCounter {
-    fn shard(&self) -> &Shard {
-        &self.shards[shard_index()]
+    fn shard(&self) -> (&Shard, bool) {
+        let (i, owned) = shard_index();
+        (&self.shards[i], owned)
     }
 
     /// Counts bytes stored through the cache.
     pub fn stored(&self, bytes: u64) {
-        self.shard()
-            .bytes_stored
-            .fetch_add(bytes, Ordering::Relaxed);
+        let (sh, owned) = self.shard();
+        add(&sh.bytes_stored, bytes, owned);
     }
 
     /// Counts bytes stored with non-temporal stores.
     pub fn stored_nt(&self, bytes: u64) {
-        self.shard().bytes_nt.fetch_add(bytes, Ordering::Relaxed);
+        let (sh, owned) = self.shard();
+        add(&sh.bytes_nt, bytes, owned);
     }
 
     /// Counts flushed cache lines.
     pub fn flushed(&self, lines: u64) {
-        self.shard()
-            .lines_flushed
-            .fetch_add(lines, Ordering::Relaxed);
+        let (sh, owned) = self.shard();
+        add(&sh.lines_flushed, lines, owned);
     }
 
     /// Counts one fence.
     pub fn fenced(&self) {
-        self.shard().fences.fetch_add(1, Ordering::Relaxed);
+        let (sh, owned) = self.shard();
+        add(&sh.fences, 1, owned);
     }
 
     /// Sums the shards.
