@@ -2,9 +2,18 @@
 //!
 //! The kernel only backs a mapping with 2 MiB pages (or device-DAX with its
 //! native alignment) when the virtual address is aligned to that size, and a
-//! plain `mmap` gives no such guarantee. So, like libpmem2, reserve a larger
-//! anonymous region, map the pool over an aligned address inside it and
-//! give back the slack.
+//! plain `mmap` gives no such guarantee. So, like libpmem2, find a free
+//! range large enough to hold an aligned one, and map the pool there.
+//!
+//! The pool is mapped with that address as a hint, never with `MAP_FIXED`
+//! over a reservation: a `MAP_FIXED` map that fails (ext4 refusing
+//! `MAP_SYNC` on a file that is not DAX) has already unmapped the
+//! reservation, another thread may map into the hole, and unmapping the
+//! reservation then tore out that thread's pool (a SIGSEGV in a test that
+//! created two pools at once). A hinted map replaces nothing: the kernel
+//! takes the hint when the range is free and places the mapping elsewhere
+//! when not. (`MAP_FIXED_NOREPLACE` would say so with `EEXIST`, but the
+//! kernel refuses it beside `MAP_SHARED_VALIDATE`, which `MAP_SYNC` needs.)
 
 use std::io;
 use std::os::fd::RawFd;
@@ -13,6 +22,10 @@ use std::ptr::NonNull;
 /// The huge-page size the mapping is aligned to unless the device asks for
 /// more.
 pub(crate) const HUGE_PAGE: usize = 2 << 20;
+
+/// Aligned places tried before the kernel is left to place the mapping:
+/// each misses only when another thread maps into the range just found.
+const PLACE_TRIES: usize = 8;
 
 /// A live `mmap`ed range, unmapped on drop.
 pub(crate) struct Mapping {
@@ -29,8 +42,8 @@ unsafe impl Sync for Mapping {}
 impl Mapping {
     /// Maps `len` bytes of `fd` (anonymous memory when `fd` is `None`) at an
     /// address aligned to `align` (a power of two), readable and writable,
-    /// with `flags` (`MAP_SHARED` and friends; `MAP_FIXED` is added here).
-    /// Fails with the `errno` of the failing `mmap`.
+    /// with `flags` (`MAP_SHARED` and friends). Fails with the `errno` of
+    /// the failing `mmap`.
     pub(crate) fn map(
         fd: Option<RawFd>,
         len: usize,
@@ -42,7 +55,10 @@ impl Mapping {
 
     /// As [`Mapping::map`], with protection `prot`: `PROT_READ` alone for a
     /// pool opened read-only (the kernel refuses a writable shared mapping
-    /// of a descriptor opened without write access).
+    /// of a descriptor opened without write access). Aligned when a free
+    /// aligned range stays free long enough to map it (every try but a
+    /// race with another thread's mapping); otherwise where the kernel
+    /// places it, which device-DAX aligns by itself.
     pub(crate) fn map_prot(
         fd: Option<RawFd>,
         len: usize,
@@ -54,62 +70,31 @@ impl Mapping {
         if len == 0 {
             return Err(libc::EINVAL);
         }
-        let total = len.checked_add(align).ok_or(libc::ENOMEM)?;
-        // SAFETY: a fresh PROT_NONE anonymous reservation touches no
-        // existing memory.
-        let reserve = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                total,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if reserve == libc::MAP_FAILED {
-            return Err(errno());
-        }
-        let start = reserve as usize;
-        let aligned = (start + align - 1) & !(align - 1);
         let (fd, flags) = match fd {
             Some(fd) => (fd, flags),
             None => (-1, flags | libc::MAP_ANONYMOUS),
         };
-        // SAFETY: `[aligned, aligned + len)` lies inside the reservation we
-        // own, so MAP_FIXED replaces only our own PROT_NONE pages.
-        let mapped = unsafe {
-            libc::mmap(
-                aligned as *mut libc::c_void,
-                len,
-                prot,
-                flags | libc::MAP_FIXED,
-                fd,
-                0,
-            )
-        };
-        if mapped == libc::MAP_FAILED {
-            let err = errno();
-            // SAFETY: the whole reservation is ours and nothing points into it.
-            unsafe { libc::munmap(reserve, total) };
-            return Err(err);
+        for _ in 0..PLACE_TRIES {
+            let hint = free_aligned_range(len, align)?;
+            let ptr = mmap(hint, len, prot, flags, fd)?;
+            if ptr.as_ptr() == hint.cast() {
+                return Ok(Mapping::advised(ptr, len));
+            }
+            // SAFETY: the mapping was just made by us, away from the hint,
+            // and nothing points into it.
+            unsafe { libc::munmap(ptr.as_ptr().cast(), len) };
         }
-        let page = page_size();
-        let used_end = aligned + len.div_ceil(page) * page;
-        if aligned > start {
-            // SAFETY: the head slack is part of our reservation, unused.
-            unsafe { libc::munmap(reserve, aligned - start) };
-        }
-        if start + total > used_end {
-            // SAFETY: the tail slack is part of our reservation, unused.
-            unsafe { libc::munmap(used_end as *mut libc::c_void, start + total - used_end) };
-        }
-        // Huge pages are an optimisation: a kernel without THP for this
-        // memory (or DAX, which manages its own) refusing is fine.
+        let ptr = mmap(std::ptr::null_mut(), len, prot, flags, fd)?;
+        Ok(Mapping::advised(ptr, len))
+    }
+
+    /// Takes ownership of a fresh mapping and asks for huge pages, an
+    /// optimisation a kernel without THP for this memory (or DAX, which
+    /// manages its own) may refuse.
+    fn advised(ptr: NonNull<u8>, len: usize) -> Mapping {
         // SAFETY: advising our own mapping changes no memory contents.
-        unsafe { libc::madvise(mapped, len, libc::MADV_HUGEPAGE) };
-        let ptr = NonNull::new(mapped.cast::<u8>()).ok_or(libc::ENOMEM)?;
-        Ok(Mapping { ptr, len })
+        unsafe { libc::madvise(ptr.as_ptr().cast(), len, libc::MADV_HUGEPAGE) };
+        Mapping { ptr, len }
     }
 
     /// Start of the mapping.
@@ -143,6 +128,38 @@ impl Drop for Mapping {
         // into it is derived from `self`, which is going away.
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
+}
+
+/// An `align`-aligned address with `len` free bytes after it a moment ago:
+/// a reservation large enough to hold one, given straight back.
+fn free_aligned_range(len: usize, align: usize) -> Result<*mut libc::c_void, i32> {
+    let total = len.checked_add(align).ok_or(libc::ENOMEM)?;
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
+    let reserve = mmap(std::ptr::null_mut(), total, libc::PROT_NONE, flags, -1)?;
+    let start = reserve.as_ptr() as usize;
+    // SAFETY: the reservation was just made by us and nothing points into
+    // it; only its address is kept, as a hint for the next map.
+    unsafe { libc::munmap(reserve.as_ptr().cast(), total) };
+    Ok(start.next_multiple_of(align) as *mut libc::c_void)
+}
+
+/// One `mmap` of `len` bytes of `fd` at offset 0 (anonymous when `fd` is
+/// -1), at `addr` if that range is free and elsewhere if not.
+fn mmap(
+    addr: *mut libc::c_void,
+    len: usize,
+    prot: libc::c_int,
+    flags: libc::c_int,
+    fd: RawFd,
+) -> Result<NonNull<u8>, i32> {
+    debug_assert_eq!(flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE), 0);
+    // SAFETY: without MAP_FIXED the kernel replaces no existing mapping, so
+    // no memory anyone holds changes; the result is checked below.
+    let p = unsafe { libc::mmap(addr, len, prot, flags, fd, 0) };
+    if p == libc::MAP_FAILED {
+        return Err(errno());
+    }
+    NonNull::new(p.cast::<u8>()).ok_or(libc::ENOMEM)
 }
 
 fn errno() -> i32 {
