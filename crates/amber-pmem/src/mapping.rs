@@ -130,10 +130,14 @@ impl Drop for Mapping {
     }
 }
 
-/// An `align`-aligned address with `len` free bytes after it a moment ago:
-/// a reservation large enough to hold one, given straight back.
+/// An `align`-aligned address with `len + align` free bytes after it a
+/// moment ago: a reservation large enough to hold them, given straight
+/// back. The extra `align` is for device-DAX, which looks for that much
+/// room at the hint before it takes it (to align the map itself).
 fn free_aligned_range(len: usize, align: usize) -> Result<*mut libc::c_void, i32> {
-    let total = len.checked_add(align).ok_or(libc::ENOMEM)?;
+    let total = len
+        .checked_add(align.checked_mul(2).ok_or(libc::ENOMEM)?)
+        .ok_or(libc::ENOMEM)?;
     let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
     let reserve = mmap(std::ptr::null_mut(), total, libc::PROT_NONE, flags, -1)?;
     let start = reserve.as_ptr() as usize;
