@@ -397,6 +397,7 @@ fn record_of(ino: u64, fb: u64) -> LogicalInfo {
         generation: 1,
         file_block: fb,
         link: 0,
+        own: None,
     }
 }
 

@@ -522,6 +522,7 @@ fn corrupt_records_are_refused() {
         generation: 1,
         file_block: 0,
         link: 0,
+        own: None,
     };
     dev.write(r.li_offset(b), &bad.encode());
     let rep = check(&dev, &CheckOptions::default()).unwrap();
@@ -554,6 +555,7 @@ fn fsck_clears_stale_records_of_a_clean_pool() {
         generation: 1,
         file_block: 0,
         link: 0,
+        own: None,
     };
     dev.write(r.li_offset(b), &stale.encode());
     let rep = check(&dev, &CheckOptions::default()).unwrap();
@@ -620,4 +622,74 @@ fn bytes_past_the_end_never_show() {
     want.resize(8300, 0);
     want.push(5);
     assert_eq!(fs.read("/f").unwrap(), want, "its bytes read as zeros");
+}
+
+/// amber's whole-block overwrites of a settled file commit themselves
+/// (design.md §13.6): fsync then persists nothing, a crash keeps them
+/// (the file's head block included, with its time), recovery writes the
+/// entry that covers them, and fsck finds the pool clean after it. A
+/// write while an append is queued takes the queue's path instead.
+#[test]
+fn amber_whole_block_overwrites_commit_themselves() {
+    let fs = mount(fresh_device(POOL), "policy=amber");
+    let f = rw(&fs, "/f");
+    f.write_at(&[1; 3 * 4096], 0).unwrap();
+    f.sync_all().unwrap();
+    let (batches, entries) = (stat(&fs, "batches"), stat(&fs, "entries"));
+    f.write_at(&[2; 4096], 4096).unwrap();
+    f.sync_all().unwrap();
+    f.write_at(&[3; 4096], 2 * 4096).unwrap();
+    let mtime = |fs: &Fs<MmapDevice>| fs.metadata("/f").unwrap().attr().mtime;
+    let stamped = mtime(&fs);
+    assert_eq!(stat(&fs, "own_commits"), 2);
+    assert_eq!(
+        (stat(&fs, "batches"), stat(&fs, "entries")),
+        (batches, entries),
+        "nothing persisted for them"
+    );
+    f.write_at(&[4; 4096], 3 * 4096).unwrap();
+    f.write_at(&[5; 4096], 0).unwrap();
+    assert_eq!(stat(&fs, "own_commits"), 2, "an append is queued");
+    drop(f);
+    let dev = device_of(fs, false);
+    let rep = check(&dev, &CheckOptions::default()).unwrap();
+    assert!(rep.is_clean(), "fsck before recovery: {rep}");
+    let (fs, rec) = Fs::mount(dev, MountOptions::parse("policy=amber").unwrap()).unwrap();
+    assert!(!rec.was_clean);
+    let mut want = vec![1; 4096];
+    want.extend([2; 4096]);
+    want.extend([3; 4096]);
+    assert_eq!(fs.read("/f").unwrap(), want);
+    assert_eq!(mtime(&fs), stamped, "the last own commit's time");
+    assert_clean(&device_of(fs, true));
+}
+
+/// A zone write over an own commit's block persists the file's queue
+/// first (design.md §13.6, "The zone"): the write-back of its slice into
+/// that block, in place, must find the block's record covered by an
+/// entry, not counting on a checksum of bytes the write-back changes.
+#[test]
+fn a_zone_write_over_an_own_commit_settles_it_first() {
+    let fs = mount(fresh_device(POOL), "policy=amber");
+    let f = rw(&fs, "/f");
+    f.write_at(&[1; 2 * 4096], 0).unwrap();
+    f.sync_all().unwrap();
+    f.write_at(&[2; 4096], 4096).unwrap();
+    f.sync_all().unwrap();
+    assert_eq!(stat(&fs, "own_commits"), 1);
+    let settles = stat(&fs, "settles");
+    f.write_at(&[3; 200], 4096 + 100).unwrap();
+    assert_eq!(stat(&fs, "zone_writes"), 1);
+    assert_eq!(stat(&fs, "settles"), settles + 1);
+    // Written back into the own commit's block, then replaced by blocks
+    // whose updates stay queued: the crash keeps the block as written
+    // back.
+    f.write_at(&[4; 2 * 4096], 0).unwrap();
+    drop(f);
+    let fs = mount(device_of(fs, false), "policy=amber");
+    let mut want = vec![1; 4096];
+    want.extend([2; 4096]);
+    want[4096 + 100..4096 + 300].fill(3);
+    assert_eq!(fs.read("/f").unwrap(), want);
+    assert_clean(&device_of(fs, true));
 }

@@ -22,13 +22,22 @@
 //!   0  8  seq: the write's timestamp (pool-wide, only grows); 0 = clear
 //!   8  8  inode number
 //!  16  4  inode generation
-//!  20  4  reserved, zero
+//!  20  4  flags: bit 0 = the record commits its own write (below);
+//!         other bits zero
 //!  24  8  block index in the file (file offset / 4096)
 //!  32  8  link: the file's data block at the next lower index (0: none),
 //!         so a file's blocks form a chain down from its head
-//!  40 20  reserved, zero
+//!  40  8  own commit only (else zero): the write's time, seconds
+//!  48  4  ... nanoseconds
+//!  52  4  ... CRC-32C of the block's 4096 bytes
+//!  56  4  reserved, zero
 //!  60  4  CRC-32C of bytes 0..60
 //! ```
+//!
+//! An own-commit record (`FEATURE_OWN_RECORDS`, amber's one-fence block
+//! write, docs/design.md §13.6) is written with its block's data and
+//! made durable by the same fence; it counts without a newer attribute
+//! entry when the block's checksum matches, so a torn write is refused.
 //!
 //! An entry and a record are each one cache line written with
 //! non-temporal stores and a fence; a torn one fails its checksum. The
@@ -74,6 +83,10 @@ const _: () = assert!(BLOCK_SIZE.is_multiple_of(LI_SIZE));
 /// summary blocks inside the data area, one every `SUMMARY_EVERY` blocks,
 /// instead of in a table of their own (HUNTER's LFS ablation).
 pub const FEATURE_LOG_RECORDS: u64 = 1 << 2;
+/// Incompatible feature bit (with `FEATURE_SPLIT`): records may commit
+/// their own write ([`OwnCommit`]). A binary without it would judge such
+/// a record newer than its file's entry stale and drop a durable write.
+pub const FEATURE_OWN_RECORDS: u64 = 1 << 5;
 /// With `FEATURE_LOG_RECORDS`, a summary block heads every group of this
 /// many blocks and holds the records of the other 63.
 pub const SUMMARY_EVERY: u64 = BLOCK_SIZE / LI_SIZE;
@@ -132,7 +145,7 @@ impl SplitRegions {
         regions[REGION_ATTR_BLOCKS] = self.attr_blocks;
         regions[REGION_LI_START] = self.li_start;
         regions[REGION_LI_BLOCKS] = self.li_blocks;
-        FEATURE_SPLIT | if self.in_log { FEATURE_LOG_RECORDS } else { 0 }
+        FEATURE_SPLIT | FEATURE_OWN_RECORDS | if self.in_log { FEATURE_LOG_RECORDS } else { 0 }
     }
 
     /// Checks the descriptors against what mkfs computes for `layout`:
@@ -259,7 +272,42 @@ pub struct LogicalInfo {
     /// The file's data block at the next lower index (0: none), so a
     /// file's blocks form a chain down from its attribute entry's head.
     pub link: u64,
+    /// Set when the record commits its own write: written with the
+    /// block's data under one fence, it counts once that data matches,
+    /// with no attribute entry of its seq.
+    pub own: Option<OwnCommit>,
 }
+
+/// What an own-commit record adds: the write's time (its file's mtime
+/// and ctime) and the checksum of the block's data, which tells a write
+/// the fence made durable from one a crash tore.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnCommit {
+    /// The write's time: its file's mtime and ctime after it.
+    pub time: Timespec,
+    /// CRC-32C of the block's 4096 bytes as the write left them.
+    pub data_crc: u32,
+}
+
+impl OwnCommit {
+    /// The own commit of a write at `time` that leaves `block` (its 4096
+    /// bytes) in the record's block.
+    pub fn new(time: Timespec, block: &[u8]) -> OwnCommit {
+        assert_eq!(block.len() as u64, BLOCK_SIZE, "a whole block");
+        OwnCommit {
+            time,
+            data_crc: crc32c(block),
+        }
+    }
+
+    /// Whether `block` is the data the commit's write left.
+    pub fn matches(&self, block: &[u8]) -> bool {
+        block.len() as u64 == BLOCK_SIZE && crc32c(block) == self.data_crc
+    }
+}
+
+/// Flag bit of an own-commit record.
+const OWN_FLAG: u32 = 1;
 
 /// What a record's 64 bytes hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -282,16 +330,19 @@ struct RawLogicalInfo {
     seq: U64,
     ino: U64,
     generation: U32,
-    reserved: [u8; 4],
+    flags: U32,
     file_block: U64,
     link: U64,
-    reserved_tail: [u8; 20],
+    time_secs: I64,
+    time_nsecs: U32,
+    data_crc: U32,
+    reserved: [u8; 4],
     crc: U32,
 }
 
 assert_layout!(RawLogicalInfo, LI_SIZE as usize, {
-    seq: 0, ino: 8, generation: 16, reserved: 20, file_block: 24, link: 32,
-    reserved_tail: 40, crc: 60,
+    seq: 0, ino: 8, generation: 16, flags: 20, file_block: 24, link: 32,
+    time_secs: 40, time_nsecs: 48, data_crc: 52, reserved: 56, crc: 60,
 });
 
 const LI_CRC: usize = offset_of!(RawLogicalInfo, crc);
@@ -301,14 +352,21 @@ impl LogicalInfo {
     /// stored as one cache line so a crash tears it detectably.
     pub fn encode(&self) -> [u8; LI_SIZE as usize] {
         assert!(self.seq != 0, "a record's seq is never 0");
+        let own = self.own.unwrap_or(OwnCommit {
+            time: Timespec { secs: 0, nsecs: 0 },
+            data_crc: 0,
+        });
         let raw = RawLogicalInfo {
             seq: self.seq.into(),
             ino: self.ino.into(),
             generation: self.generation.into(),
-            reserved: [0; 4],
+            flags: if self.own.is_some() { OWN_FLAG } else { 0 }.into(),
             file_block: self.file_block.into(),
             link: self.link.into(),
-            reserved_tail: [0; 20],
+            time_secs: own.time.secs.into(),
+            time_nsecs: own.time.nsecs.into(),
+            data_crc: own.data_crc.into(),
+            reserved: [0; 4],
             crc: U32::ZERO,
         };
         let mut b: [u8; LI_SIZE as usize] = zerocopy::transmute!(raw);
@@ -317,7 +375,8 @@ impl LogicalInfo {
         b
     }
 
-    /// Reads a record: clear, valid, or torn (checksum fails or seq 0).
+    /// Reads a record: clear, valid, or torn (checksum fails, seq 0, or
+    /// flags or an own commit's fields no encoder writes).
     pub fn decode(b: &[u8; LI_SIZE as usize]) -> Record<LogicalInfo> {
         if b.iter().all(|&x| x == 0) {
             return Record::Clear;
@@ -326,12 +385,26 @@ impl LogicalInfo {
         if crc32c(&b[..LI_CRC]) != raw.crc.get() || raw.seq.get() == 0 {
             return Record::Torn;
         }
+        let own = match raw.flags.get() {
+            0 if b[40..LI_CRC].iter().all(|&x| x == 0) => None,
+            OWN_FLAG if raw.time_nsecs.get() < 1_000_000_000 && raw.reserved == [0; 4] => {
+                Some(OwnCommit {
+                    time: Timespec {
+                        secs: raw.time_secs.get(),
+                        nsecs: raw.time_nsecs.get(),
+                    },
+                    data_crc: raw.data_crc.get(),
+                })
+            }
+            _ => return Record::Torn,
+        };
         Record::Valid(LogicalInfo {
             seq: raw.seq.get(),
             ino: raw.ino.get(),
             generation: raw.generation.get(),
             file_block: raw.file_block.get(),
             link: raw.link.get(),
+            own,
         })
     }
 }
@@ -440,15 +513,22 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// Any fields with a nonzero seq, reserved bytes zero and the
-        /// checksum right (all an encoder writes) decode to a record or
-        /// entry that encodes back to the same bytes.
+        /// Any fields with a nonzero seq, reserved bytes zero, the flags
+        /// and own-commit fields an encoder writes (zero without the
+        /// flag) and the checksum right decode to a record or entry that
+        /// encodes back to the same bytes.
         #[test]
         fn encode_inverts_decode(bytes in proptest::collection::vec(any::<u8>(), 64)) {
             let mut li = RawLogicalInfo::read_from_bytes(&bytes).expect("64 bytes");
             li.seq = li.seq.get().max(1).into();
             li.reserved = [0; 4];
-            li.reserved_tail = [0; 20];
+            li.flags = (li.flags.get() & OWN_FLAG).into();
+            li.time_nsecs = (li.time_nsecs.get() % 1_000_000_000).into();
+            if li.flags.get() == 0 {
+                li.time_secs = 0.into();
+                li.time_nsecs = 0.into();
+                li.data_crc = 0.into();
+            }
             let mut b: [u8; 64] = zerocopy::transmute!(li);
             let crc = crc32c(&b[..LI_CRC]);
             b[LI_CRC..].copy_from_slice(&crc.to_le_bytes());
@@ -474,6 +554,30 @@ mod tests {
             generation: 3,
             file_block: 1 << 33,
             link: 99,
+            own: None,
+        }
+    }
+
+    #[test]
+    fn own_commits_round_trip_and_check_their_block() {
+        let block = vec![0x5a; BLOCK_SIZE as usize];
+        let own = OwnCommit::new(Timespec { secs: 1, nsecs: 2 }, &block);
+        let rec = LogicalInfo {
+            own: Some(own),
+            ..li()
+        };
+        assert_eq!(LogicalInfo::decode(&rec.encode()), Record::Valid(rec));
+        assert!(own.matches(&block));
+        let mut torn = block.clone();
+        torn[4095] = 0;
+        assert!(!own.matches(&torn));
+        // A flag no encoder writes, or own-commit fields without the flag.
+        for (at, v) in [(20, 2u8), (44, 1), (56, 1)] {
+            let mut b = li().encode();
+            b[at] = v;
+            let crc = crc32c(&b[..LI_CRC]);
+            b[LI_CRC..].copy_from_slice(&crc.to_le_bytes());
+            assert_eq!(LogicalInfo::decode(&b), Record::Torn, "byte {at}");
         }
     }
 
@@ -533,7 +637,10 @@ mod tests {
         r.check(&l).unwrap();
         let mut descs = [0u64; 8];
         let bits = r.to_descriptors(&mut descs);
-        assert_eq!(bits, FEATURE_SPLIT | FEATURE_LOG_RECORDS);
+        assert_eq!(
+            bits,
+            FEATURE_SPLIT | FEATURE_OWN_RECORDS | FEATURE_LOG_RECORDS
+        );
         assert_eq!(SplitRegions::from_descriptors(&descs, bits), r);
         let s = r.li_start;
         assert!(r.is_summary(s) && r.is_summary(s + 64) && !r.is_summary(s + 1));

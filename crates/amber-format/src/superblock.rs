@@ -45,7 +45,8 @@ use crate::inode::INODE_SIZE;
 use crate::layout::{FormatParams, Layout, PoolLayout, BLOCK_SIZE};
 use crate::nova::FEATURE_NOVA;
 use crate::split::{
-    SplitRegions, FEATURE_LOG_RECORDS, FEATURE_SPLIT, REGION_ATTR_START, REGION_LI_BLOCKS,
+    SplitRegions, FEATURE_LOG_RECORDS, FEATURE_OWN_RECORDS, FEATURE_SPLIT, REGION_ATTR_START,
+    REGION_LI_BLOCKS,
 };
 use crate::zone::{
     FEATURE_ZONE, FEATURE_ZONE_EXTENTS, HEADER_BLOCKS, REGION_ZONE_BLOCKS, REGION_ZONE_START,
@@ -62,8 +63,12 @@ pub const VERSION: u32 = 1;
 /// Incompatible features this version understands: LAWN's small-write
 /// zone and HUNTER's split layout, with its records in a table or in the
 /// log (HiNFS needs none).
-pub const KNOWN_INCOMPAT: u64 =
-    FEATURE_ZONE | FEATURE_SPLIT | FEATURE_LOG_RECORDS | FEATURE_NOVA | FEATURE_ZONE_EXTENTS;
+pub const KNOWN_INCOMPAT: u64 = FEATURE_ZONE
+    | FEATURE_SPLIT
+    | FEATURE_LOG_RECORDS
+    | FEATURE_NOVA
+    | FEATURE_ZONE_EXTENTS
+    | FEATURE_OWN_RECORDS;
 /// Read-only-compatible features this version understands.
 pub const KNOWN_RO_COMPAT: u64 = 0;
 /// Number of u64 region descriptors reserved for later features.
@@ -418,9 +423,10 @@ fn check_regions(
     }
     if incompat & FEATURE_SPLIT != 0 {
         SplitRegions::from_descriptors(regions, incompat).check(layout)?;
-    } else if incompat & FEATURE_LOG_RECORDS != 0 {
+    } else if incompat & (FEATURE_LOG_RECORDS | FEATURE_OWN_RECORDS) != 0 {
         return Err(FormatError::InvalidField {
-            what: "feature bits (records in the log without the split layout)",
+            what:
+                "feature bits (records in the log or own-commit records without the split layout)",
             value: incompat,
         });
     }
@@ -520,7 +526,7 @@ mod tests {
         let mut p = FormatParams::for_size(64 << 20);
         p.layout = PoolLayout::Split;
         let split = Superblock::new(&p, [3; 16]).unwrap();
-        assert_eq!(split.feature_incompat, FEATURE_SPLIT);
+        assert_eq!(split.feature_incompat, FEATURE_SPLIT | FEATURE_OWN_RECORDS);
         assert_eq!(Superblock::decode(&split.encode()).unwrap(), split);
         let mut moved = split.clone();
         moved.regions[REGION_LI_BLOCKS] -= 1;
@@ -539,7 +545,7 @@ mod tests {
             "regions without feature"
         );
         let mut feat = s.clone();
-        feat.feature_incompat = 1 << 5;
+        feat.feature_incompat = 1 << 6;
         assert!(matches!(
             Superblock::decode(&feat.encode()),
             Err(FormatError::UnknownIncompatFeatures(_))

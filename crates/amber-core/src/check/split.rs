@@ -247,7 +247,9 @@ fn valid_blocks<D: PmDevice>(
     let l = cx.layout;
     let mut valid = Vec::new();
     for &(b, li) in &f.recs {
-        match judge(&li, &l, &f.inode, entry) {
+        match judge(&li, &l, &f.inode, entry, |own| {
+            own.matches(&cx.media.block(b))
+        }) {
             Verdict::Valid => valid.push((b, li)),
             Verdict::Stale(why) | Verdict::Corrupt(why) => left.stale.push((b, why)),
         }

@@ -2,7 +2,7 @@
 //! fsck share (docs/design.md §12.4).
 
 use amber_format::blockmap::MAX_FILE_SIZE;
-use amber_format::split::{AttrEntry, LogicalInfo};
+use amber_format::split::{AttrEntry, LogicalInfo, OwnCommit};
 use amber_format::{FileKind, Inode, Layout, BLOCK_SIZE};
 
 /// What a valid-checksum record means.
@@ -30,8 +30,17 @@ pub fn impossible(li: &LogicalInfo, l: &Layout) -> Option<&'static str> {
 }
 
 /// Judges `li` against its file's inode and newest attribute entry (of
-/// the inode's generation).
-pub fn judge(li: &LogicalInfo, l: &Layout, inode: &Inode, newest: Option<&AttrEntry>) -> Verdict {
+/// the inode's generation). An own-commit record newer than the entry
+/// counts when `data_matches` finds its block's data intact: only then
+/// did its write's one fence complete (§13.6). Records the entry covers
+/// need no such check — their entry was queued after their data's fence.
+pub fn judge(
+    li: &LogicalInfo,
+    l: &Layout,
+    inode: &Inode,
+    newest: Option<&AttrEntry>,
+    data_matches: impl FnOnce(&OwnCommit) -> bool,
+) -> Verdict {
     if let Some(why) = impossible(li, l) {
         return Verdict::Corrupt(why);
     }
@@ -44,11 +53,17 @@ pub fn judge(li: &LogicalInfo, l: &Layout, inode: &Inode, newest: Option<&AttrEn
     let Some(e) = newest else {
         return Verdict::Stale("no durable attributes of its file cover it");
     };
-    if li.seq > e.seq {
-        return Verdict::Stale("it is newer than its file's durable attributes");
-    }
     if li.file_block >= e.size.div_ceil(BLOCK_SIZE) {
         return Verdict::Stale("it lies past its file's durable size");
+    }
+    if li.seq > e.seq {
+        return match &li.own {
+            None => Verdict::Stale("it is newer than its file's durable attributes"),
+            Some(own) if !data_matches(own) => {
+                Verdict::Stale("its write was torn: its block's checksum fails")
+            }
+            Some(_) => Verdict::Valid,
+        };
     }
     Verdict::Valid
 }

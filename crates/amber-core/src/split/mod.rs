@@ -11,7 +11,7 @@ pub use recover::recover;
 
 use crate::error::Result;
 use amber_format::split::{
-    AttrEntry, LogicalInfo, Record, SplitRegions, ENTRIES, ENTRY_SIZE, LI_SIZE,
+    AttrEntry, LogicalInfo, Record, SplitRegions, ENTRIES, ENTRY_SIZE, FEATURE_OWN_RECORDS, LI_SIZE,
 };
 use amber_format::{Inode, Layout, Superblock};
 use amber_pmem::PmDevice;
@@ -57,13 +57,16 @@ pub fn pick(mut recs: Vec<(u64, LogicalInfo)>) -> Picked {
 }
 
 /// The stores that make a file's chain and head entry name exactly its
-/// valid blocks (§12.5), planned by recovery and by fsck alike.
+/// valid blocks (§12.5) and the entry cover every own-commit record that
+/// counts (§13.6), planned by recovery and by fsck alike.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Relink {
     /// Records whose link must change: (block, the record with its link).
     pub links: Vec<(u64, LogicalInfo)>,
-    /// A new head entry, when the head or the count differ: one seq past
-    /// the newest, naming the highest block and counting them.
+    /// A new head entry, when the head or the count differ or a valid
+    /// record is newer than the entry: one seq past the newest of both,
+    /// naming the highest block, counting them, and stamped with the
+    /// newest own commit's time when one is newer than the entry.
     pub entry: Option<AttrEntry>,
 }
 
@@ -85,14 +88,27 @@ pub fn plan_relink(blocks: &ValidBlocks, newest: Option<&AttrEntry>) -> Relink {
         link = b;
     }
     let count = blocks.len() as u64;
-    let entry = newest
-        .filter(|e| e.head != link || e.blocks != count)
-        .map(|e| AttrEntry {
-            seq: e.seq + 1,
+    let entry = newest.and_then(|e| {
+        let own = blocks
+            .values()
+            .filter(|(_, li)| li.seq > e.seq)
+            .max_by_key(|(_, li)| li.seq)
+            .map(|&(_, li)| (li.seq, li.own.map(|o| o.time)));
+        if e.head == link && e.blocks == count && own.is_none() {
+            return None;
+        }
+        let mut next = AttrEntry {
+            seq: e.seq.max(own.map_or(0, |(seq, _)| seq)) + 1,
             head: link,
             blocks: count,
             ..*e
-        });
+        };
+        if let Some((_, Some(t))) = own {
+            next.mtime = t;
+            next.ctime = next.ctime.max(t);
+        }
+        Some(next)
+    });
     Relink { links, entry }
 }
 
@@ -100,13 +116,19 @@ pub fn plan_relink(blocks: &ValidBlocks, newest: Option<&AttrEntry>) -> Relink {
 #[derive(Debug, Clone, Copy)]
 pub struct SplitMedia {
     pub regions: SplitRegions,
+    /// The pool takes own-commit records (`FEATURE_OWN_RECORDS`; every
+    /// split pool mkfs makes since they exist).
+    pub own_records: bool,
 }
 
 impl SplitMedia {
     /// The pool's split layout, if it has one (the superblock was
     /// validated when it was read).
     pub fn of(sb: &Superblock) -> Option<SplitMedia> {
-        sb.split_regions().map(|regions| SplitMedia { regions })
+        sb.split_regions().map(|regions| SplitMedia {
+            regions,
+            own_records: sb.feature_incompat & FEATURE_OWN_RECORDS != 0,
+        })
     }
 
     pub fn read_li<D: PmDevice>(&self, dev: &D, b: u64) -> Record<LogicalInfo> {
@@ -274,6 +296,7 @@ mod tests {
             generation: 1,
             file_block: fb,
             link,
+            own: None,
         }
     }
 

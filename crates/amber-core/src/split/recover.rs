@@ -10,7 +10,7 @@ use super::{judge, pick, plan_relink, LogState, SplitMedia, ValidBlocks, Verdict
 use crate::alloc::BitSet;
 use crate::error::{FsError, Result};
 use crate::inode::read_inode;
-use amber_format::split::{LogicalInfo, Record, LI_SIZE};
+use amber_format::split::{LogicalInfo, OwnCommit, Record, LI_SIZE};
 use amber_format::{FileKind, Inode, Layout, BLOCK_SIZE};
 use amber_pmem::PmDevice;
 use std::collections::BTreeMap;
@@ -121,9 +121,14 @@ fn scan_records<D: PmDevice>(
                 Record::Valid(li) => li,
             };
             let file = files.get_mut(&li.ino);
+            let data = |own: &OwnCommit| {
+                let mut block = vec![0u8; BLOCK_SIZE as usize];
+                dev.read(l.block_offset(blk), &mut block);
+                own.matches(&block)
+            };
             let verdict = match &file {
-                Some(f) => judge(&li, l, &f.inode, f.log.newest.as_ref()),
-                None => judge(&li, l, &Inode::free(), None),
+                Some(f) => judge(&li, l, &f.inode, f.log.newest.as_ref(), data),
+                None => judge(&li, l, &Inode::free(), None, data),
             };
             match verdict {
                 Verdict::Corrupt(why) => {

@@ -97,7 +97,7 @@ impl Amber {
     ) -> Amber {
         Amber {
             e: Arc::new(Engines {
-                hunter: Hunter::build(hunter, cpus, false, false),
+                hunter: Hunter::build(hunter, cpus, false, false).with_own_commits(),
                 lawn: Lawn::new(zone, hunter::block_of::<buffer::FileState>),
             }),
             buffer: Arc::new(Buffer::new(buffer, mode)),

@@ -33,6 +33,14 @@ pub(in crate::data) fn block_of<X: PerFile>(st: &InodeState, fb: u64) -> Option<
 }
 
 impl<X: PerFile> Hunter<X> {
+    /// The engine with whole-block overwrites committing themselves with
+    /// one fence (own.rs, design.md §13.6): amber's, on pools that take
+    /// own-commit records.
+    pub(in crate::data) fn with_own_commits(mut self) -> Self {
+        self.own = true;
+        self
+    }
+
     /// The composed policy's state of the file, if hunter's is loaded.
     pub(in crate::data) fn extra(st: &InodeState) -> Option<&X> {
         Some(&file_of::<X>(st)?.extra)

@@ -16,6 +16,7 @@ mod engine;
 mod index;
 mod log;
 pub(crate) mod options;
+mod own;
 mod queue;
 mod worker;
 
@@ -53,6 +54,8 @@ pub(super) struct Stats {
     index_bytes: AtomicU64,
     /// Appends written in place inside the last block.
     in_place: AtomicU64,
+    /// Whole-block overwrites that committed themselves (own.rs).
+    own_commits: AtomicU64,
 }
 
 /// What the policy and its workers share.
@@ -73,6 +76,9 @@ pub(crate) struct Hunter<X = ()> {
     sync: bool,
     /// Records in summary blocks inside the data log (`hunter-lfs`).
     lfs: bool,
+    /// Whole-block overwrites commit themselves with one fence (`own`;
+    /// amber's, not the paper's).
+    own: bool,
     shared: Arc<Shared>,
     extra: PhantomData<fn() -> X>,
 }
@@ -136,6 +142,7 @@ impl<X: PerFile> Hunter<X> {
         Hunter {
             sync,
             lfs,
+            own: false,
             extra: PhantomData,
             shared: Arc::new(Shared {
                 opts: h,
@@ -259,9 +266,22 @@ impl<X: PerFile> Hunter<X> {
         snap: Snapshot,
         now: bool,
     ) -> Result<()> {
+        self.enqueue(fs, st, ops, snap, now, false)
+    }
+
+    /// `queue`, for a change that committed itself when `own` (§13.6).
+    fn enqueue<D: PmDevice>(
+        &self,
+        fs: Context<'_, D>,
+        st: &InodeState,
+        ops: &[Op],
+        snap: Snapshot,
+        now: bool,
+        own: bool,
+    ) -> Result<()> {
         let q = &self.shared.queues;
         let sh = &self.shared;
-        let filling = q.push(fs, &sh.stats, st.ino, st.disk.generation, ops, snap)?;
+        let filling = q.push(fs, &sh.stats, st.ino, st.disk.generation, ops, snap, own)?;
         if filling && sh.opts.interval.is_some() {
             sh.control.wake();
         }
@@ -320,6 +340,7 @@ fn map_blocks<X>(
                 link: hf.index.below(fb),
                 seq,
                 count: 1,
+                own: false,
             })),
         }
         freed.extend(hf.index.set(fb, b));
@@ -649,6 +670,9 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
         let first = off / BLOCK_SIZE;
         let last = (end - 1) / BLOCK_SIZE;
         self.with_file(fs, st, |hf, st| {
+            if self.may_own(fs, st, hf, off, data.len()) {
+                return self.write_own(fs, hf, st, off, data);
+            }
             let size = st.disk.size;
             if first == last && off >= size && size > first * BLOCK_SIZE {
                 if let Some(b) = hf.index.get(first) {
@@ -751,9 +775,14 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
         }
     }
 
+    /// Own commits (§13.6) are durable already: a queue holding nothing
+    /// else the file needs is left to its worker.
     fn fsync(&self, fs: Context<'_, D>, st: &mut InodeState) -> Result<()> {
         let q = &self.shared.queues;
-        q.drain(fs, &self.shared.stats, q.shard_of(st.ino))?;
+        let s = q.shard_of(st.ino);
+        if !q.settled(s) {
+            q.drain(fs, &self.shared.stats, s)?;
+        }
         self.shared.sizer.sample(st.disk.blocks);
         Direct.fsync(fs, st)
     }
@@ -873,6 +902,7 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
             ("freed".into(), get(&s.freed)),
             ("worker_turns".into(), get(&s.worker_turns)),
             ("in_place_appends".into(), get(&s.in_place)),
+            ("own_commits".into(), get(&s.own_commits)),
             ("log_runs".into(), get(&self.shared.logs.runs)),
             ("gap_runs".into(), get(&self.shared.logs.gap_runs)),
             ("pending".into(), pending),

@@ -34,13 +34,15 @@ use std::sync::atomic::{
 pub(super) enum Op {
     /// Blocks `block..block + count` hold file blocks `file_block..` as
     /// of write `seq`; the first links to `link`, each other one to the
-    /// block before it.
+    /// block before it. `own`: its writer wrote the (one) record already,
+    /// an own commit (§13.6), which the persist leaves as it is.
     Data {
         block: u64,
         file_block: u64,
         link: u64,
         seq: u64,
         count: u32,
+        own: bool,
     },
     /// Block `block`'s chain link changes (a block was written below it).
     Relink { block: u64, link: u64 },
@@ -123,6 +125,10 @@ struct Shard {
     persist: Mutex<Persisting>,
     /// Pushes ever made (stored under `pending`).
     pushed: AtomicU64,
+    /// `pushed` after the last push that is not an own commit's (stored
+    /// under `pending`): at most `durable`, every update whose durability
+    /// a persist must provide is durable (`settled`).
+    hard: AtomicU64,
     /// `pushed` as it was when a persist that left the shard empty began,
     /// stored once that persist is durable. Equal to `pushed`: nothing is
     /// queued or being persisted, and settle and fsync return without a
@@ -153,6 +159,7 @@ impl Queues {
                         pending: Mutex::new(Pending::default()),
                         persist: Mutex::new(Persisting::default()),
                         pushed: AtomicU64::new(0),
+                        hard: AtomicU64::new(0),
                         durable: AtomicU64::new(0),
                     })
                 })
@@ -178,8 +185,11 @@ impl Queues {
     /// Queues a write's updates and the file's attributes after it; when
     /// they do not fit, the shard is persisted first, in this thread (the
     /// queue never grows past its bound). A write larger than the bound
-    /// is persisted at once. Returns whether this push filled the queue
-    /// past half its bound (time to wake a worker).
+    /// is persisted at once. `own`: the write committed itself (§13.6),
+    /// so nothing queued here needs persisting for its durability.
+    /// Returns whether this push filled the queue past half its bound
+    /// (time to wake a worker).
+    #[allow(clippy::too_many_arguments)]
     pub fn push<D: PmDevice>(
         &self,
         fs: Context<'_, D>,
@@ -188,10 +198,11 @@ impl Queues {
         generation: u32,
         ops: &[Op],
         snap: Snapshot,
+        own: bool,
     ) -> Result<bool> {
         let s = self.shard_of(ino);
         let add = |p: &mut Pending| {
-            self.note_push(s);
+            self.note_push(s, !own);
             for &op in ops {
                 if let Op::Free { count, .. } = op {
                     self.freeing.fetch_add(count, Relaxed);
@@ -249,9 +260,11 @@ impl Queues {
 
     /// Makes every update queued for file `ino` durable, waiting for a
     /// persist already under way: afterwards the file's blocks are where
-    /// its DRAM index says on the media too. Cheap when nothing is queued
-    /// for it (the common case for a file only overwritten in place).
-    /// Returns whether anything was.
+    /// its DRAM index says on the media too, own commits included, whose
+    /// records then need no checksum to count (so the zone may write a
+    /// slice back into their blocks in place). Cheap when nothing is
+    /// queued for it (the common case for a file only overwritten in
+    /// place). Returns whether anything was.
     pub fn settle<D: PmDevice>(&self, fs: Context<'_, D>, stats: &Stats, ino: u64) -> Result<bool> {
         let s = self.shard_of(ino);
         if self.idle(s) {
@@ -265,6 +278,17 @@ impl Queues {
         Ok(queued)
     }
 
+    /// Whether every update queued on shard `s` that a persist must make
+    /// durable is durable: all that may be queued or in flight are own
+    /// commits' (§13.6), durable already. A caller's own pushes happened
+    /// before (its inode lock orders them), so it reads `hard` at or past
+    /// them; a larger value read from another file's push only makes the
+    /// answer more cautious.
+    pub fn settled(&self, s: usize) -> bool {
+        let sh = &self.shards[s];
+        sh.hard.load(Acquire) <= sh.durable.load(Acquire)
+    }
+
     /// Whether shard `s` has nothing queued and nothing being persisted.
     /// A caller's own pushes happened before (its inode lock orders them),
     /// so it reads `pushed` at or past them; `durable` equal to it means a
@@ -274,11 +298,16 @@ impl Queues {
         sh.durable.load(Acquire) == sh.pushed.load(Acquire)
     }
 
-    /// Counts a push into shard `s`; called with its `pending` lock held,
-    /// which orders the pushes, so a load and a store suffice.
-    fn note_push(&self, s: usize) {
-        let pushed = &self.shards[s].pushed;
-        pushed.store(pushed.load(Relaxed) + 1, Release);
+    /// Counts a push into shard `s` (`hard`: one a persist must make
+    /// durable); called with its `pending` lock held, which orders the
+    /// pushes, so a load and a store suffice.
+    fn note_push(&self, s: usize, hard: bool) {
+        let sh = &self.shards[s];
+        let n = sh.pushed.load(Relaxed) + 1;
+        if hard {
+            sh.hard.store(n, Release);
+        }
+        sh.pushed.store(n, Release);
     }
 
     /// Whether file `ino` has updates queued (a batch being persisted
@@ -508,7 +537,7 @@ impl Queues {
         let s = self.shard_of(ino);
         let _slots = self.shards[s].persist.lock();
         let mut p = self.shards[s].pending.lock();
-        self.note_push(s);
+        self.note_push(s, true);
         p.attrs.remove(&ino);
         for u in p.updates.iter_mut().filter(|u| u.ino == ino) {
             if !matches!(u.op, Op::Free { .. }) {
@@ -602,10 +631,15 @@ impl RecordRun {
             link,
             seq,
             count,
+            own,
         } = u.op
         else {
             return 0;
         };
+        if own {
+            // Written with its data, under the writer's fence.
+            return 0;
+        }
         for i in 0..u64::from(count) {
             let li = LogicalInfo {
                 seq,
@@ -613,6 +647,7 @@ impl RecordRun {
                 generation: u.generation,
                 file_block: file_block + i,
                 link: if i == 0 { link } else { block + i - 1 },
+                own: None,
             };
             self.add(fs, block + i, &li);
         }

@@ -1,0 +1,100 @@
+//! amber's one-fence block write (docs/design.md §13.6): an overwrite of
+//! one whole, mapped block below the durable size goes out of place into
+//! a new block whose record commits it — written with the data, carrying
+//! the block's checksum and the write's time — and one fence makes both
+//! durable. Recovery counts such a record without an attribute entry of
+//! its seq when the block's checksum matches, so the write is atomic
+//! (old block or new, whole) and durable on return; its queued updates
+//! (the replaced block's freeing, a relink, the file's attributes) are
+//! persisted later like any other, and fsync need not wait for them.
+//!
+//! It is taken only when every update of the file's queue that a persist
+//! must make durable already is (`Queues::settled`): a crash then leaves
+//! the durable state plus some of the own commits after it, in order —
+//! never a later write without an earlier one.
+
+use super::{map_blocks, media, note_write, push_frees, snapshot, Hunter, HunterFile, Op, PerFile};
+use crate::data::Context;
+use crate::error::Result;
+use crate::inode::InodeState;
+use amber_format::split::{LogicalInfo, OwnCommit};
+use amber_format::BLOCK_SIZE;
+use amber_pmem::PmDevice;
+use std::sync::atomic::Ordering::Relaxed;
+
+impl<X: PerFile> Hunter<X> {
+    /// Whether a write of `len` bytes at `off` may commit itself: one
+    /// whole block the file already maps, below its size (so its durable
+    /// entry covers it: nothing that grew the file is left unpersisted),
+    /// on a pool that takes own-commit records.
+    pub(super) fn may_own<D: PmDevice>(
+        &self,
+        fs: Context<'_, D>,
+        st: &InodeState,
+        hf: &HunterFile<X>,
+        off: u64,
+        len: usize,
+    ) -> bool {
+        let q = &self.shared.queues;
+        self.own
+            && len as u64 == BLOCK_SIZE
+            && off.is_multiple_of(BLOCK_SIZE)
+            && off + BLOCK_SIZE <= st.disk.size
+            && hf.index.get(off / BLOCK_SIZE).is_some()
+            && media(fs).own_records
+            && q.settled(q.shard_of(st.ino))
+    }
+
+    /// Writes `data` (one whole block at `off`, `may_own`) into a new
+    /// block with its own-commit record, one fence for both, then maps it
+    /// and queues the rest.
+    pub(super) fn write_own<D: PmDevice>(
+        &self,
+        fs: Context<'_, D>,
+        hf: &mut HunterFile<X>,
+        st: &mut InodeState,
+        off: u64,
+        data: &[u8],
+    ) -> Result<()> {
+        let fb = off / BLOCK_SIZE;
+        let mut blocks = std::mem::take(&mut hf.blocks);
+        let mut ops = std::mem::take(&mut hf.ops);
+        self.take_blocks(fs, 1, &mut blocks)?;
+        let b = blocks[0];
+        let dev = &**fs.device();
+        dev.write_nt(fs.layout().block_offset(b), data);
+        note_write(fs, st)?;
+        let seq = hf.take_seq();
+        let li = LogicalInfo {
+            seq,
+            ino: st.ino,
+            generation: st.disk.generation,
+            file_block: fb,
+            link: hf.index.below(fb),
+            own: Some(OwnCommit::new(st.disk.mtime, data)),
+        };
+        media(fs).write_li(dev, b, &li);
+        // The one fence: the block and the record that commits it.
+        fs.drain()?;
+        // The record carries the file's times as this write left them,
+        // newer than any a zone write left in DRAM.
+        st.times_dirty = false;
+        let freed = map_blocks(hf, fb..=fb, &blocks, seq, &mut ops);
+        match ops.as_mut_slice() {
+            [Op::Data { own, .. }] => *own = true,
+            _ => unreachable!("one block maps as one Data update"),
+        }
+        if let Some(above) = hf.index.above(fb) {
+            ops.push(Op::Relink {
+                block: above,
+                link: b,
+            });
+        }
+        push_frees(&mut ops, freed, true);
+        let snap = snapshot(hf, st, seq);
+        self.shared.stats.own_commits.fetch_add(1, Relaxed);
+        let queued = self.enqueue(fs, st, &ops, snap, false, true);
+        hf.keep_scratch(blocks, ops);
+        queued
+    }
+}
