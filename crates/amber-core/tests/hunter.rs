@@ -693,3 +693,35 @@ fn a_zone_write_over_an_own_commit_settles_it_first() {
     assert_eq!(fs.read("/f").unwrap(), want);
     assert_clean(&device_of(fs, true));
 }
+
+/// With the zone capped to nothing, a small overwrite inside one block
+/// commits itself too: its block merged with the old one's bytes, one
+/// fence, and a crash keeps it; one that straddles two blocks, or the
+/// last (partial) block, takes the queue's path.
+#[test]
+fn amber_small_overwrites_commit_themselves_without_the_zone() {
+    let fs = mount(fresh_device(POOL), "policy=amber,amber_zone_max=0");
+    let f = rw(&fs, "/f");
+    f.write_at(&[1; 3 * 4096 + 100], 0).unwrap();
+    f.sync_all().unwrap();
+    f.write_at(&[2; 300], 4096 + 50).unwrap();
+    f.sync_all().unwrap();
+    assert_eq!((stat(&fs, "own_commits"), stat(&fs, "zone_writes")), (1, 0));
+    f.write_at(&[3; 10], 3 * 4096 + 20).unwrap();
+    assert_eq!(stat(&fs, "own_commits"), 1, "the last block is partial");
+    f.sync_all().unwrap();
+    f.write_at(&[4; 200], 2 * 4096 - 100).unwrap();
+    assert_eq!(stat(&fs, "own_commits"), 1, "two blocks");
+    f.sync_all().unwrap();
+    f.write_at(&[5; 4000], 8).unwrap();
+    assert_eq!(stat(&fs, "own_commits"), 2);
+    drop(f);
+    let fs = mount(device_of(fs, false), "policy=amber");
+    let mut want = vec![1; 3 * 4096 + 100];
+    want[4096 + 50..4096 + 350].fill(2);
+    want[3 * 4096 + 20..3 * 4096 + 30].fill(3);
+    want[2 * 4096 - 100..2 * 4096 + 100].fill(4);
+    want[8..4008].fill(5);
+    assert_eq!(fs.read("/f").unwrap(), want);
+    assert_clean(&device_of(fs, true));
+}

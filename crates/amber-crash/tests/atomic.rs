@@ -261,12 +261,15 @@ const AMBER_ORACLE: &str = "buffering, atomic writes";
 /// The data workloads under `amber`, small zones included, so crashes
 /// fall inside zone writes, the settling of queued metadata before them,
 /// write-backs of slices before out-of-place writes, and growth; with
-/// the one-fence zone (the default) and with LAWN's commit.
+/// the one-fence zone (the default), with LAWN's commit, and with no
+/// zone writes at all (small overwrites commit with their own records).
 #[test]
 fn amber_data_workloads() {
     let no_growth = format!("{LAWN_SMALL_ZONE},lawn_grow=0");
     let lawn_commit = format!("{LAWN_SMALL_ZONE},amber_zone=lawn");
-    for opts in ["", LAWN_SMALL_ZONE, &no_growth, &lawn_commit] {
+    // No zone writes: small overwrites inside a block commit themselves.
+    let no_zone = "amber_zone_max=0";
+    for opts in ["", LAWN_SMALL_ZONE, &no_growth, &lawn_commit, no_zone] {
         for w in DATA_WORKLOADS {
             if !opts.is_empty() && !["zone-pressure", "atomic", "writes"].contains(&w) {
                 continue;
@@ -355,7 +358,13 @@ fn own_commits() -> Workload {
 #[test]
 fn amber_own_commits() {
     let small = format!("{LAWN_SMALL_ZONE},lawn_grow=0");
-    for (opts, recover) in [("", None), ("", Some("hunter")), (small.as_str(), None)] {
+    let configs = [
+        ("", None),
+        ("", Some("hunter")),
+        (small.as_str(), None),
+        ("amber_zone_max=0", None),
+    ];
+    for (opts, recover) in configs {
         let mut cfg = atomic_config("own-commits", "amber", opts);
         cfg.recover_policy = recover.map(Into::into);
         let rep = run_workloads(&cfg, &[own_commits()]).unwrap_or_else(|e| panic!("{e}"));

@@ -27,7 +27,7 @@ use amber_format::PoolLayout;
 use amber_pmem::PmDevice;
 use std::sync::Weak;
 
-pub use amber::{Amber, AmberBuffer, AmberZone};
+pub use amber::{Amber, AmberBuffer, AmberZone, AmberZoneMax};
 pub use cow::{Cow, CowStage};
 pub use direct::Direct;
 pub use finelog::Finelog;

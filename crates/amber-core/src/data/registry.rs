@@ -105,6 +105,11 @@ pub const AMBER_ZONE: Group<amber::AmberZone> = Group {
     knobs: amber::options::ZONE_KNOBS,
     field: |o| &mut o.amber_zone,
 };
+/// How many slices amber's zone takes (`amber_zone_max=`).
+pub const AMBER_ZONE_MAX: Group<amber::AmberZoneMax> = Group {
+    knobs: amber::options::ZONE_MAX_KNOBS,
+    field: |o| &mut o.amber_zone_max,
+};
 /// The small-write zone's options (lawn, amber).
 pub const ZONE: Group<lawn::ZoneOptions> = Group {
     knobs: lawn::options::KNOBS,
@@ -142,16 +147,24 @@ pub fn builtin<D: PmDevice>() -> Vec<Policy<D>> {
         Policy::row(
             "amber",
             Split,
-            &[&BUFFER, &AMBER, &AMBER_ZONE, &ZONE, &HUNTER],
+            &[
+                &BUFFER,
+                &AMBER,
+                &AMBER_ZONE,
+                &AMBER_ZONE_MAX,
+                &ZONE,
+                &HUNTER,
+            ],
             |o| {
-                Box::new(Amber::new(
+                let amber = Amber::new(
                     o.amber_buffer,
                     o.amber_zone,
                     &o.buffer,
                     &o.zone,
                     &o.hunter,
                     o.cpus,
-                ))
+                );
+                Box::new(amber.with_zone_max(o.amber_zone_max))
             },
         ),
         Policy::row("direct", Classic, NONE, |_| Box::new(Direct)),

@@ -4,7 +4,9 @@
 //! from its row in `data::registry`.
 
 use crate::data::registry::{self, Registered};
-use crate::data::{AmberBuffer, AmberZone, BufferOptions, HunterOptions, ZoneOptions};
+use crate::data::{
+    AmberBuffer, AmberZone, AmberZoneMax, BufferOptions, HunterOptions, ZoneOptions,
+};
 use crate::error::{FsError, Result};
 use crate::time::ClockSource;
 
@@ -30,6 +32,9 @@ pub struct MountOptions {
     pub amber_buffer: AmberBuffer,
     /// How `amber`'s small-write zone commits (`amber_zone=`).
     pub amber_zone: AmberZone,
+    /// A cap on the slices an `amber` zone write may have
+    /// (`amber_zone_max=`).
+    pub amber_zone_max: AmberZoneMax,
     /// LAWN's small-write zone (policies lawn, amber).
     pub zone: ZoneOptions,
     /// Where file timestamps come from (`clock=wall|simulated`).
@@ -64,6 +69,7 @@ impl Default for MountOptions {
             buffer: BufferOptions::default(),
             amber_buffer: AmberBuffer::default(),
             amber_zone: AmberZone::default(),
+            amber_zone_max: AmberZoneMax::default(),
             zone: ZoneOptions::for_cpus(machine_cpus()),
             clock: ClockSource::Wall,
             hunter: HunterOptions::default(),
@@ -166,6 +172,14 @@ mod tests {
         let o = MountOptions::parse("lawn_subzones=5,clock=simulated").unwrap();
         assert_eq!((o.cpus, o.zone.subzones), (SIMULATED_CPUS, 5));
         assert!(MountOptions::parse("clock=fast").is_err());
+        let cap =
+            |v: &str| MountOptions::parse(&format!("amber_zone_max={v}")).map(|o| o.amber_zone_max);
+        assert_eq!(cap("auto").unwrap(), AmberZoneMax(None));
+        assert_eq!(cap("0").unwrap(), AmberZoneMax(Some(0)));
+        assert_eq!(cap("128").unwrap(), AmberZoneMax(Some(128)));
+        for bad in ["129", "-1", "some"] {
+            assert!(cap(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -40,7 +40,7 @@ use crate::inode::InodeState;
 use amber_format::{FileKind, PoolLayout, BLOCK_SIZE};
 use amber_pmem::PmDevice;
 use buffer::Buffer;
-pub use options::{AmberBuffer, AmberZone};
+pub use options::{AmberBuffer, AmberZone, AmberZoneMax};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 
@@ -82,6 +82,8 @@ pub struct Amber {
     settles: AtomicU64,
     /// The zone commits by extent heads and one fence (`amber_zone=`).
     extents: bool,
+    /// The user's cap on `zone_max` (`amber_zone_max=`).
+    zone_cap: u64,
 }
 
 impl Amber {
@@ -108,7 +110,16 @@ impl Amber {
             log_writes: AtomicU64::new(0),
             settles: AtomicU64::new(0),
             extents: zone_mode == AmberZone::Extents,
+            zone_cap: u64::MAX,
         }
+    }
+
+    /// The policy with zone writes capped at `max` slices, when it names
+    /// a cap (`amber_zone_max=`).
+    pub fn with_zone_max(mut self, max: AmberZoneMax) -> Amber {
+        self.zone_cap = max.0.unwrap_or(u64::MAX);
+        self.zone_max = AtomicU64::new(self.zone_cap);
+        self
     }
 
     /// A small overwrite through the zone; None when it cannot go there
@@ -162,8 +173,8 @@ impl Amber {
         self.buffer.calibrated(m.costs);
         let (l, f) = (m.costs.l_pm_ns, m.flush_ns);
         let slot = u64::from(Lawn::zone(fs).geo.slot_size);
-        self.zone_max
-            .store(cost::zone_max_slices(l, f, slot, self.extents), Relaxed);
+        let max = cost::zone_max_slices(l, f, slot, self.extents);
+        self.zone_max.store(max.min(self.zone_cap), Relaxed);
         self.line_ps.store((l * 1000.0) as u64, Relaxed);
         self.flush_ps.store((f * 1000.0) as u64, Relaxed);
         Ok(())

@@ -2,7 +2,7 @@
 //! docs/design.md §13.4) and how its zone commits (`amber_zone=`, §11.7). Its buffer's size and write-back come from the
 //! hinfs buffer options, its zone from lawn's, its engine from hunter's.
 
-use crate::data::registry::{choice, store, Knob};
+use crate::data::registry::{bounded, choice, store, Knob};
 
 /// When `amber` buffers a write in DRAM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -78,5 +78,35 @@ pub const ZONE_KNOBS: &[Knob<AmberZone>] = &[Knob {
                 &[("extents", AmberZone::Extents), ("lawn", AmberZone::Lawn)],
             ),
         )
+    },
+}];
+
+/// The most slices a small overwrite may have and still go through
+/// amber's zone (`amber_zone_max=`): what the mount-time calibration
+/// finds pays (`None`, design.md §13.5), or a cap on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AmberZoneMax(pub Option<u64>);
+
+/// Largest cap: a zone write covers at most two partial blocks of the
+/// smallest slot's 64 slices.
+const MAX_ZONE_CAP: usize = 128;
+
+/// The cap option.
+pub const ZONE_MAX_KNOBS: &[Knob<AmberZoneMax>] = &[Knob {
+    key: "amber_zone_max",
+    value: "auto|N",
+    default: "auto",
+    doc: "most slices a small overwrite of amber may have and still go through its zone: \
+          `auto` as the mount-time calibration finds pays (every partial write under \
+          `clock=simulated`), or at most N (0 to 128; 0 sends every write to the data log, \
+          where a write inside one block commits with its own record and one fence), for \
+          comparing the two paths",
+    refused: "amber_zone_max= takes auto or a number of slices, 0 to 128",
+    set: |o, v| {
+        let cap = match v {
+            "auto" => Some(AmberZoneMax(None)),
+            n => bounded(n, 0, MAX_ZONE_CAP).map(|n| AmberZoneMax(Some(n as u64))),
+        };
+        store(o, cap)
     },
 }];

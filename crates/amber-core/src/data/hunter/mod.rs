@@ -445,16 +445,35 @@ fn copy_in<D: PmDevice, X>(
             i = j;
             continue;
         }
-        let mut buf = [0u8; BLOCK_SIZE as usize];
-        if let Some(old) = hf.index.get(fb) {
-            let keep = old_size.saturating_sub(bstart).min(BLOCK_SIZE) as usize;
-            dev.read(l.block_offset(old), &mut buf[..keep]);
-        }
-        buf[(s - bstart) as usize..(e - bstart) as usize]
-            .copy_from_slice(&data[(s - off) as usize..(e - off) as usize]);
+        let buf = merged_block(fs, hf, old_size, fb, off, data);
         dev.write_nt(l.block_offset(blocks[i]), &buf);
         i += 1;
     }
+}
+
+/// File block `fb` as a write of `data` at `off` leaves it: the bytes the
+/// write covers, the old block's below the old size, zeros past it.
+fn merged_block<D: PmDevice, X>(
+    fs: Context<'_, D>,
+    hf: &HunterFile<X>,
+    old_size: u64,
+    fb: u64,
+    off: u64,
+    data: &[u8],
+) -> [u8; BLOCK_SIZE as usize] {
+    let bstart = fb * BLOCK_SIZE;
+    let end = off + data.len() as u64;
+    let (s, e) = (off.max(bstart), end.min(bstart + BLOCK_SIZE));
+    debug_assert!(s < e, "the write touches block {fb}");
+    let mut buf = [0u8; BLOCK_SIZE as usize];
+    if let Some(old) = hf.index.get(fb) {
+        let keep = old_size.saturating_sub(bstart).min(BLOCK_SIZE) as usize;
+        fs.device()
+            .read(fs.layout().block_offset(old), &mut buf[..keep]);
+    }
+    buf[(s - bstart) as usize..(e - bstart) as usize]
+        .copy_from_slice(&data[(s - off) as usize..(e - off) as usize]);
+    buf
 }
 
 /// Zeros for fallocate's blocks and a punch's edges.

@@ -1,6 +1,7 @@
-//! amber's one-fence block write (docs/design.md §13.6): an overwrite of
-//! one whole, mapped block below the durable size goes out of place into
-//! a new block whose record commits it — written with the data, carrying
+//! amber's one-fence block write (docs/design.md §13.6): an overwrite
+//! inside one mapped block wholly below the durable size goes out of
+//! place into a new block (the write's bytes merged with the old block's)
+//! whose record commits it — written with the data, carrying
 //! the block's checksum and the write's time — and one fence makes both
 //! durable. Recovery counts such a record without an attribute entry of
 //! its seq when the block's checksum matches, so the write is atomic
@@ -13,7 +14,10 @@
 //! the durable state plus some of the own commits after it, in order —
 //! never a later write without an earlier one.
 
-use super::{map_blocks, media, note_write, push_frees, snapshot, Hunter, HunterFile, Op, PerFile};
+use super::{
+    map_blocks, media, merged_block, note_write, push_frees, snapshot, Hunter, HunterFile, Op,
+    PerFile,
+};
 use crate::data::Context;
 use crate::error::Result;
 use crate::inode::InodeState;
@@ -23,10 +27,10 @@ use amber_pmem::PmDevice;
 use std::sync::atomic::Ordering::Relaxed;
 
 impl<X: PerFile> Hunter<X> {
-    /// Whether a write of `len` bytes at `off` may commit itself: one
-    /// whole block the file already maps, below its size (so its durable
-    /// entry covers it: nothing that grew the file is left unpersisted),
-    /// on a pool that takes own-commit records.
+    /// Whether a write of `len` bytes at `off` may commit itself: inside
+    /// one block the file already maps, wholly below its size (so its
+    /// durable entry covers the block, and no growth ever zeroes the
+    /// block's tail in place), on a pool that takes own-commit records.
     pub(super) fn may_own<D: PmDevice>(
         &self,
         fs: Context<'_, D>,
@@ -36,18 +40,20 @@ impl<X: PerFile> Hunter<X> {
         len: usize,
     ) -> bool {
         let q = &self.shared.queues;
+        let fb = off / BLOCK_SIZE;
         self.own
-            && len as u64 == BLOCK_SIZE
-            && off.is_multiple_of(BLOCK_SIZE)
-            && off + BLOCK_SIZE <= st.disk.size
-            && hf.index.get(off / BLOCK_SIZE).is_some()
+            && len > 0
+            && (off + len as u64 - 1) / BLOCK_SIZE == fb
+            && (fb + 1) * BLOCK_SIZE <= st.disk.size
+            && hf.index.get(fb).is_some()
             && media(fs).own_records
             && q.settled(q.shard_of(st.ino))
     }
 
-    /// Writes `data` (one whole block at `off`, `may_own`) into a new
-    /// block with its own-commit record, one fence for both, then maps it
-    /// and queues the rest.
+    /// Writes the block `data` at `off` leaves (`may_own`: the caller's
+    /// bytes, or merged with the old block's) into a new block with its
+    /// own-commit record, one fence for both, then maps it and queues the
+    /// rest.
     pub(super) fn write_own<D: PmDevice>(
         &self,
         fs: Context<'_, D>,
@@ -62,7 +68,14 @@ impl<X: PerFile> Hunter<X> {
         self.take_blocks(fs, 1, &mut blocks)?;
         let b = blocks[0];
         let dev = &**fs.device();
-        dev.write_nt(fs.layout().block_offset(b), data);
+        let merged;
+        let image = if data.len() as u64 == BLOCK_SIZE {
+            data
+        } else {
+            merged = merged_block(fs, hf, st.disk.size, fb, off, data);
+            &merged[..]
+        };
+        dev.write_nt(fs.layout().block_offset(b), image);
         note_write(fs, st)?;
         let seq = hf.take_seq();
         let li = LogicalInfo {
@@ -71,7 +84,7 @@ impl<X: PerFile> Hunter<X> {
             generation: st.disk.generation,
             file_block: fb,
             link: hf.index.below(fb),
-            own: Some(OwnCommit::new(st.disk.mtime, data)),
+            own: Some(OwnCommit::new(st.disk.mtime, image)),
         };
         media(fs).write_li(dev, b, &li);
         // The one fence: the block and the record that commits it.
