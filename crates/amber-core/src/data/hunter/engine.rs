@@ -135,7 +135,7 @@ impl<X: PerFile> Hunter<X> {
             push_frees(&mut ops, freed, true);
             st.disk.blocks = hf.index.count();
             let snap = snapshot(hf, st, seq);
-            let queued = self.queue(fs, st, &ops, snap, sync || self.sync);
+            let queued = self.queue(fs, st, &ops, snap, sync || self.sync, false);
             hf.keep_scratch(blocks, ops);
             queued
         })
@@ -174,6 +174,6 @@ impl<X: PerFile> Hunter<X> {
             let seq = hf.take_seq();
             Ok(snapshot(hf, st, seq))
         })?;
-        self.queue(fs, st, &[], snap, false)
+        self.queue(fs, st, &[], snap, false, false)
     }
 }

@@ -257,20 +257,9 @@ impl<X: PerFile> Hunter<X> {
     }
 
     /// Queues a change and, when it must be durable now, persists the
-    /// file's queue.
+    /// file's queue. `own`: the change committed itself (§13.6), so a
+    /// persist owes it nothing.
     fn queue<D: PmDevice>(
-        &self,
-        fs: Context<'_, D>,
-        st: &InodeState,
-        ops: &[Op],
-        snap: Snapshot,
-        now: bool,
-    ) -> Result<()> {
-        self.enqueue(fs, st, ops, snap, now, false)
-    }
-
-    /// `queue`, for a change that committed itself when `own` (§13.6).
-    fn enqueue<D: PmDevice>(
         &self,
         fs: Context<'_, D>,
         st: &InodeState,
@@ -526,7 +515,7 @@ impl<X: PerFile> Hunter<X> {
                 let seq = hf.take_seq();
                 Ok(snapshot(hf, st, seq))
             })?;
-            return self.queue(fs, st, &[], snap, true);
+            return self.queue(fs, st, &[], snap, true, false);
         }
         let mut at = first;
         // Each round fills at least one hole or ends: bounded by the span.
@@ -598,7 +587,7 @@ impl<X: PerFile> Hunter<X> {
             Ok(Some((ops, snapshot(hf, st, seq))))
         })?;
         match change {
-            Some((ops, snap)) => self.queue(fs, st, &ops, snap, true),
+            Some((ops, snap)) => self.queue(fs, st, &ops, snap, true, false),
             None => {
                 let q = &self.shared.queues;
                 q.drain(fs, &self.shared.stats, q.shard_of(st.ino))
@@ -708,7 +697,7 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
                     st.disk.size = end;
                     self.shared.stats.in_place.fetch_add(1, Relaxed);
                     let snap = snapshot(hf, st, seq);
-                    return self.queue(fs, st, &[], snap, sync || self.sync);
+                    return self.queue(fs, st, &[], snap, sync || self.sync, false);
                 }
             }
             // The write's scratch lists live with the file (kept empty),
@@ -734,7 +723,7 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
             st.disk.size = size.max(end);
             st.disk.blocks = hf.index.count();
             let snap = snapshot(hf, st, seq);
-            let queued = self.queue(fs, st, &ops, snap, sync || self.sync);
+            let queued = self.queue(fs, st, &ops, snap, sync || self.sync, false);
             hf.keep_scratch(blocks, ops);
             queued
         })?;
@@ -770,7 +759,7 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
             st.disk.blocks = hf.index.count();
             Ok((ops, snapshot(hf, st, seq)))
         })?;
-        self.queue(fs, st, &ops, snap, true)
+        self.queue(fs, st, &ops, snap, true, false)
     }
 
     /// Allocation fills the range's holes with zeroed blocks and grows

@@ -106,7 +106,7 @@ impl<X: PerFile> Hunter<X> {
         push_frees(&mut ops, freed, true);
         let snap = snapshot(hf, st, seq);
         self.shared.stats.own_commits.fetch_add(1, Relaxed);
-        let queued = self.enqueue(fs, st, &ops, snap, false, true);
+        let queued = self.queue(fs, st, &ops, snap, false, true);
         hf.keep_scratch(blocks, ops);
         queued
     }
