@@ -183,7 +183,9 @@ fn split_layout_pools_take_the_hunter_policies_only() {
     let text = ok(&["mkfs", pool.p(), "--size", "16M", "--layout", "split"]);
     assert!(text.contains("split:"), "{text}");
     let json: serde_json::Value = serde_json::from_str(&ok(&["info", pool.p(), "--json"])).unwrap();
-    assert_eq!(json["features"]["incompat"], 2);
+    // The split layout and own-commit records (bits 1 and 5).
+    assert_eq!(json["features"]["incompat"], 2 | 32);
+    assert_eq!(json["split"]["own_records"], true, "{json}");
     assert!(json["split"]["li_blocks"].as_u64().unwrap() > 0, "{json}");
     let local = pool.dir().join("in");
     std::fs::write(&local, random_bytes(100_000, 3)).unwrap();
@@ -230,7 +232,7 @@ fn split_layout_pools_take_the_hunter_policies_only() {
 fn amber_is_the_default_and_classic_pools_say_what_to_do() {
     let pool = new_pool("16M");
     let json: serde_json::Value = serde_json::from_str(&ok(&["info", pool.p(), "--json"])).unwrap();
-    assert_eq!(json["features"]["incompat"], 2, "split layout: {json}");
+    assert_eq!(json["features"]["incompat"], 2 | 32, "split layout: {json}");
     ok(&["mkdir", pool.p(), "/d"]);
     assert_eq!(ok(&["ls", pool.p()]), "d\n");
     let classic = classic_pool("16M");

@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use amber_format::split::FEATURE_OWN_RECORDS;
 use amber_format::{PoolLayout, PoolState, Superblock, BLOCK_SIZE};
 use amber_pmem::MapInfo;
 use serde::Serialize;
@@ -62,6 +63,9 @@ struct Split {
     /// The records sit in summary blocks inside the data log (li_start is
     /// the first, li_blocks how many blocks apart they are).
     records_in_log: bool,
+    /// A record may commit its own write (`FEATURE_OWN_RECORDS`, amber's
+    /// one-fence block write); false on pools made before it existed.
+    own_records: bool,
 }
 
 #[derive(Serialize)]
@@ -164,6 +168,7 @@ fn describe(args: &Args, sb: &Superblock, map: &MapInfo) -> Info {
             li_start: r.li_start,
             li_blocks: r.li_blocks,
             records_in_log: r.in_log,
+            own_records: sb.feature_incompat & FEATURE_OWN_RECORDS != 0,
         }),
         geometry: Geometry {
             block_size: BLOCK_SIZE,
@@ -328,10 +333,15 @@ fn print_layouts(i: &Info) -> CliResult<()> {
         } else {
             format!("{} block(s) from block {}", s.li_blocks, s.li_start)
         };
+        let own = if s.own_records {
+            ", own-commit records"
+        } else {
+            ""
+        };
         row(
             "split layout",
             format!(
-                "attribute logs {} block(s) from block {}, logical information {records}",
+                "attribute logs {} block(s) from block {}, logical information {records}{own}",
                 s.attr_blocks, s.attr_start
             ),
         )?;
