@@ -710,8 +710,9 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
                 zero_past_end(fs, hf, size, end)?;
             }
             copy_in(fs, hf, size, off, data, &blocks);
-            // The data is durable before any record can name it.
-            fs.drain()?;
+            // The DRAM side runs while the copy's last lines stream out:
+            // nothing else sees it before the inode lock is released,
+            // and a failed drain poisons the file system.
             let seq = hf.take_seq();
             let freed = map_blocks(hf, first..=last, &blocks, seq, &mut ops);
             if let Some(above) = hf.index.above(last) {
@@ -723,6 +724,8 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
             st.disk.size = size.max(end);
             st.disk.blocks = hf.index.count();
             let snap = snapshot(hf, st, seq);
+            // The data is durable before any record can name it.
+            fs.drain()?;
             let queued = self.queue(fs, st, &ops, snap, sync || self.sync, false);
             hf.keep_scratch(blocks, ops);
             queued

@@ -87,10 +87,9 @@ impl<X: PerFile> Hunter<X> {
             own: Some(OwnCommit::new(st.disk.mtime, image)),
         };
         media(fs).write_li(dev, b, &li);
-        // The one fence: the block and the record that commits it.
-        fs.drain()?;
-        // The record carries the file's times as this write left them,
-        // newer than any a zone write left in DRAM.
+        // The DRAM side runs while the block streams out, as in
+        // `Hunter::write`. The record carries the file's times as this
+        // write left them, newer than any a zone write left in DRAM.
         st.times_dirty = false;
         let freed = map_blocks(hf, fb..=fb, &blocks, seq, &mut ops);
         match ops.as_mut_slice() {
@@ -105,6 +104,8 @@ impl<X: PerFile> Hunter<X> {
         }
         push_frees(&mut ops, freed, true);
         let snap = snapshot(hf, st, seq);
+        // The one fence: the block and the record that commits it.
+        fs.drain()?;
         self.shared.stats.own_commits.fetch_add(1, Relaxed);
         let queued = self.queue(fs, st, &ops, snap, false, true);
         hf.keep_scratch(blocks, ops);
