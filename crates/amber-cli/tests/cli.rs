@@ -756,7 +756,7 @@ fn crashtest_runs_a_capped_workload() {
     // The default policy's oracle: amber's.
     assert!(
         out.contains("images/s")
-            && out.contains("oracle buffering, atomic writes")
+            && out.contains("oracle buffering, ordered files, atomic writes")
             && out.contains("no violations"),
         "{out}"
     );

@@ -171,9 +171,11 @@ pub struct CrashReport {
     pub violation_count: u64,
     /// Whether `max_images` stopped checking early.
     pub capped: bool,
-    /// How the images were judged, from what the policy declared
-    /// ("durable on return", "buffering", each with ", atomic writes"
-    /// when the atomic-write oracle was on); empty if nothing ran.
+    /// How the images were judged, from what the policy declared:
+    /// "durable on return" or "buffering", then ", ordered files" for a
+    /// buffering policy that keeps each file's changes in order, and
+    /// ", atomic writes" when the atomic-write oracle was on; empty if
+    /// nothing ran.
     pub oracle: String,
     pub elapsed_secs: f64,
     pub images_per_sec: f64,
@@ -526,16 +528,18 @@ impl Runner<'_> {
         let durable = fs.policy_durable_on_return();
         let recovery_opts = self.recovery_options(opts, durable, split)?;
         let atomic = fs.policy_atomic_writes() || self.cfg.force_atomic_oracle;
+        let ordered = !durable && fs.policy_ordered_files();
         self.rep.oracle = format!(
-            "{}{}",
+            "{}{}{}",
             if durable {
                 "durable on return"
             } else {
                 "buffering"
             },
+            if ordered { ", ordered files" } else { "" },
             if atomic { ", atomic writes" } else { "" }
         );
-        let mut history = (!durable).then(History::default);
+        let mut history = (!durable).then(|| History::new(ordered));
         // The hook only records: it runs inside the workload core's drain,
         // with that core's locks held, and the images are checked after
         // the op, once its "after" state is known.

@@ -256,7 +256,7 @@ fn lawn_small_zone() {
 
 /// What `amber` is judged by: its metadata is persisted later (HUNTER),
 /// and every write() is atomic (the zone's commit, the data log's seqs).
-const AMBER_ORACLE: &str = "buffering, atomic writes";
+const AMBER_ORACLE: &str = "buffering, ordered files, atomic writes";
 
 /// The data workloads under `amber`, small zones included, so crashes
 /// fall inside zone writes, the settling of queued metadata before them,

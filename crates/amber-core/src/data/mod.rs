@@ -136,6 +136,15 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
         false
     }
 
+    /// Whether the changes of one file reach PM in the order they were
+    /// made, so that after a crash each file is as it was at some point
+    /// of its history since it was last made durable (hunter's queues,
+    /// amber: docs/design.md §12.4, §13.4). A policy that writes buffered
+    /// blocks back one by one (hinfs) keeps each byte, not the order.
+    fn ordered_files(&self) -> bool {
+        false
+    }
+
     /// Makes everything written to this file durable.
     /// By default `direct`'s: data was durable on return; times an
     /// overwrite left in DRAM are stored, or a fence keeps the promise.

@@ -410,6 +410,12 @@ impl<D: PmDevice> Core<D> {
         self.policy.atomic_writes()
     }
 
+    /// Whether each file's changes reach PM in order (see
+    /// `DataPolicy::ordered_files`).
+    pub fn policy_ordered_files(&self) -> bool {
+        self.policy.ordered_files()
+    }
+
     /// Counts an open handle, so an unlinked file lives until it is closed.
     pub fn open(&self, ino: u64) -> Result<Attr> {
         let r = self.inode(ino)?;

@@ -206,6 +206,12 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         true
     }
 
+    /// Write-backs, zone writes, own commits and queued changes of a file
+    /// reach PM in the order they were made (§13.4 (3), §13.6).
+    fn ordered_files(&self) -> bool {
+        true
+    }
+
     fn uses_zone(&self) -> bool {
         true
     }

@@ -617,6 +617,12 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
         self.sync
     }
 
+    /// A persist takes a prefix of the queue, and an entry covers every
+    /// update of its file before it (§12.4).
+    fn ordered_files(&self) -> bool {
+        true
+    }
+
     /// As for `durable_on_return`: a front end sending every write sync
     /// (to skip fsync) would make hunter and hunter-lfs persist every
     /// write's metadata at once, which is hunter-sync.
