@@ -248,6 +248,11 @@ impl MountConfig {
         self.options.read_only
     }
 
+    /// Whether reads leave atime alone (`-o noatime`).
+    pub fn noatime(&self) -> bool {
+        self.options.noatime
+    }
+
     /// The device to mount and the options to mount it with.
     fn open(&self, pool: &Path) -> CliResult<(MmapDevice, MountOptions)> {
         let mut options = self.options.clone();

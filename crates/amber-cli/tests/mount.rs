@@ -1054,3 +1054,35 @@ fn df_shows_deleted_space_free_at_once() {
     m.umount();
     s.fsck_clean();
 }
+
+/// `-o noatime` holds through the mount: a read that relatime lets move
+/// atime (older than the last change) leaves it, and the kernel's mount
+/// table says noatime; under the default the same read moves it.
+#[test]
+fn noatime_through_the_mount() {
+    if !can_mount() {
+        return;
+    }
+    let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000);
+    for (options, moves) in [(vec!["-o", "noatime"], false), (vec![], true)] {
+        let s = Setup::made_with(&[], options);
+        let (m, _, _) = s.mount();
+        fs::write(s.at("f"), b"data").unwrap();
+        let f = OpenOptions::new().write(true).open(s.at("f")).unwrap();
+        f.set_times(std::fs::FileTimes::new().set_accessed(old))
+            .unwrap();
+        drop(f);
+        assert_eq!(fs::read(s.at("f")).unwrap(), b"data");
+        // Past the adapter's 1 s attribute TTL, so stat asks the daemon.
+        std::thread::sleep(std::time::Duration::from_millis(1_100));
+        let atime = fs::metadata(s.at("f")).unwrap().accessed().unwrap();
+        assert_eq!(atime != old, moves, "atime {atime:?} (moves: {moves})");
+        let table = fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let line = table
+            .lines()
+            .find(|l| l.split(' ').nth(4) == Some(s.d()))
+            .unwrap();
+        assert_eq!(line.contains("noatime"), !moves, "{line}");
+        drop(m);
+    }
+}

@@ -256,6 +256,33 @@ fn reads_move_atime_by_relatime_rules_and_unmount_persists_it() {
     assert_eq!(fs.getattr(f.ino).unwrap().atime, moved);
 }
 
+/// `noatime`: a read that relatime would let move atime leaves it, and
+/// nothing is left to persist (an fsync after it stores no times).
+#[test]
+fn noatime_reads_leave_atime() {
+    let dev = fresh(8 << 20);
+    let opts = MountOptions::parse("noatime").unwrap();
+    let (fs, _) = mount(dev, opts).unwrap();
+    let f = fs
+        .mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, ME)
+        .unwrap();
+    fs.write(f.ino, Some(0), b"data", false).unwrap();
+    // A day-old atime older than the last change: relatime moves it.
+    let old = amber_format::Timespec {
+        secs: 1_000,
+        nsecs: 0,
+    };
+    let set = SetAttr {
+        atime: Some(amber_core::TimeSet::At(old)),
+        ..Default::default()
+    };
+    fs.setattr(f.ino, &set).unwrap();
+    let mut buf = [0u8; 4];
+    fs.read(f.ino, 0, &mut buf).unwrap();
+    assert_eq!(&buf, b"data");
+    assert_eq!(fs.getattr(f.ino).unwrap().atime, old);
+}
+
 /// What the C ABI builds on: a file opened by inode with its own
 /// resolution, written at an offset or at the end chosen per call.
 #[test]

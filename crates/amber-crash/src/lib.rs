@@ -335,10 +335,17 @@ pub fn run_workloads(cfg: &CrashConfig, workloads: &[Workload]) -> Result<CrashR
 /// by a policy that buffers in DRAM, which then buffers whatever the
 /// recording device's calibration says: the buffer is what is under test),
 /// the simulated clock (so the timestamps stored, and with them the crash
-/// images, depend on the seed alone), then the configured extras, which
-/// may override them.
+/// images, depend on the seed alone), `noatime` (the harness reads every
+/// file after each op to judge it; under relatime those reads would move
+/// atime and make every later fsync persist times the workload never
+/// changed, so the paths a user's fsync takes would go untested — the
+/// oracle leaves times out anyway), then the configured extras, which may
+/// override them.
 fn mount_text(cfg: &CrashConfig) -> String {
-    let mut text = format!("policy={},buffering=always,clock=simulated", cfg.policy);
+    let mut text = format!(
+        "policy={},buffering=always,clock=simulated,noatime",
+        cfg.policy
+    );
     if !cfg.mount_options.is_empty() {
         text.push(',');
         text.push_str(&cfg.mount_options);
@@ -510,7 +517,7 @@ impl Runner<'_> {
         split: bool,
     ) -> Result<MountOptions, String> {
         Ok(match &self.cfg.recover_policy {
-            Some(p) => match MountOptions::parse(&format!("policy={p},clock=simulated")) {
+            Some(p) => match MountOptions::parse(&format!("policy={p},clock=simulated,noatime")) {
                 Ok(o) => o,
                 Err(e) => return self.fail(format!("recovery policy {p:?}: {e}")),
             },
@@ -518,6 +525,7 @@ impl Runner<'_> {
             None => MountOptions {
                 policy: "direct".into(),
                 clock: opts.clock,
+                noatime: opts.noatime,
                 ..MountOptions::default()
             },
         })

@@ -362,6 +362,13 @@ fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliRe
         // any read-only mount; the core refuses what still arrives.
         session_options.mount_options.push(fuser::MountOption::RO);
     }
+    if config.noatime() {
+        // The core already moves no atime; the kernel's mount table then
+        // says so too.
+        session_options
+            .mount_options
+            .push(fuser::MountOption::NoAtime);
+    }
     let session = match fuser::Session::new(adapter, dir, &session_options) {
         Ok(s) => s,
         Err(e) => {

@@ -225,8 +225,9 @@ impl<D: PmDevice> Core<D> {
             let st = r.read();
             regular(&st)?;
             let n = self.policy.read(self.context(), &st, off, buf)?;
-            // A read-only mount moves no atime (MS_RDONLY does not either).
-            if self.opts.read_only || !stale_atime(&st.disk, self.now()) {
+            // A read-only mount moves no atime (MS_RDONLY does not
+            // either), nor does one mounted noatime.
+            if self.opts.read_only || self.opts.noatime || !stale_atime(&st.disk, self.now()) {
                 return Ok(n);
             }
             n

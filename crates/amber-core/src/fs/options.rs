@@ -25,6 +25,9 @@ pub struct MountOptions {
     /// the mark that it is mounted; every change fails with
     /// `FsError::ReadOnly` (docs/design.md §6.1).
     pub read_only: bool,
+    /// Reads never move atime (`noatime`); `relatime`, the default, moves
+    /// it as Linux does (older than the last change, or a day old).
+    pub noatime: bool,
     /// The DRAM write buffer (hinfs policies, amber): `buffer=`,
     /// `writeback_*=`, `lazy_after=`, `buffering=`.
     pub buffer: BufferOptions,
@@ -66,6 +69,7 @@ impl Default for MountOptions {
             policy: "amber".into(),
             sync: false,
             read_only: false,
+            noatime: false,
             buffer: BufferOptions::default(),
             amber_buffer: AmberBuffer::default(),
             amber_zone: AmberZone::default(),
@@ -113,6 +117,8 @@ impl MountOptions {
             ("async", None) => self.sync = false,
             ("ro", None) => self.read_only = true,
             ("rw", None) => self.read_only = false,
+            ("noatime", None) => self.noatime = true,
+            ("relatime", None) => self.noatime = false,
             ("clock", Some("wall")) => self.clock = ClockSource::Wall,
             ("clock", Some("simulated")) => self.clock = ClockSource::Simulated,
             ("clock", _) => return Err(FsError::InvalidArgument("clock= takes wall or simulated")),
@@ -143,6 +149,9 @@ mod tests {
         assert!(o.sync);
         assert!(!o.read_only);
         assert!(MountOptions::parse("ro").unwrap().read_only);
+        assert!(MountOptions::parse("noatime").unwrap().noatime);
+        assert!(!MountOptions::parse("noatime,relatime").unwrap().noatime);
+        assert!(MountOptions::parse("noatime=1").is_err());
         assert!(!MountOptions::parse("ro,rw").unwrap().read_only);
         assert!(MountOptions::parse("ro=1").is_err());
         assert!(MountOptions::parse("policy=nope").is_err());
