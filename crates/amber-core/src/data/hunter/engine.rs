@@ -112,11 +112,12 @@ impl<X: PerFile> Hunter<X> {
                 assert_eq!(image.len() as u64, BLOCK_SIZE, "a whole-block image");
                 dev.write_nt(fs.layout().block_offset(b), image);
             }
-            // The data is durable before any record can name it.
-            fs.drain()?;
+            // The DRAM side is built while the images stream out, as in
+            // `Hunter::write`. Ascending: each run's link is the block
+            // just set below it.
             let seq = hf.take_seq();
-            // Ascending: each run's link is the block just set below it.
-            let freed = map_blocks(hf, images.iter().map(|&(fb, _)| fb), &blocks, seq, &mut ops);
+            let fbs = images.iter().map(|&(fb, _)| fb);
+            let freed = map_blocks(hf, fbs, &blocks, seq, false, &mut ops);
             // A block above one of ours that is not ours links to the
             // nearest of ours below it (ours link by construction). A
             // sorted copy answers "ours?" in log time: a whole file's
@@ -135,9 +136,7 @@ impl<X: PerFile> Hunter<X> {
             push_frees(&mut ops, freed, true);
             st.disk.blocks = hf.index.count();
             let snap = snapshot(hf, st, seq);
-            let queued = self.queue(fs, st, &ops, snap, sync || self.sync, false);
-            hf.keep_scratch(blocks, ops);
-            queued
+            self.fence_and_queue(fs, st, hf, (blocks, ops), snap, sync || self.sync, false)
         })
     }
 

@@ -279,6 +279,27 @@ impl<X: PerFile> Hunter<X> {
         }
         Ok(())
     }
+
+    /// The end of every data-log write, once its data is streamed and its
+    /// DRAM side built: the fence that makes the data durable before any
+    /// record can name it, then the updates queued (`queue`'s `now` and
+    /// `own`), and the scratch lists (`blocks`, `ops`) back to the file.
+    #[allow(clippy::too_many_arguments)]
+    fn fence_and_queue<D: PmDevice>(
+        &self,
+        fs: Context<'_, D>,
+        st: &InodeState,
+        hf: &mut HunterFile<X>,
+        (blocks, ops): (Vec<u64>, Vec<Op>),
+        snap: Snapshot,
+        now: bool,
+        own: bool,
+    ) -> Result<()> {
+        fs.drain()?;
+        let queued = self.queue(fs, st, &ops, snap, now, own);
+        hf.keep_scratch(blocks, ops);
+        queued
+    }
 }
 
 /// The mounted pool's split layout: mount refuses the hunter policies on
@@ -300,12 +321,14 @@ fn file_of<X: PerFile>(st: &InodeState) -> Option<&HunterFile<X>> {
 /// in consecutive blocks — a data log hands blocks out in order, so a
 /// write is mostly one run, and a 64 KiB write queues one update, not 16.
 /// Each run links to the block just below its first (set by the run
-/// before it); returns the blocks the new ones replace.
+/// before it); `own`: the write committed itself (§13.6). Returns the
+/// blocks the new ones replace.
 fn map_blocks<X>(
     hf: &mut HunterFile<X>,
     fbs: impl Iterator<Item = u64>,
     blocks: &[u64],
     seq: u64,
+    own: bool,
     ops: &mut Vec<Op>,
 ) -> Vec<u64> {
     let mut freed = Vec::new();
@@ -329,13 +352,33 @@ fn map_blocks<X>(
                 link: hf.index.below(fb),
                 seq,
                 count: 1,
-                own: false,
+                own,
             })),
         }
         freed.extend(hf.index.set(fb, b));
     }
     ops.extend(run);
     freed
+}
+
+/// Maps a write of file blocks `first..=last` into `blocks` (consecutive
+/// file blocks, so its one relink is of the block above `last`) and adds
+/// its updates to `ops`: the `Data` runs, that relink, and the frees of
+/// the blocks it replaced.
+fn map_write<X>(
+    hf: &mut HunterFile<X>,
+    (first, last): (u64, u64),
+    blocks: &[u64],
+    seq: u64,
+    own: bool,
+    ops: &mut Vec<Op>,
+) {
+    let freed = map_blocks(hf, first..=last, blocks, seq, own, ops);
+    if let Some(above) = hf.index.above(last) {
+        let link = blocks[blocks.len() - 1];
+        ops.push(Op::Relink { block: above, link });
+    }
+    push_frees(ops, freed, true);
 }
 
 /// Adds `Free` updates for the blocks a change released, in runs (most
@@ -720,21 +763,12 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
             // nothing else sees it before the inode lock is released,
             // and a failed drain poisons the file system.
             let seq = hf.take_seq();
-            let freed = map_blocks(hf, first..=last, &blocks, seq, &mut ops);
-            if let Some(above) = hf.index.above(last) {
-                let link = blocks[blocks.len() - 1];
-                ops.push(Op::Relink { block: above, link });
-            }
-            push_frees(&mut ops, freed, true);
+            map_write(hf, (first, last), &blocks, seq, false, &mut ops);
             note_write(fs, st)?;
             st.disk.size = size.max(end);
             st.disk.blocks = hf.index.count();
             let snap = snapshot(hf, st, seq);
-            // The data is durable before any record can name it.
-            fs.drain()?;
-            let queued = self.queue(fs, st, &ops, snap, sync || self.sync, false);
-            hf.keep_scratch(blocks, ops);
-            queued
+            self.fence_and_queue(fs, st, hf, (blocks, ops), snap, sync || self.sync, false)
         })?;
         Ok(data.len())
     }

@@ -14,10 +14,7 @@
 //! the durable state plus some of the own commits after it, in order —
 //! never a later write without an earlier one.
 
-use super::{
-    map_blocks, media, merged_block, note_write, push_frees, snapshot, Hunter, HunterFile, Op,
-    PerFile,
-};
+use super::{map_write, media, merged_block, note_write, snapshot, Hunter, HunterFile, PerFile};
 use crate::data::Context;
 use crate::error::Result;
 use crate::inode::InodeState;
@@ -91,24 +88,11 @@ impl<X: PerFile> Hunter<X> {
         // `Hunter::write`. The record carries the file's times as this
         // write left them, newer than any a zone write left in DRAM.
         st.times_dirty = false;
-        let freed = map_blocks(hf, fb..=fb, &blocks, seq, &mut ops);
-        match ops.as_mut_slice() {
-            [Op::Data { own, .. }] => *own = true,
-            _ => unreachable!("one block maps as one Data update"),
-        }
-        if let Some(above) = hf.index.above(fb) {
-            ops.push(Op::Relink {
-                block: above,
-                link: b,
-            });
-        }
-        push_frees(&mut ops, freed, true);
+        map_write(hf, (fb, fb), &blocks, seq, true, &mut ops);
         let snap = snapshot(hf, st, seq);
         // The one fence: the block and the record that commits it.
-        fs.drain()?;
+        self.fence_and_queue(fs, st, hf, (blocks, ops), snap, false, true)?;
         self.shared.stats.own_commits.fetch_add(1, Relaxed);
-        let queued = self.queue(fs, st, &ops, snap, false, true);
-        hf.keep_scratch(blocks, ops);
-        queued
+        Ok(())
     }
 }
