@@ -5,8 +5,7 @@ use crate::inode::BlockIndex;
 use amber_format::dirent::{self, SLOTS_PER_BLOCK, SLOT_SIZE};
 use amber_format::{Layout, BLOCK_SIZE};
 use amber_pmem::PmDevice;
-use rustc_hash::FxHashMap;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 /// Where an entry lives and what it names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,7 +25,11 @@ const SPARE_PROBES: usize = 8;
 /// Index of one directory.
 #[derive(Default)]
 pub struct DirIndex {
-    names: FxHashMap<Box<[u8]>, DirSlot>,
+    /// Keyed by SipHash with a per-process random key (std's
+    /// `RandomState`), not FxHash: names are chosen by users, and with an
+    /// unkeyed hash anyone could create names that all collide and make
+    /// every lookup in the directory a scan.
+    names: HashMap<Box<[u8]>, DirSlot>,
     /// Per directory block, a bitmap of used slots.
     used: Vec<u64>,
     /// Directory blocks that have at least one free slot.
@@ -192,10 +195,5 @@ impl DirIndex {
     /// Byte offset of slot `slot` of directory block `block` mapped at `pb`.
     pub fn slot_offset(layout: &Layout, pb: u64, slot: u8) -> u64 {
         layout.block_offset(pb) + slot as u64 * SLOT_SIZE as u64
-    }
-
-    /// Every entry, in no particular order.
-    pub fn entries(&self) -> impl Iterator<Item = (&[u8], &DirSlot)> {
-        self.names.iter().map(|(k, v)| (&**k, v))
     }
 }
