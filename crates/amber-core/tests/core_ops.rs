@@ -227,47 +227,15 @@ fn many_entries_and_enospc() {
     assert_eq!(count, n);
 }
 
-#[test]
-fn reads_move_atime_by_relatime_rules_and_unmount_persists_it() {
-    use amber_format::Timespec;
-    let dev = fresh(8 << 20);
-    let (fs, _) = mount(dev.clone(), MountOptions::default()).unwrap();
+/// A file "f" holding "data" whose atime (1,000 s after the epoch) is
+/// older than its last change: relatime moves it at the next read.
+fn stale_atime_file<D: amber_pmem::PmDevice>(
+    fs: &amber_core::Core<D>,
+) -> (u64, amber_format::Timespec) {
     let f = fs
         .mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, ME)
         .unwrap();
     fs.write(f.ino, Some(0), b"data", false).unwrap();
-    let old = Timespec {
-        secs: 1_000,
-        nsecs: 0,
-    };
-    let set = SetAttr {
-        atime: Some(amber_core::TimeSet::At(old)),
-        ..Default::default()
-    };
-    fs.setattr(f.ino, &set).unwrap();
-    assert_eq!(fs.getattr(f.ino).unwrap().atime, old);
-    let mut buf = [0u8; 4];
-    fs.read(f.ino, 0, &mut buf).unwrap();
-    let moved = fs.getattr(f.ino).unwrap().atime;
-    assert!(moved > old, "a read after a change moves atime");
-    fs.unmount().unwrap();
-    drop(fs);
-    let (fs, _) = mount(dev, MountOptions::default()).unwrap();
-    assert_eq!(fs.getattr(f.ino).unwrap().atime, moved);
-}
-
-/// `noatime`: a read that relatime would let move atime leaves it, and
-/// nothing is left to persist (an fsync after it stores no times).
-#[test]
-fn noatime_reads_leave_atime() {
-    let dev = fresh(8 << 20);
-    let opts = MountOptions::parse("noatime").unwrap();
-    let (fs, _) = mount(dev, opts).unwrap();
-    let f = fs
-        .mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, ME)
-        .unwrap();
-    fs.write(f.ino, Some(0), b"data", false).unwrap();
-    // A day-old atime older than the last change: relatime moves it.
     let old = amber_format::Timespec {
         secs: 1_000,
         nsecs: 0,
@@ -277,10 +245,35 @@ fn noatime_reads_leave_atime() {
         ..Default::default()
     };
     fs.setattr(f.ino, &set).unwrap();
-    let mut buf = [0u8; 4];
-    fs.read(f.ino, 0, &mut buf).unwrap();
-    assert_eq!(&buf, b"data");
     assert_eq!(fs.getattr(f.ino).unwrap().atime, old);
+    (f.ino, old)
+}
+
+#[test]
+fn reads_move_atime_by_relatime_rules_and_unmount_persists_it() {
+    let dev = fresh(8 << 20);
+    let (fs, _) = mount(dev.clone(), MountOptions::default()).unwrap();
+    let (ino, old) = stale_atime_file(&fs);
+    let mut buf = [0u8; 4];
+    fs.read(ino, 0, &mut buf).unwrap();
+    let moved = fs.getattr(ino).unwrap().atime;
+    assert!(moved > old, "a read after a change moves atime");
+    fs.unmount().unwrap();
+    drop(fs);
+    let (fs, _) = mount(dev, MountOptions::default()).unwrap();
+    assert_eq!(fs.getattr(ino).unwrap().atime, moved);
+}
+
+/// `noatime`: a read that relatime would let move atime leaves it.
+#[test]
+fn noatime_reads_leave_atime() {
+    let opts = MountOptions::parse("noatime").unwrap();
+    let (fs, _) = mount(fresh(8 << 20), opts).unwrap();
+    let (ino, old) = stale_atime_file(&fs);
+    let mut buf = [0u8; 4];
+    fs.read(ino, 0, &mut buf).unwrap();
+    assert_eq!(&buf, b"data");
+    assert_eq!(fs.getattr(ino).unwrap().atime, old);
 }
 
 /// What the C ABI builds on: a file opened by inode with its own
