@@ -652,7 +652,9 @@ impl History {
         let Some(Some(states)) = self.states.get(&ino) else {
             return Ok(());
         };
-        if states.iter().any(|s| s[..] == *c) {
+        // Newest first: most images show the file as the interrupted op
+        // left it or found it, the last two contents.
+        if states.iter().rev().any(|s| s[..] == *c) {
             return Ok(());
         }
         let (old, new) = (file_of(before, ino), file_of(after, ino));
