@@ -313,10 +313,11 @@ fn amber_images_folded_back_by_hunter() {
 /// twice; while an append is queued (the next whole block takes the
 /// queue's path); beside zone writes; and, with a zone too small for a
 /// second file's slices, inside the eviction that writes a slice back
-/// into an own commit's block. (The harness reads every file after each
-/// op, which moves atime, so its fsyncs always persist an entry: the
-/// fsync that skips the queue and the settling before a zone write are
-/// pinned by amber-core's tests/hunter.rs.)
+/// into an own commit's block. The harness mounts `noatime`, so an fsync
+/// of a settled file here persists nothing, as a user's does; the
+/// ordered-files oracle rejects an own commit kept without an earlier
+/// queued write. The settling before a zone write is pinned by
+/// amber-core's tests/hunter.rs too.
 fn own_commits() -> Workload {
     let write = |path: &str, off, len, seed| Op::Write {
         path: path.into(),
