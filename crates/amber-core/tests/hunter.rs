@@ -302,14 +302,40 @@ fn an_overwrites_old_record_is_cleared_by_the_next_persist() {
     assert_clean(&device_of(fs, true));
 }
 
+/// Sequential appends extend one queued update (design §12.2 step 5),
+/// whose records a persist writes like any other run's.
+#[test]
+fn sequential_appends_queue_one_update() {
+    let fs = mount(fresh_device(POOL), "hunter_interval=never");
+    let f = rw(&fs, "/f");
+    for i in 0..100u64 {
+        f.write_at(&[i as u8; 4096], i * 4096).unwrap();
+    }
+    assert_eq!(stat(&fs, "pending"), 1);
+    f.sync_all().unwrap();
+    drop(f);
+    let fs = mount(device_of(fs, false), "");
+    let got = fs.read("/f").unwrap();
+    assert_eq!(got.len(), 100 * 4096);
+    for (i, chunk) in got.chunks(4096).enumerate() {
+        assert!(chunk.iter().all(|&b| b == i as u8), "block {i}");
+    }
+    assert_clean(&device_of(fs, true));
+}
+
 /// A queue never holds more than its bound: the writer persists it.
 #[test]
 fn a_full_queue_is_persisted_by_its_writer() {
     let fs = mount(fresh_device(POOL), "hunter_queue=8");
     let f = rw(&fs, "/f");
     for i in 0..100u64 {
-        f.write_at(&[i as u8; 4096], i * 4096).unwrap();
-        assert!(stat(&fs, "pending") <= 8);
+        // Written twice: the overwrite queues a free behind its run, so
+        // the next append does not extend the queue's last update
+        // (design §12.2 step 5) and every write adds updates.
+        for _ in 0..2 {
+            f.write_at(&[i as u8; 4096], i * 4096).unwrap();
+            assert!(stat(&fs, "pending") <= 8);
+        }
     }
     assert!(stat(&fs, "full_queue_persists") > 0);
     drop(f);

@@ -15,8 +15,9 @@ use crate::output::outln;
 #[derive(clap::Args)]
 pub struct Args {
     /// Workload to run (files, dirs, rename, links, truncate, writes,
-    /// attrs, orphan, xattrs, fallocate, buffered, durability, writeback,
-    /// atomic, atomic-random, zone-pressure, random, or all).
+    /// appends, attrs, orphan, xattrs, fallocate, buffered, durability,
+    /// writeback, atomic, atomic-random, zone-pressure, log-gc, random, or
+    /// all).
     #[arg(long, default_value = "all")]
     workload: String,
     /// Seed of the random and atomic-random workloads and of crash-image

@@ -259,6 +259,7 @@ pub const NAMES: &[&str] = &[
     "links",
     "truncate",
     "writes",
+    "appends",
     "attrs",
     "orphan",
     "xattrs",
@@ -471,6 +472,31 @@ fn writes() -> Vec<Op> {
         write("w", 1000, 10 * KIB, 12),
         write("w", 4090, 12, 13),
         Op::Fsync { path: s("w") },
+    ]
+}
+
+/// Sequential appends, whole blocks and partial ones, in two files
+/// interleaved: under hunter and amber each run that continues its
+/// queue's last update extends it (design §12.2 step 5), so crashes land
+/// in persists of merged runs.
+fn appends() -> Vec<Op> {
+    vec![
+        create("s"),
+        append("s", 4 * KIB, 1),
+        append("s", 4 * KIB, 2),
+        append("s", 8 * KIB, 3),
+        fsync("s"),
+        append("s", 4 * KIB, 4),
+        append("s", 1000, 5),
+        append("s", 3096, 6),
+        append("s", 4 * KIB, 7),
+        create("t"),
+        append("t", 4 * KIB, 8),
+        append("s", 4 * KIB, 9),
+        append("t", 4 * KIB, 10),
+        fsync("t"),
+        append("s", 4 * KIB, 11),
+        Op::SyncAll,
     ]
 }
 
@@ -949,6 +975,7 @@ pub fn named(name: &str, seed: u64) -> Option<Workload> {
         "links" => links(),
         "truncate" => truncates(),
         "writes" => writes(),
+        "appends" => appends(),
         "attrs" => attrs(),
         "orphan" => orphan(),
         "xattrs" => xattrs(),

@@ -119,6 +119,57 @@ struct Pending {
     attrs: FxHashMap<u64, Attrs>,
 }
 
+impl Pending {
+    /// Queues `u`, merged into the last queued update when that is a
+    /// `Data` run of the same file that `u`'s run continues (the next
+    /// blocks, at the next file blocks, linked to the run's last block):
+    /// a sequential writer then rewrites one hot update instead of
+    /// storing a new one per write — on a line the persister last read,
+    /// which this thread's next fence would wait to own (about 7% of a
+    /// 4 KiB populate write under `dram`). The merged blocks keep the run's
+    /// seq, older than their write's; that is safe because the run is
+    /// still queued: no update of the file, so no record of any of its
+    /// blocks and no entry of it, was made after the run's write (§12.2).
+    fn append(&mut self, u: Update) {
+        if let (
+            Some(Update {
+                ino,
+                generation,
+                op:
+                    Op::Data {
+                        block,
+                        file_block,
+                        count,
+                        own: false,
+                        ..
+                    },
+            }),
+            Op::Data {
+                block: b,
+                file_block: fb,
+                link,
+                count: n,
+                own: false,
+                ..
+            },
+        ) = (self.updates.back_mut(), u.op)
+        {
+            let end = *block + u64::from(*count);
+            if *ino == u.ino
+                && *generation == u.generation
+                && end == b
+                && *file_block + u64::from(*count) == fb
+                && link == end - 1
+                && *count + n <= MAX_RUN
+            {
+                *count += n;
+                return;
+            }
+        }
+        self.updates.push_back(u);
+    }
+}
+
 struct Shard {
     pending: Mutex<Pending>,
     /// Held while persisting.
@@ -207,7 +258,7 @@ impl Queues {
                 if let Op::Free { count, .. } = op {
                     self.freeing.fetch_add(count, Relaxed);
                 }
-                p.updates.push_back(Update {
+                p.append(Update {
                     ino,
                     generation,
                     op,
@@ -692,5 +743,87 @@ fn entry(generation: u32, a: &Snapshot) -> AttrEntry {
         mtime: a.mtime,
         ctime: a.ctime,
         head: a.head,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Op, Pending, Update, MAX_RUN};
+
+    fn data(ino: u64, block: u64, file_block: u64, link: u64, count: u32, own: bool) -> Update {
+        Update {
+            ino,
+            generation: 1,
+            op: Op::Data {
+                block,
+                file_block,
+                link,
+                seq: file_block + 1,
+                count,
+                own,
+            },
+        }
+    }
+
+    fn counts(p: &Pending) -> Vec<u32> {
+        p.updates
+            .iter()
+            .map(|u| match u.op {
+                Op::Data { count, .. } => count,
+                _ => 0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn sequential_appends_extend_one_run() {
+        let mut p = Pending::default();
+        p.append(data(7, 100, 0, 0, 1, false));
+        for i in 1..10 {
+            p.append(data(7, 100 + i, i, 99 + i, 1, false));
+        }
+        // 64 KiB writes continue it too.
+        p.append(data(7, 110, 10, 109, 16, false));
+        assert_eq!(counts(&p), [26]);
+        let Op::Data { seq, link, .. } = p.updates[0].op else {
+            panic!("a data run")
+        };
+        assert_eq!(
+            (seq, link),
+            (1, 0),
+            "the run keeps its first write's seq and link"
+        );
+    }
+
+    #[test]
+    fn only_a_continuation_of_the_same_file_merges() {
+        let mut p = Pending::default();
+        p.append(data(7, 100, 0, 0, 1, false));
+        p.append(data(8, 101, 1, 100, 1, false)); // another file
+        p.append(data(8, 103, 2, 101, 1, false)); // a gap in the blocks
+        p.append(data(8, 104, 4, 103, 1, false)); // a gap in the file
+        p.append(data(8, 105, 5, 0, 1, false)); // linked elsewhere
+        p.append(data(8, 106, 6, 105, 1, true)); // an own commit
+        p.append(data(8, 107, 7, 106, 1, false)); // after an own commit
+        p.append(Update {
+            ino: 8,
+            generation: 1,
+            op: Op::Relink { block: 1, link: 2 },
+        });
+        p.append(data(8, 108, 8, 107, 1, false)); // after another update
+        let mut other = data(8, 109, 9, 108, 1, false);
+        other.generation = 2; // the number reused by a new file
+        p.append(other);
+        assert_eq!(counts(&p), [1, 1, 1, 1, 1, 1, 1, 0, 1, 1]);
+    }
+
+    #[test]
+    fn a_run_stops_at_its_bound() {
+        let mut p = Pending::default();
+        p.append(data(7, 100, 0, 0, MAX_RUN - 1, false));
+        let end = 100 + u64::from(MAX_RUN) - 1;
+        p.append(data(7, end, u64::from(MAX_RUN) - 1, end - 1, 1, false));
+        p.append(data(7, end + 1, u64::from(MAX_RUN), end, 1, false));
+        assert_eq!(counts(&p), [MAX_RUN, 1]);
     }
 }
