@@ -95,9 +95,10 @@ pub const KNOBS: &[Knob<HunterOptions>] = &[
         default: "16384",
         doc: "hunter: most updates one queue holds; a writer that would overflow it persists \
               the queue itself. Each update takes 56 bytes (a write's run of consecutive \
-              blocks is one update), so the queues hold at most N × queues × 56 bytes (56 MiB \
-              by default; 4 KiB writes fill one queue with 64 MiB of data) plus one 80-byte \
-              snapshot per queued file",
+              blocks is one update, and a write that continues the queue's last run extends \
+              it, up to 2 MiB), so the queues hold at most N × queues × 56 bytes (56 MiB by \
+              default; scattered 4 KiB writes fill one queue with 64 MiB of data, sequential \
+              ones with 32 GiB) plus one 80-byte snapshot per queued file",
         refused: "hunter_queue= takes 1 to 16777216 updates",
         set: |o, v| store(&mut o.queue_max, bounded(v, 1, 1 << 24)),
     },
