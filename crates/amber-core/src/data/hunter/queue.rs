@@ -125,8 +125,9 @@ impl Pending {
     /// blocks, at the next file blocks, linked to the run's last block):
     /// a sequential writer then rewrites one hot update instead of
     /// storing a new one per write — on a line the persister last read,
-    /// which this thread's next fence would wait to own (about 7% of a
-    /// 4 KiB populate write under `dram`). The merged blocks keep the run's
+    /// which this thread's next fence would wait to own (a hot update
+    /// instead gained 7% in an experiment, the merge 2-6%: BENCHMARKS.md,
+    /// issue 18's points 3 and 4). The merged blocks keep the run's
     /// seq, older than their write's; that is safe because the run is
     /// still queued: no update of the file, so no record of any of its
     /// blocks and no entry of it, was made after the run's write (§12.2).
