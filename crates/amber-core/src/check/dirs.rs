@@ -125,11 +125,13 @@ fn scan_block<D: PmDevice>(
     let mut slot = 0;
     while slot < SLOTS_PER_BLOCK {
         let off = base + (slot * SLOT_SIZE) as u64;
-        let at = format!("directory inode {d} block {fb} slot {slot}");
+        // Named only for a fault: formatting it for every slot was 5% of a
+        // crash test's fsck.
+        let at = || format!("directory inode {d} block {fb} slot {slot}");
         let e = match dirent::decode(&block, slot) {
             Err(err) => {
                 cx.fixable(
-                    format!("{at}: bad entry ({err})"),
+                    format!("{}: bad entry ({err})", at()),
                     "the slot is zeroed",
                     |f| f.zero(off, SLOT_SIZE),
                 );
@@ -140,7 +142,7 @@ fn scan_block<D: PmDevice>(
                 let s = &block[slot * SLOT_SIZE..(slot + 1) * SLOT_SIZE];
                 if s.iter().any(|&b| b != 0) {
                     cx.fixable(
-                        format!("{at}: free slot holds non-zero bytes"),
+                        format!("{}: free slot holds non-zero bytes", at()),
                         "the slot is zeroed",
                         |f| f.zero(off, SLOT_SIZE),
                     );
