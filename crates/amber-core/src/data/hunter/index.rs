@@ -37,15 +37,18 @@ pub(super) struct FileIndex {
     sparse: BTreeMap<u64, Chunk>,
     /// Entries that are not holes.
     count: u64,
+    /// Blocks the array reserves when it first grows (the workload-aware
+    /// pre-allocation): taken then rather than when the file is opened,
+    /// so a file that is only read, stat'd or deleted never allocates it
+    /// (a 2 MiB allocation and free per deleted file was 13% of a crash
+    /// test's image check).
+    planned: usize,
 }
 
 impl FileIndex {
-    /// An empty index with room for `capacity` blocks in its array.
-    pub fn with_capacity(capacity: usize) -> FileIndex {
-        FileIndex {
-            dense: Vec::with_capacity(capacity),
-            ..FileIndex::default()
-        }
+    /// Sets the room the array takes when it next grows.
+    pub fn plan(&mut self, capacity: usize) {
+        self.planned = capacity;
     }
 
     fn len(&self) -> u64 {
@@ -54,7 +57,7 @@ impl FileIndex {
 
     /// How far the array may grow now (exclusive).
     fn dense_limit(&self, count: u64) -> u64 {
-        (self.dense.capacity() as u64).max(2 * count + CHUNK)
+        (self.dense.capacity().max(self.planned) as u64).max(2 * count + CHUNK)
     }
 
     pub fn get(&self, fb: u64) -> Option<u64> {
@@ -79,6 +82,7 @@ impl FileIndex {
             return Ok(());
         }
         let more = usize::try_from(target - self.len()).map_err(|_| FsError::OutOfMemory)?;
+        let more = more.max(self.planned.saturating_sub(self.dense.len()));
         self.dense
             .try_reserve(more)
             .map_err(|_| FsError::OutOfMemory)
@@ -350,7 +354,8 @@ mod tests {
 
     #[test]
     fn index_maps_counts_and_finds_neighbours() {
-        let mut x = FileIndex::with_capacity(4);
+        let mut x = FileIndex::default();
+        x.plan(4);
         assert_eq!(x.set(0, 10), None);
         assert_eq!(x.set(5, 15), None);
         assert_eq!(x.set(5, 16), Some(15));
@@ -374,7 +379,8 @@ mod tests {
     /// array stays as pre-allocated.
     #[test]
     fn a_far_block_costs_a_chunk_not_an_array() {
-        let mut x = FileIndex::with_capacity(4);
+        let mut x = FileIndex::default();
+        x.plan(4);
         let far = (1u64 << 36) - 1;
         x.make_room(far, far, 1).unwrap();
         x.set(0, 7);
@@ -396,7 +402,8 @@ mod tests {
         let seed = 0x1dec5;
         println!("seed {seed:#x} (change it here to replay another)");
         let mut rng = SplitMix64::new(seed);
-        let mut x = FileIndex::with_capacity(8);
+        let mut x = FileIndex::default();
+        x.plan(8);
         let mut m = BTreeMap::new();
         let mut peak = 0;
         for step in 0..20_000u64 {

@@ -176,13 +176,15 @@ impl<X: PerFile> Hunter<X> {
             head,
             eff.blocks,
         )?;
-        // The chain runs from the head down: the first is the highest.
-        let mut index = FileIndex::with_capacity(self.shared.sizer.capacity());
+        // The chain runs from the head down: the first is the highest. It
+        // takes the room it needs; the pre-allocation waits for a write.
+        let mut index = FileIndex::default();
         let highest = chain.first().map_or(0, |&(fb, _)| fb);
         index.make_room(0, highest, chain.len() as u64)?;
         for (fb, b) in chain.into_iter().rev() {
             index.set(fb, b);
         }
+        index.plan(self.shared.sizer.capacity());
         if eff.blocks > 0 {
             // A file read from PM is history too (hunter.txt §III-D
             // samples file sizes): without it, a workload that opens
