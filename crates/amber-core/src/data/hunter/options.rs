@@ -106,9 +106,9 @@ pub const KNOBS: &[Knob<HunterOptions>] = &[
         key: "hunter_index",
         value: "SIZE",
         default: "`2M`",
-        doc: "hunter: index a file gets before there is any history of file sizes (loaded, \
-              fsync'd or deleted files), and the most it gets from that history; 8 bytes per \
-              4 KiB block, growing with the blocks the file maps",
+        doc: "hunter: index a file reserves when it is first written, before there is any \
+              history of file sizes (loaded, fsync'd or deleted files), and the most it gets \
+              from that history; 8 bytes per 4 KiB block, growing with the blocks the file maps",
         refused: "hunter_index= takes a size up to 1G, like 2M",
         set: |o, v| store(&mut o.index_bytes, size(v).filter(|&b| b <= 1 << 30)),
     },
