@@ -12,7 +12,8 @@ use std::path::Path;
 use amber_core::{Escaped, File, Fs, FsError, MountOptions, RecoveryReport};
 use amber_format::Timespec;
 use amber_pmem::{
-    Emulated, EmulatorSpec, MapError, MapOptions, MmapDevice, PersistError, PmDevice, WriteStats,
+    Emulated, EmulatorSpec, MapError, MapOptions, MmapDevice, PersistError, PmDevice, PoolPages,
+    WriteStats,
 };
 
 /// A failure already worded for the user: what went wrong and what to do.
@@ -333,6 +334,10 @@ impl PmDevice for PoolDevice {
 
     fn stats(&self) -> WriteStats {
         delegate!(self, d => d.stats())
+    }
+
+    fn pages(&self) -> Option<&PoolPages> {
+        delegate!(self, d => d.pages())
     }
 }
 

@@ -77,6 +77,15 @@ pub enum FsError {
     /// A read-only mount found a pool that was not unmounted cleanly:
     /// recovery would have to write it.
     NeedsRecovery,
+    /// The handle or the file does not allow the access asked (a
+    /// writable shared mapping of an append-only file, `PROT_WRITE` on a
+    /// mapping made through a read-only handle); the text says which
+    /// (EACCES).
+    AccessDenied(&'static str),
+    /// The file's blocks cannot be shown in the caller's address space
+    /// (a mapping on a device that cannot map its pages again); the text
+    /// says why (ENODEV).
+    NotMappable(&'static str),
 }
 
 impl std::fmt::Display for FsError {
@@ -123,6 +132,8 @@ impl std::fmt::Display for FsError {
                  the pool, or copy its files out with `amberfs salvage POOL DIR` (it recovers in \
                  memory and writes nothing)",
             ),
+            FsError::AccessDenied(why) => write!(f, "permission denied: {why}"),
+            FsError::NotMappable(why) => write!(f, "the file cannot be mapped: {why}"),
         }
     }
 }
@@ -211,9 +222,11 @@ impl From<FsError> for std::io::Error {
             FsError::OutOfMemory => K::OutOfMemory,
             FsError::FileTooLarge => K::FileTooLarge,
             FsError::Unsupported(_) => K::Unsupported,
-            FsError::BadHandle | FsError::NotPermitted | FsError::Protected(_) => {
-                K::PermissionDenied
-            }
+            FsError::BadHandle
+            | FsError::NotPermitted
+            | FsError::Protected(_)
+            | FsError::AccessDenied(_) => K::PermissionDenied,
+            FsError::NotMappable(_) => K::Unsupported,
             FsError::Corrupted(_) | FsError::Format(_) => K::InvalidData,
             FsError::ReadOnly | FsError::NeedsRecovery => K::ReadOnlyFilesystem,
             _ => K::Other,

@@ -24,6 +24,7 @@ mod filelog;
 pub mod fs;
 mod inode;
 mod journal;
+mod mapped;
 mod ordered;
 mod split;
 mod time;
@@ -31,12 +32,15 @@ mod types;
 pub mod units;
 pub mod zone;
 
-pub use api::{DirEntry as Entry, File, FileType, Fs, Metadata, OpenOptions, Permissions};
+pub use api::{
+    DirEntry as Entry, File, FileType, Fs, MapOptions, Mapping, Metadata, OpenOptions, Permissions,
+};
 pub use durability::{Atomicity, Durability};
 pub use error::{DeviceError, FsError, Result};
 pub use escape::Escaped;
 pub use fs::{Core, MountOptions, RecoveryReport};
 pub use inode::InodeState;
 pub use journal::Tx;
+pub use mapped::{MapId, MapInfo, MapRequest, MAX_MAPS};
 pub use time::{wall, ClockSource};
 pub use types::{Attr, DirEntry, Owner, RenameMode, SetAttr, StatFs, TimeSet};

@@ -11,6 +11,7 @@
 //! the drain. Callers batch many flushes before one drain.
 
 use crate::stats::WriteStats;
+use crate::window::PoolPages;
 
 /// Size of a CPU cache line, the unit of flushing and of crash atomicity
 /// (stores to one line persist in program order, as a prefix).
@@ -133,6 +134,14 @@ pub trait PmDevice: Send + Sync + 'static {
 
     /// Write accounting since the device was opened.
     fn stats(&self) -> WriteStats;
+
+    /// The pool's pages, for showing a file's blocks to a program that
+    /// maps the file (a [`crate::Window`]): `None` where the pool is not
+    /// something the kernel can map again — anonymous memory, a DRAM
+    /// overlay (whose stores must stay in DRAM), the crash simulator.
+    fn pages(&self) -> Option<&PoolPages> {
+        None
+    }
 }
 
 /// Checks that `[off, off + len)` lies inside a pool of `size` bytes.

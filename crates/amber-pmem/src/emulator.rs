@@ -22,7 +22,7 @@ mod spin;
 
 pub use spec::{EmulatorSpec, Per, SpecError};
 
-use crate::{lines_covered, PersistError, PmDevice, WriteStats};
+use crate::{lines_covered, PersistError, PmDevice, PoolPages, WriteStats};
 use bucket::TokenBucket;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -226,5 +226,11 @@ impl<D: PmDevice> PmDevice for Emulated<D> {
 
     fn stats(&self) -> WriteStats {
         self.inner.stats()
+    }
+
+    /// Stores through a window bypass the emulator: they cost what the
+    /// DRAM under it costs (README, "Mapped files").
+    fn pages(&self) -> Option<&PoolPages> {
+        self.inner.pages()
     }
 }

@@ -22,6 +22,7 @@ mod ntcopy;
 mod overlay;
 mod region;
 mod stats;
+mod window;
 
 pub use device::{check_range, PersistError, PersistErrorKind, PmDevice, CACHE_LINE};
 pub use emulator::{Emulated, EmulatorSpec, Per, SpecError};
@@ -33,3 +34,4 @@ pub use mmap::{Durability, MapOptions, MmapDevice, MIN_POOL_SIZE};
 pub use ntcopy::NtWidth;
 pub use overlay::DramOverlay;
 pub use stats::{lines_covered, StatsCounter, WriteStats};
+pub use window::{page_size, PoolPages, Window};

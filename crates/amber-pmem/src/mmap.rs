@@ -11,7 +11,7 @@ use crate::info::{MapInfo, MapKind};
 use crate::lock::PoolLock;
 use crate::mapping::{Mapping, HUGE_PAGE};
 use crate::region::Region;
-use crate::{cpu, MapError, PersistError, PmDevice, WriteStats};
+use crate::{cpu, MapError, PersistError, PmDevice, PoolPages, WriteStats};
 
 /// Smallest pool the device layer maps: one page. The format layer has its
 /// own, larger minimum.
@@ -46,6 +46,9 @@ pub struct MmapDevice {
     // Field order is drop order: unmap before the lock's descriptor closes.
     region: Region,
     info: MapInfo,
+    /// The pool's descriptor as windows map it (none for anonymous
+    /// memory); it is the lock's, which outlives it.
+    pages: Option<PoolPages>,
     _lock: Option<PoolLock>,
 }
 
@@ -164,6 +167,7 @@ impl MmapDevice {
         Ok(MmapDevice {
             region,
             info,
+            pages: None,
             _lock: None,
         })
     }
@@ -227,9 +231,16 @@ fn map_file(lock: PoolLock, t: &Target<'_>, options: &MapOptions) -> Result<Mmap
     let flush = flush::choose(options.flush_override, msync_needed, dax)?;
     let region = Region::with_access(map, size, flush, t.read_only)?;
     let info = describe_map(&region, Some(path.to_path_buf()), kind, size, map_sync);
+    // Files map again at any page; device-DAX only in its own alignment.
+    let granule = match kind {
+        MapKind::DevDax => t.align,
+        _ => crate::window::page_size(),
+    };
+    let pages = PoolPages::new(fd, granule, dax, t.read_only);
     Ok(MmapDevice {
         region,
         info,
+        pages: Some(pages),
         _lock: Some(lock),
     })
 }
@@ -382,5 +393,9 @@ impl PmDevice for MmapDevice {
 
     fn stats(&self) -> WriteStats {
         self.region.stats()
+    }
+
+    fn pages(&self) -> Option<&PoolPages> {
+        self.pages.as_ref()
     }
 }

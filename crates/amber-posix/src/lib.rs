@@ -32,6 +32,8 @@ pub fn errno(e: &FsError) -> i32 {
         FsError::NoAttribute => libc::ENODATA,
         FsError::AttributeTooLarge => libc::E2BIG,
         FsError::ReadOnly | FsError::NeedsRecovery => libc::EROFS,
+        FsError::AccessDenied(_) => libc::EACCES,
+        FsError::NotMappable(_) => libc::ENODEV,
         // Corruption, a poisoned pool, a failing device, and (FsError is
         // non-exhaustive) any variant added later until it is given its
         // own errno here.
@@ -123,6 +125,8 @@ mod tests {
             (FsError::Protected("immutable"), libc::EPERM),
             (FsError::Corrupted("x".into()), libc::EIO),
             (FsError::ReadOnly, libc::EROFS),
+            (FsError::AccessDenied("append-only"), libc::EACCES),
+            (FsError::NotMappable("anonymous memory"), libc::ENODEV),
         ];
         for (e, code) in cases {
             assert_eq!(errno(&e), code, "{e:?}");

@@ -8,6 +8,8 @@ use super::intervals::Intervals;
 use super::{BitSet, Homes, Padded};
 use amber_format::Layout;
 use parking_lot::Mutex;
+use rustc_hash::FxHashSet;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 /// Most groups; a group is at least 64 blocks.
 const MAX_GROUPS: u64 = 64;
@@ -20,6 +22,19 @@ pub struct BlockAllocator {
     total_blocks: u64,
     /// Which group a thread starts from (its home in this mount).
     homes: Homes,
+    /// Blocks a forked child may still map (`mapped/`): freed, they stay
+    /// out of circulation until `release_held`.
+    held: Mutex<Held>,
+    /// Whether `held` names any block: the one load a free pays
+    /// otherwise.
+    holding: AtomicBool,
+}
+
+/// Blocks to hold back when freed, and those freed since.
+#[derive(Default)]
+struct Held {
+    wanted: FxHashSet<u64>,
+    parked: Vec<u64>,
 }
 
 impl BlockAllocator {
@@ -51,7 +66,43 @@ impl BlockAllocator {
             data_start: layout.data_start,
             total_blocks: layout.total_blocks,
             homes,
+            held: Mutex::new(Held::default()),
+            holding: AtomicBool::new(false),
         }
+    }
+
+    /// When any of `blocks` is freed, keeps it from reuse until
+    /// `release_held`: a forked child may still map it (design.md §16).
+    pub fn hold(&self, blocks: impl Iterator<Item = u64>) {
+        let mut h = self.held.lock();
+        h.wanted.extend(blocks);
+        self.holding.store(!h.wanted.is_empty(), Relaxed);
+    }
+
+    /// Gives back every block held since `hold` (the pool is closing).
+    pub fn release_held(&self) {
+        let parked = {
+            let mut h = self.held.lock();
+            self.holding.store(false, Relaxed);
+            h.wanted.clear();
+            std::mem::take(&mut h.parked)
+        };
+        for b in parked {
+            self.give(b);
+        }
+    }
+
+    /// Holds back `b` if it is wanted; true when it was.
+    fn parked(&self, b: u64) -> bool {
+        if !self.holding.load(Relaxed) {
+            return false;
+        }
+        let mut h = self.held.lock();
+        if !h.wanted.remove(&b) {
+            return false;
+        }
+        h.parked.push(b);
+        true
     }
 
     fn group_of(&self, b: u64) -> usize {
@@ -131,12 +182,18 @@ impl BlockAllocator {
         self.group_blocks
     }
 
-    /// Returns a block to its group.
+    /// Returns a block to its group (unless it is held back).
     pub fn free(&self, b: u64) {
         assert!(
             b >= self.data_start && b < self.total_blocks,
             "freeing non-data block {b}"
         );
+        if !self.parked(b) {
+            self.give(b);
+        }
+    }
+
+    fn give(&self, b: u64) {
         self.groups[self.group_of(b)].lock().give(b);
     }
 
@@ -148,6 +205,10 @@ impl BlockAllocator {
             start >= self.data_start && end <= self.total_blocks,
             "freeing non-data blocks {start}..{end}"
         );
+        if self.holding.load(Relaxed) {
+            (start..end).for_each(|b| self.free(b));
+            return;
+        }
         let mut b = start;
         while b < end {
             let g = self.group_of(b);

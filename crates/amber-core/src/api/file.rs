@@ -160,14 +160,14 @@ impl OpenOptions {
 /// An open file. Closing it (dropping) frees an unlinked file's space
 /// once no handle is left.
 pub struct File<D: PmDevice> {
-    fs: Fs<D>,
-    ino: u64,
+    pub(super) fs: Fs<D>,
+    pub(super) ino: u64,
     /// The loaded inode: it stays loaded while a handle is open (an
     /// unlinked one is freed only at the last release).
     inode: InodeRef,
     pos: u64,
-    readable: bool,
-    writable: bool,
+    pub(super) readable: bool,
+    pub(super) writable: bool,
     append: bool,
     sync: bool,
 }

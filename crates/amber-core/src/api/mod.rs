@@ -5,10 +5,12 @@
 
 mod durability;
 mod file;
+mod map;
 mod metadata;
 mod path;
 
 pub use file::{File, OpenOptions};
+pub use map::{MapOptions, Mapping};
 pub use metadata::{FileType, Metadata, Permissions};
 
 use crate::error::{FsError, Result};

@@ -23,7 +23,7 @@ pub use control::on_background_thread_start;
 use crate::error::Result;
 use crate::fs::Core;
 use crate::inode::InodeState;
-use amber_format::PoolLayout;
+use amber_format::{PoolLayout, Timespec};
 use amber_pmem::PmDevice;
 use std::sync::Weak;
 
@@ -61,6 +61,56 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
         data: &[u8],
         sync: bool,
     ) -> Result<usize>;
+
+    /// Writes `data` at `off` in place: every block the range touches is
+    /// pinned by a mapping (design.md §16), so it has a block on PM that
+    /// must stay where it is, and a program's stores reach it directly.
+    /// The size may grow, within the last of those blocks. Each byte is
+    /// old or new after a crash, as for any in-place write; durable as
+    /// the policy's other writes are (`sync` as for `write`). By default
+    /// `direct`'s write, which writes in place; a policy whose files live
+    /// outside block maps (the split layouts, NOVA's logs) has its own.
+    fn write_in_place(
+        &self,
+        fs: Context<'_, D>,
+        st: &mut InodeState,
+        off: u64,
+        data: &[u8],
+        sync: bool,
+    ) -> Result<usize> {
+        Direct.write(fs, st, off, data, sync)
+    }
+
+    /// A mapping pins file blocks `[first, first + count)`, all below the
+    /// end of file (design.md §16): until they are unpinned, every write
+    /// to them goes through `write_in_place` and a program's stores
+    /// change their PM bytes. Before returning, the policy makes those
+    /// blocks' PM bytes the file's newest — writing back what it holds of
+    /// them in DRAM or in the zone — and leaves no record whose validity
+    /// hangs on their bytes (an own commit's checksum). Holes may stay:
+    /// the core fills them next. Nothing by default: the inode's blocks
+    /// are the file's.
+    fn pin(
+        &self,
+        _fs: Context<'_, D>,
+        _st: &mut InodeState,
+        _first: u64,
+        _count: u64,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// The file's mtime and ctime move to `now` without a write: a
+    /// program stored through a mapping of it, noticed at msync or fsync
+    /// (Linux moves them at the page fault). The policy keeps them where
+    /// it keeps a file's times. By default in the DRAM inode, persisted
+    /// with the other lazy times (fsync, unmount).
+    fn touch(&self, _fs: Context<'_, D>, st: &mut InodeState, now: Timespec) -> Result<()> {
+        st.disk.mtime = now;
+        st.disk.ctime = now;
+        st.times_dirty = true;
+        Ok(())
+    }
 
     /// Sets the file's size, freeing blocks past it or exposing zeros.
     /// By default `direct`'s: a journal transaction down, zeroing and one

@@ -25,6 +25,29 @@ fn check_flags(st: &InodeState, set: &SetAttr) -> Result<()> {
 }
 
 impl<D: PmDevice> Core<D> {
+    /// Sets a regular file's size through the policy's truncate. Under
+    /// mappings a shrink hides the pages it cuts off first, then zeroes
+    /// what a mapping's new last page shows past the end, as Linux does;
+    /// a growth shows the new blocks.
+    fn set_size(&self, st: &mut InodeState, size: u64) -> Result<()> {
+        let old = st.size();
+        if st.maps.is_some() && size < old {
+            self.before_shrink(st, size)?;
+        }
+        let res = self.policy.truncate(self.context(), st, size);
+        self.guard(res)?;
+        if st.maps.is_none() {
+            return Ok(());
+        }
+        if size < old && Self::touches_pins(st, size, 1) {
+            self.zero_tail(st, size)?;
+        }
+        if size > old {
+            self.follow_growth(st, old)?;
+        }
+        Ok(())
+    }
+
     /// Changes the attributes `set` names. A size change is applied first
     /// (as its own atomic step); the rest commit together.
     pub fn setattr(&self, ino: u64, set: &SetAttr) -> Result<Attr> {
@@ -44,8 +67,7 @@ impl<D: PmDevice> Core<D> {
                     ))
                 }
             }
-            let res = self.policy.truncate(self.context(), &mut st, size);
-            self.guard(res)?;
+            self.set_size(&mut st, size)?;
         }
         let mut d = st.disk.clone();
         let mut changed = false;

@@ -49,6 +49,18 @@ pub(crate) fn unchangeable(st: &InodeState) -> Result<()> {
     Ok(())
 }
 
+/// A shared mapping of `st` through a handle that writes (`may_write`):
+/// Linux refuses it for an append-only file, whose bytes a store could
+/// change anywhere (EACCES, mm/mmap.c).
+pub(crate) fn may_map_shared(st: &InodeState, may_write: bool) -> Result<()> {
+    if may_write && has(st, APPEND) {
+        return Err(FsError::AccessDenied(
+            "a shared mapping of an append-only file through a handle that writes",
+        ));
+    }
+    Ok(())
+}
+
 /// A write at `off` (None: at the end, O_APPEND) of a file `st`.
 pub(crate) fn may_write(st: &InodeState, off: Option<u64>) -> Result<()> {
     not_immutable(st)?;

@@ -4,7 +4,7 @@
 
 mod attr;
 mod entry;
-mod flags;
+pub(crate) mod flags;
 mod lock;
 mod mount;
 mod namespace;
@@ -20,11 +20,12 @@ pub use salvage::salvage;
 pub use xattr::XattrSet;
 
 use crate::alloc::{BlockAllocator, Homes, InodeAllocator};
-use crate::data::{Context, DataPolicy, FallocMode};
+use crate::data::{Context, DataPolicy, FallocMode, FallocStep};
 use crate::durability::{Atomicity, Durability};
 use crate::error::{FsError, Result};
 use crate::inode::{InodeCache, InodeRef, InodeState};
 use crate::journal::{Journals, Tx};
+use crate::mapped::MapTable;
 use crate::split::SplitMedia;
 use crate::time::Clock;
 use crate::types::{Attr, StatFs};
@@ -60,6 +61,8 @@ pub struct Core<D: PmDevice> {
     zone: Option<Zone>,
     /// HUNTER's split layout, when the pool has one.
     split: Option<SplitMedia>,
+    /// Every mapping of a file (design.md §16).
+    maps: MapTable,
 }
 
 impl<D: PmDevice> Core<D> {
@@ -98,6 +101,11 @@ impl<D: PmDevice> Core<D> {
     /// The mounted data policy.
     pub(crate) fn policy(&self) -> &dyn DataPolicy<D> {
         &*self.policy
+    }
+
+    /// Every mapping of a file (`mapped/`).
+    pub(crate) fn map_table(&self) -> &MapTable {
+        &self.maps
     }
 
     /// The superblock as mounted, for the zone's feature bit and chunk
@@ -283,8 +291,30 @@ impl<D: PmDevice> Core<D> {
         if end.is_none_or(|e| e > amber_format::blockmap::MAX_FILE_SIZE) {
             return Err(FsError::FileTooLarge);
         }
-        let n = self.policy.write(self.context(), &mut st, at, data, sync);
-        Ok((self.guard(n)?, at))
+        if st.maps.is_none() {
+            let n = self.policy.write(self.context(), &mut st, at, data, sync);
+            return Ok((self.guard(n)?, at));
+        }
+        let old = st.size();
+        let n = if Self::touches_pins(&st, at, data.len() as u64) {
+            self.write_over_pins(&mut st, at, data, sync)?
+        } else {
+            let n = self.policy.write(self.context(), &mut st, at, data, sync);
+            self.guard(n)?
+        };
+        self.follow_size_after_write(&mut st, old);
+        Ok((n, at))
+    }
+
+    /// After a write (or fallocate) grew a mapped file: its mappings show
+    /// the new blocks. The write itself has happened; where a mapping
+    /// cannot show them (no room for a hole's block, no address space)
+    /// its pages there stay past the end, SIGBUS, as on a DAX file system
+    /// that cannot fill a page at fault, and the next growth tries again.
+    fn follow_size_after_write(&self, st: &mut InodeState, old: u64) {
+        if st.maps.is_some() && st.size() > old {
+            let _ = self.follow_growth(st, old);
+        }
     }
 
     /// Preallocates zeroed blocks, punches a hole or zeroes a range
@@ -308,12 +338,18 @@ impl<D: PmDevice> Core<D> {
                 "fallocate range is empty or beyond the largest file",
             ));
         }
+        let old = st.size();
         for step in mode.steps() {
+            if step == FallocStep::PunchHole && Self::touches_pins(&st, off, len) {
+                self.punch_over_pins(&mut st, off, len)?;
+                continue;
+            }
             let res = self
                 .policy
                 .fallocate(self.context(), &mut st, off, len, step);
             self.guard(res)?;
         }
+        self.follow_size_after_write(&mut st, old);
         Ok(())
     }
 
@@ -373,6 +409,12 @@ impl<D: PmDevice> Core<D> {
         let r = self.inode(ino)?;
         let mut st = r.write();
         live(&st)?;
+        self.fsync_locked(&mut st)
+    }
+
+    /// `fsync` of a file already locked; msync's too. Stores through the
+    /// file's mappings are written back first (`sync_maps`).
+    pub(crate) fn fsync_locked(&self, st: &mut InodeState) -> Result<()> {
         // Nothing of a read-only mount is waiting to become durable.
         if self.opts.read_only
             || st.durability == Durability::Lazy
@@ -381,7 +423,8 @@ impl<D: PmDevice> Core<D> {
         {
             return Ok(());
         }
-        let res = self.policy.fsync(self.context(), &mut st);
+        self.sync_maps(st)?;
+        let res = self.policy.fsync(self.context(), st);
         self.guard(res)
     }
 
@@ -437,12 +480,18 @@ impl<D: PmDevice> Core<D> {
             ));
         }
         st.open_count -= 1;
+        self.free_if_unused(&mut st)
+    }
+
+    /// Frees the file if nothing holds it any more: no link, no open
+    /// handle, no mapping (each counts in `open_count`).
+    pub(crate) fn free_if_unused(&self, st: &mut InodeState) -> Result<()> {
         if st.open_count == 0 && st.disk.nlink == 0 && st.disk.in_use() {
             self.check_writable()?;
             let mut tx = Tx::new();
-            let freed = self.free_inode_tx(&mut tx, &mut st)?;
+            let freed = self.free_inode_tx(&mut tx, st)?;
             self.commit(tx)?;
-            self.finish_free(&mut st, freed);
+            self.finish_free(st, freed);
         }
         Ok(())
     }

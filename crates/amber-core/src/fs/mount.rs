@@ -14,6 +14,7 @@ use crate::error::{FsError, Result};
 use crate::filelog::FileLog;
 use crate::inode::{read_inode, walk, InodeCache};
 use crate::journal::{self, Journals, Tx};
+use crate::mapped::MapTable;
 use crate::split::{self, SplitMedia};
 use crate::time::{self, Clock};
 use crate::types::Owner;
@@ -607,6 +608,7 @@ impl<D: PmDevice> Core<D> {
             opts,
             clock,
             zone: None,
+            maps: MapTable::default(),
         }
     }
 
@@ -663,6 +665,7 @@ impl<D: PmDevice> Core<D> {
         for r in self.cache.all() {
             let mut st = r.write();
             if st.disk.in_use() {
+                self.sync_maps(&mut st)?;
                 let res = self.policy.fsync(self.context(), &mut st);
                 self.guard(res)?;
             }
@@ -681,6 +684,7 @@ impl<D: PmDevice> Core<D> {
             return Ok(());
         }
         self.check_writable()?;
+        self.close_maps()?;
         self.policy.unmount(self.context());
         for r in self.cache.all() {
             let mut st = r.write();

@@ -307,6 +307,7 @@ impl<D: PmDevice> Core<D> {
             buffered_size: None,
             durability,
             atomicity,
+            maps: None,
         };
         let attr = attr_of(&state);
         self.cache.insert(ino, state);

@@ -77,7 +77,13 @@ impl<D: PmDevice> Core<D> {
     /// `key=value` per line.
     fn policy_report(&self, st: &InodeState) -> String {
         let mut out = format!("policy={}\n", self.policy.name());
-        for (k, v) in self.policy.describe(self.context(), st) {
+        let maps = Self::describe_maps(st);
+        for (k, v) in self
+            .policy
+            .describe(self.context(), st)
+            .into_iter()
+            .chain(maps)
+        {
             out += &format!("{k}={v}\n");
         }
         for (k, v) in self.policy.stats() {

@@ -15,6 +15,7 @@ pub use pathcopy::{plan_path_copy, CommitStore, PathCopy};
 use crate::dir::DirIndex;
 use crate::durability::{self, Atomicity, Durability};
 use crate::error::{FsError, Result};
+use crate::mapped::FileMaps;
 use amber_format::xattr::{self, Xattr};
 use amber_format::{FileKind, Inode, Layout, BLOCK_SIZE, INODE_SIZE};
 use amber_pmem::PmDevice;
@@ -59,6 +60,9 @@ pub struct InodeState {
     /// asks of the policy (which refused `Write` at setxattr if it cannot
     /// honour it).
     pub atomicity: Atomicity,
+    /// The file's mappings and the blocks they pin (design.md §16); none
+    /// while it has none.
+    pub(crate) maps: Option<Box<FileMaps>>,
 }
 
 /// Reads inode `ino` from the table, without judging it.
@@ -133,6 +137,7 @@ impl InodeState {
             buffered_size: None,
             durability,
             atomicity,
+            maps: None,
         })
     }
 
@@ -146,6 +151,12 @@ impl InodeState {
             }
             None => self.disk.size,
         }
+    }
+
+    /// Whether file block `fb` is pinned by a mapping (design.md §16):
+    /// it must stay where it is, written only in place.
+    pub(crate) fn pinned(&self, fb: u64) -> bool {
+        self.maps.as_ref().is_some_and(|m| m.any_pinned(fb, fb))
     }
 
     /// The file's type; a loaded inode always has one (load refuses

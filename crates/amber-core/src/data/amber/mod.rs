@@ -37,7 +37,7 @@ use crate::data::Context;
 use crate::error::Result;
 use crate::fs::Core;
 use crate::inode::InodeState;
-use amber_format::{FileKind, PoolLayout, BLOCK_SIZE};
+use amber_format::{FileKind, PoolLayout, Timespec, BLOCK_SIZE};
 use amber_pmem::PmDevice;
 use buffer::Buffer;
 pub use options::{AmberBuffer, AmberZone, AmberZoneMax};
@@ -260,6 +260,39 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
             .flush_blocks(fs, st, off / BLOCK_SIZE, (end - 1) / BLOCK_SIZE)?;
         self.log_writes.fetch_add(1, Relaxed);
         self.e.hunter.write(fs, st, off, data, sync)
+    }
+
+    /// Hunter's in-place write, after the buffer (whose snapshot must
+    /// be the only one covering buffered blocks, §13.4) and, for a write
+    /// that grows the file, the slice holding the old end (§13.1).
+    fn write_in_place(
+        &self,
+        fs: Context<'_, D>,
+        st: &mut InodeState,
+        off: u64,
+        data: &[u8],
+        sync: bool,
+    ) -> Result<usize> {
+        self.buffer.flush(fs, &self.e, st)?;
+        if off + data.len() as u64 > st.disk.size {
+            self.e.lawn.flush_from(fs, st, st.disk.size)?;
+        }
+        self.e.hunter.write_in_place(fs, st, off, data, sync)
+    }
+
+    /// The buffer and the zone's slices of the file go back (the zone's
+    /// whole file, as a write-back does), then its queue is persisted, so
+    /// no own-commit record newer than its entry hangs on a pinned
+    /// block's bytes (§13.6).
+    fn pin(&self, fs: Context<'_, D>, st: &mut InodeState, first: u64, count: u64) -> Result<()> {
+        self.buffer.flush(fs, &self.e, st)?;
+        self.e.lawn.flush_blocks(fs, st, first, first + count - 1)?;
+        self.e.hunter.settle(fs, st)?;
+        Ok(())
+    }
+
+    fn touch(&self, fs: Context<'_, D>, st: &mut InodeState, now: Timespec) -> Result<()> {
+        DataPolicy::<D>::touch(&self.e.hunter, fs, st, now)
     }
 
     fn truncate(&self, fs: Context<'_, D>, st: &mut InodeState, size: u64) -> Result<()> {

@@ -588,6 +588,33 @@ impl<D: PmDevice> DataPolicy<D> for Hinfs {
         Ok(data.len())
     }
 
+    /// The eager path: `direct`'s write, after the buffered blocks below
+    /// it when it grows the durable size (none of the range is buffered:
+    /// pinned blocks never are).
+    fn write_in_place(
+        &self,
+        fs: Context<'_, D>,
+        st: &mut InodeState,
+        off: u64,
+        data: &[u8],
+        sync: bool,
+    ) -> Result<usize> {
+        index::with(st, |st, file| {
+            self.shared.direct_write(fs, st, file, off, data, sync)
+        })?;
+        Ok(data.len())
+    }
+
+    /// The file's buffer is written back and evicted: a mapping must find
+    /// the newest bytes on PM, and a later write-back in place would
+    /// overwrite a program's stores.
+    fn pin(&self, fs: Context<'_, D>, st: &mut InodeState, _first: u64, _count: u64) -> Result<()> {
+        if st.policy.is_none() {
+            return Ok(());
+        }
+        index::with(st, |st, file| self.shared.flush_and_evict(fs, st, file))
+    }
+
     /// Blocks past the new size are dropped unwritten; the rest of the
     /// file is written back and evicted, and the direct policy truncates
     /// the (now whole) file on PM.

@@ -29,7 +29,7 @@ use crate::fs::Core;
 use crate::inode::InodeState;
 use crate::split::{effective, walk_chain, LogState, SplitMedia};
 use amber_format::blockmap::MAX_FILE_SIZE;
-use amber_format::{FileKind, PoolLayout, BLOCK_SIZE};
+use amber_format::{FileKind, PoolLayout, Timespec, BLOCK_SIZE};
 use amber_pmem::PmDevice;
 pub(in crate::data) use engine::block_of;
 use index::{FileIndex, Sizer};
@@ -510,6 +510,52 @@ fn merged_block<D: PmDevice, X>(
     buf
 }
 
+impl<X: PerFile> Hunter<X> {
+    /// Writes `data` at `off` into the file's own blocks, which it maps
+    /// (an append inside the last block, or blocks a mapping pins), zeroing
+    /// first what the write exposes past the size in the last block;
+    /// fences, then queues the file's new attributes alone (no record
+    /// changes: the blocks are the ones their records already name).
+    fn in_place<D: PmDevice>(
+        &self,
+        fs: Context<'_, D>,
+        hf: &mut HunterFile<X>,
+        st: &mut InodeState,
+        off: u64,
+        data: &[u8],
+        sync: bool,
+    ) -> Result<()> {
+        let size = st.disk.size;
+        let end = off + data.len() as u64;
+        if off > size {
+            zero_past_end(fs, hf, size, off)?;
+        }
+        let (dev, l) = (&**fs.device(), fs.layout());
+        let mut pos = off;
+        // Each round writes at least one byte: bounded by the write.
+        while pos < end {
+            let fb = pos / BLOCK_SIZE;
+            let Some(b) = hf.index.get(fb) else {
+                return Err(FsError::Corrupted(format!(
+                    "inode {}: block {fb} of an in-place write is a hole",
+                    st.ino
+                )));
+            };
+            let e = end.min((fb + 1) * BLOCK_SIZE);
+            let src = &data[(pos - off) as usize..(e - off) as usize];
+            dev.write_nt(l.block_offset(b) + pos % BLOCK_SIZE, src);
+            pos = e;
+        }
+        fs.drain()?;
+        let seq = hf.take_seq();
+        note_write(fs, st)?;
+        st.disk.size = size.max(end);
+        self.shared.stats.in_place.fetch_add(1, Relaxed);
+        let snap = snapshot(hf, st, seq);
+        self.queue(fs, st, &[], snap, sync || self.sync, false)
+    }
+}
+
 /// Zeros for fallocate's blocks and a punch's edges.
 static ZEROS: [u8; BLOCK_SIZE as usize] = [0; BLOCK_SIZE as usize];
 
@@ -733,23 +779,16 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
                 return self.write_own(fs, hf, st, off, data);
             }
             let size = st.disk.size;
-            if first == last && off >= size && size > first * BLOCK_SIZE {
-                if let Some(b) = hf.index.get(first) {
-                    // An append inside the last block goes in place: its
-                    // bytes lie past the durable size, so no crash shows
-                    // them until an entry with the new size is durable,
-                    // and that entry is queued after their fence.
-                    zero_past_end(fs, hf, size, off)?;
-                    let at = fs.layout().block_offset(b) + (off - first * BLOCK_SIZE);
-                    fs.device().write_nt(at, data);
-                    fs.drain()?;
-                    let seq = hf.take_seq();
-                    note_write(fs, st)?;
-                    st.disk.size = end;
-                    self.shared.stats.in_place.fetch_add(1, Relaxed);
-                    let snap = snapshot(hf, st, seq);
-                    return self.queue(fs, st, &[], snap, sync || self.sync, false);
-                }
+            if first == last
+                && off >= size
+                && size > first * BLOCK_SIZE
+                && hf.index.get(first).is_some()
+            {
+                // An append inside the last block goes in place: its
+                // bytes lie past the durable size, so no crash shows
+                // them until an entry with the new size is durable, and
+                // that entry is queued after their fence.
+                return self.in_place(fs, hf, st, off, data, sync);
             }
             // The write's scratch lists live with the file (kept empty),
             // so a small write allocates nothing.
@@ -773,6 +812,28 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
             self.fence_and_queue(fs, st, hf, (blocks, ops), snap, sync || self.sync, false)
         })?;
         Ok(data.len())
+    }
+
+    /// In place, with the attributes queued as any hunter write's: the
+    /// blocks keep their records, so after a crash each byte of the range
+    /// is old or new and the size is a queued one's.
+    fn write_in_place(
+        &self,
+        fs: Context<'_, D>,
+        st: &mut InodeState,
+        off: u64,
+        data: &[u8],
+        sync: bool,
+    ) -> Result<usize> {
+        self.with_file(fs, st, |hf, st| self.in_place(fs, hf, st, off, data, sync))?;
+        Ok(data.len())
+    }
+
+    /// The new times go in an attribute entry of their own, as a write's.
+    fn touch(&self, fs: Context<'_, D>, st: &mut InodeState, now: Timespec) -> Result<()> {
+        st.disk.mtime = now;
+        st.disk.ctime = now;
+        self.queue_attrs(fs, st)
     }
 
     fn truncate(&self, fs: Context<'_, D>, st: &mut InodeState, size: u64) -> Result<()> {

@@ -748,6 +748,28 @@ impl<D: PmDevice> DataPolicy<D> for Lawn {
         self.by_cow(fs, st, off, data, sync)
     }
 
+    /// `direct`'s write; one that grows the file first writes back the
+    /// slice holding the old end, as `write` does.
+    fn write_in_place(
+        &self,
+        fs: Context<'_, D>,
+        st: &mut InodeState,
+        off: u64,
+        data: &[u8],
+        sync: bool,
+    ) -> Result<usize> {
+        if off + data.len() as u64 > st.disk.size {
+            self.flush_from(fs, st, st.disk.size)?;
+        }
+        Direct.write(fs, st, off, data, sync)
+    }
+
+    /// The zone's slices of the pinned blocks go back into them.
+    fn pin(&self, fs: Context<'_, D>, st: &mut InodeState, first: u64, count: u64) -> Result<()> {
+        self.flush_blocks(fs, st, first, first + count - 1)?;
+        Ok(())
+    }
+
     fn truncate(&self, fs: Context<'_, D>, st: &mut InodeState, size: u64) -> Result<()> {
         self.flush_for_size(fs, st, size)?;
         Direct.truncate(fs, st, size)

@@ -102,6 +102,27 @@ impl<D: PmDevice> DataPolicy<D> for Nova {
         Ok(data.len())
     }
 
+    fn write_in_place(
+        &self,
+        fs: Context<'_, D>,
+        st: &mut InodeState,
+        off: u64,
+        data: &[u8],
+        _sync: bool,
+    ) -> Result<usize> {
+        ops::write_in_place(fs, st, off, data, &self.stats)?;
+        Ok(data.len())
+    }
+
+    fn touch(
+        &self,
+        fs: Context<'_, D>,
+        st: &mut InodeState,
+        now: amber_format::Timespec,
+    ) -> Result<()> {
+        ops::touch(fs, st, now, &self.stats)
+    }
+
     fn truncate(&self, fs: Context<'_, D>, st: &mut InodeState, size: u64) -> Result<()> {
         ops::truncate(fs, st, size, &self.stats)
     }

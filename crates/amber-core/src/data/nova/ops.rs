@@ -118,6 +118,11 @@ pub(super) fn write<D: PmDevice>(
     stats: &Stats,
 ) -> Result<()> {
     let end = off + data.len() as u64;
+    let old_size = st.disk.size;
+    if off >= (old_size / BLOCK_SIZE + 1) * BLOCK_SIZE {
+        // The old last page is not copied: its tail is zeroed in place.
+        zero_past_size(fs, st, old_size, end)?;
+    }
     let range = block_range(off, end);
     let n = usize::try_from(range.end() - range.start() + 1).map_err(|_| FsError::FileTooLarge)?;
     let fresh = fs
@@ -139,7 +144,6 @@ pub(super) fn write<D: PmDevice>(
             _ => partial.push((fb, b)),
         }
     }
-    let old_size = st.disk.size;
     copy_pages(fs, st, old_size, &partial, &mut |fb, buf| {
         let (at, src) = piece(fb);
         buf[at as usize..at as usize + src.len()].copy_from_slice(src);
@@ -153,10 +157,94 @@ pub(super) fn write<D: PmDevice>(
     })
 }
 
+/// A write into pages a mapping pins (design.md §16): no copy — the
+/// bytes go into the file's own pages, after those a growth exposes past
+/// the old size are zeroed; one fence makes them durable, then an
+/// attribute entry commits the new size and times (a dropped set-id bit
+/// with them). After a crash each byte is old or new.
+pub(super) fn write_in_place<D: PmDevice>(
+    fs: Context<'_, D>,
+    st: &mut InodeState,
+    off: u64,
+    data: &[u8],
+    stats: &Stats,
+) -> Result<()> {
+    let end = off + data.len() as u64;
+    let old_size = st.disk.size;
+    zero_past_size(fs, st, old_size, off)?;
+    let (dev, l) = (&**fs.device(), fs.layout());
+    let mut pos = off;
+    // Each round writes at least one byte: bounded by the write.
+    while pos < end {
+        let fb = pos / BLOCK_SIZE;
+        let Some(b) = st.map.get(fb) else {
+            return Err(FsError::Corrupted(format!(
+                "inode {}: page {fb} of an in-place write is a hole",
+                st.ino
+            )));
+        };
+        let e = end.min((fb + 1) * BLOCK_SIZE);
+        dev.write_nt(
+            l.block_offset(b) + pos % BLOCK_SIZE,
+            &data[(pos - off) as usize..(e - off) as usize],
+        );
+        pos = e;
+    }
+    fs.drain()?;
+    let saved = (st.disk.mode, st.disk.mtime, st.disk.ctime, st.disk.size);
+    let mode_changed = note_write(fs, st);
+    st.disk.size = old_size.max(end);
+    let e = attr_entry(&st.disk);
+    commit(fs, st, &[e], &[], (mode_changed, stats), |st| {
+        (st.disk.mode, st.disk.mtime, st.disk.ctime, st.disk.size) = saved;
+    })
+}
+
+/// mtime and ctime moved to `now` without a write (stores through a
+/// mapping): an attribute entry carrying them.
+pub(super) fn touch<D: PmDevice>(
+    fs: Context<'_, D>,
+    st: &mut InodeState,
+    now: amber_format::Timespec,
+    stats: &Stats,
+) -> Result<()> {
+    let mut d = st.disk.clone();
+    (d.mtime, d.ctime) = (now, now);
+    let e = attr_entry(&d);
+    let saved = std::mem::replace(&mut st.disk, d);
+    commit(fs, st, &[e], &[], (false, stats), |st| st.disk = saved)
+}
+
+/// Before the size grows from `old` to `to` without a copy of the old
+/// last page (truncate up, fallocate, a write that starts past that page
+/// or goes in place): zeroes that page's bytes past `old`, in place, and
+/// fences. A shrink of a pinned page cannot copy it to zero them, and a
+/// program may store past the end through a mapping; they lie past the
+/// durable size, so no crash shows the zeroing.
+fn zero_past_size<D: PmDevice>(
+    fs: Context<'_, D>,
+    st: &InodeState,
+    old: u64,
+    to: u64,
+) -> Result<()> {
+    let fb = old / BLOCK_SIZE;
+    let to = to.min((fb + 1) * BLOCK_SIZE);
+    match st.map.get(fb) {
+        Some(b) if to > old && !old.is_multiple_of(BLOCK_SIZE) => {
+            let at = fs.layout().block_offset(b) + old % BLOCK_SIZE;
+            fs.device().zero_nt(at, to - old);
+            fs.drain()
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Sets the size: an attribute entry, or, when the new last page is
-/// partial and mapped, a copy of it with the bytes past the size zeroed
-/// (every byte past a file's size reads as zero once it grows again). A
-/// shrink unmaps the pages past the size when it is replayed.
+/// partial and mapped (and no mapping pins it), a copy of it with the
+/// bytes past the size zeroed (every byte past a file's size reads as
+/// zero once it grows again; a pinned page is zeroed in place by the
+/// core after the entry, and growth zeroes it again). A shrink unmaps
+/// the pages past the size when it is replayed.
 pub(super) fn truncate<D: PmDevice>(
     fs: Context<'_, D>,
     st: &mut InodeState,
@@ -167,6 +255,7 @@ pub(super) fn truncate<D: PmDevice>(
         return Err(FsError::FileTooLarge);
     }
     let old = st.disk.size;
+    zero_past_size(fs, st, old, size)?;
     let now = fs.now();
     let mut d = st.disk.clone();
     (d.size, d.mtime, d.ctime) = (size, now, now);
@@ -175,7 +264,7 @@ pub(super) fn truncate<D: PmDevice>(
     if size < old {
         e.flags = FLAG_TRUNCATE;
         let fb = size / BLOCK_SIZE;
-        if !size.is_multiple_of(BLOCK_SIZE) && st.map.get(fb).is_some() {
+        if !size.is_multiple_of(BLOCK_SIZE) && st.map.get(fb).is_some() && !st.pinned(fb) {
             let b = fs.blocks().alloc(st.map.get(fb)).ok_or(FsError::NoSpace)?;
             copy_pages(fs, st, size, &[(fb, b)], &mut |_, _| {});
             (e.kind, e.pages, e.pgoff, e.block) = (EntryKind::Write, 1, fb, b);
@@ -244,6 +333,7 @@ pub(super) fn allocate<D: PmDevice>(
         commit(fs, st, &entries, &fresh, (false, stats), |_| {})?;
     }
     if !keep_size && end > st.disk.size {
+        zero_past_size(fs, st, st.disk.size, end)?;
         let now = fs.now();
         let mut d = st.disk.clone();
         (d.size, d.mtime, d.ctime) = (end, now, now);
