@@ -62,13 +62,22 @@ impl std::ops::Deref for Pool {
 
 /// A fresh formatted pool in /dev/shm.
 fn pool(name: &str) -> Pool {
+    pool_for(name, &MountOptions::default())
+}
+
+/// A fresh pool in /dev/shm in the layout the policy `opts` names needs.
+fn pool_for(name: &str, opts: &MountOptions) -> Pool {
     let p = PathBuf::from(format!(
         "/dev/shm/ffi-preload-{name}-{}.pool",
         std::process::id()
     ));
     let _ = std::fs::remove_file(&p);
     let dev = MmapDevice::create(&p, 64 << 20, &MapOptions::default()).expect("create pool");
-    Fs::format(&dev, &FormatParams::for_size(64 << 20)).expect("format");
+    let params = FormatParams {
+        layout: amber_core::data::layout_for(opts),
+        ..FormatParams::for_size(64 << 20)
+    };
+    Fs::format(&dev, &params).expect("format");
     Pool(p)
 }
 
@@ -120,6 +129,42 @@ fn every_covered_call_under_the_interposer() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("calls.c: ok"));
     let text = with_pool(&p, |fs| fs.read("/s.txt").unwrap());
     assert_eq!(text, b"line 1\nline 2\nx");
+}
+
+/// tests/preload/mapped.c under policies that write every way there is
+/// (amber's zone, own commits and buffer; hunter's logs; nova's logs;
+/// direct in place): shared mappings show the file's own pages both
+/// ways, follow its size, and every call of the mmap family works on
+/// them. The pool checks clean afterwards.
+#[test]
+fn mapped_files_under_the_interposer() {
+    let work = tempfile::tempdir().unwrap();
+    let exe = work.path().join("mapped");
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/preload/mapped.c");
+    let mut cc = Command::new("cc");
+    cc.args(["-Wall", "-Werror", "-o"]).arg(&exe).arg(src);
+    ok(cc);
+    for opts in [
+        "amber_buffer=always",
+        "policy=hunter",
+        "policy=nova",
+        "policy=direct",
+    ] {
+        let mount_opts = MountOptions::parse(opts).unwrap();
+        let p = pool_for("mapped", &mount_opts);
+        let mount = work.path().join("m");
+        let mut c = preloaded(exe.to_str().unwrap(), &p, &mount);
+        c.env("AMBERFS_OPTIONS", opts).arg(&mount);
+        let out = ok(c);
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("mapped.c: ok"),
+            "{opts}"
+        );
+        let dev = MmapDevice::open(&p, &MapOptions::default()).expect("open pool");
+        let rep =
+            amber_core::check::check(&dev, &amber_core::check::CheckOptions::default()).unwrap();
+        assert!(rep.is_clean(), "{opts}: fsck: {rep}");
+    }
 }
 
 #[test]

@@ -199,6 +199,50 @@ int amberfs_ftruncate(struct amberfs *fs, int fd, off_t length);
 // `fs` is a live handle.
 int amberfs_fallocate(struct amberfs *fs, int fd, int mode, off_t offset, off_t len);
 
+// mmap(2) of pool descriptor `fd`: `MAP_SHARED` (or
+// `MAP_SHARED_VALIDATE`, with `MAP_SYNC` on a DAX pool) shows the file's
+// own blocks, so stores through the mapping and `amberfs_write` meet on
+// one page both ways; `MAP_PRIVATE` is a private copy. Pages past the
+// end of the file raise SIGBUS. `MAP_FIXED` replaces what `addr` held.
+// Returns `MAP_FAILED` with errno set on failure (ENODEV where the pool
+// cannot be mapped again, EACCES for a protection the descriptor does
+// not allow).
+//
+// # Safety
+// `fs` is a live handle; with `MAP_FIXED`, nothing in the process may
+// use the memory at `[addr, addr + len)` any more.
+void *amberfs_mmap(struct amberfs *fs,
+                   void *addr,
+                   size_t len,
+                   int prot,
+                   int flags,
+                   int fd,
+                   off_t offset);
+
+// munmap(2) of mappings `amberfs_mmap` made (a shared one's stores are
+// written back first); the rest of the range goes to munmap(2).
+//
+// # Safety
+// `fs` is a live handle; nothing uses the range any more.
+int amberfs_munmap(struct amberfs *fs, void *addr, size_t len);
+
+// msync(2) with `MS_SYNC`: every store through the shared mappings under
+// the range is durable, with what the pool owes of their files.
+// `MS_ASYNC` and `MS_INVALIDATE` do nothing to them, as on Linux; the
+// rest of the range goes to msync(2).
+//
+// # Safety
+// `fs` is a live handle.
+int amberfs_msync(struct amberfs *fs, void *addr, size_t len, int flags);
+
+// mprotect(2) of shared mappings `amberfs_mmap` made; `PROT_WRITE` needs
+// one made through a descriptor open for reading and writing (EACCES).
+// The rest of the range goes to mprotect(2).
+//
+// # Safety
+// `fs` is a live handle.
+int amberfs_mprotect(struct amberfs *fs, void *addr, size_t len, int prot);
+
 // open(2): O_RDONLY, O_WRONLY or O_RDWR, with O_CREAT, O_EXCL, O_TRUNC,
 // O_APPEND, O_SYNC/O_DSYNC, O_DIRECTORY, O_NOFOLLOW, O_PATH as open(2)
 // reads them (`mode` for a created file, taken as given: no umask).

@@ -151,6 +151,11 @@ macro_rules! export_preload {
             fileno_unlocked(s: *mut FILE) -> c_int;
             mmap(a: *mut c_void, l: size_t, p: c_int, f: c_int, fd: c_int, o: off64_t) -> *mut c_void;
             mmap64(a: *mut c_void, l: size_t, p: c_int, f: c_int, fd: c_int, o: off64_t) -> *mut c_void;
+            munmap(a: *mut c_void, l: size_t) -> c_int;
+            mprotect(a: *mut c_void, l: size_t, p: c_int) -> c_int;
+            msync(a: *mut c_void, l: size_t, f: c_int) -> c_int;
+            madvise(a: *mut c_void, l: size_t, v: c_int) -> c_int;
+            mremap(a: *mut c_void, o: size_t, n: size_t, f: c_int, to: *mut c_void) -> *mut c_void;
             getxattr(p: *const c_char, n: *const c_char, v: *mut c_void, s: size_t) -> ssize_t;
             lgetxattr(p: *const c_char, n: *const c_char, v: *mut c_void, s: size_t) -> ssize_t;
             fgetxattr(fd: c_int, n: *const c_char, v: *mut c_void, s: size_t) -> ssize_t;

@@ -106,3 +106,64 @@ fn posix_errors() {
     }
     unmount(m);
 }
+
+/// amberfs_mmap: a shared mapping is the file's own pages (stores seen by
+/// amberfs_pread, amberfs_pwrite seen through it), msync makes its stores
+/// durable, a private one is a copy, and munmap takes both.
+#[test]
+fn mapped_files_through_the_c_abi() {
+    let m = mounted("mmap");
+    // SAFETY: a live handle, valid strings and buffers; the mappings are
+    // used only while mapped, inside their length.
+    unsafe {
+        let flags = libc::O_CREAT | libc::O_RDWR;
+        let fd = amberfs_open(m.0, c("/m").as_ptr(), flags, 0o644);
+        assert!(fd >= 0);
+        assert_eq!(amberfs_ftruncate(m.0, fd, 8192), 0);
+        let rw = libc::PROT_READ | libc::PROT_WRITE;
+        let p = amberfs_mmap(m.0, std::ptr::null_mut(), 8192, rw, libc::MAP_SHARED, fd, 0);
+        assert_ne!(p, libc::MAP_FAILED);
+        let bytes = p.cast::<u8>();
+        bytes.add(100).write_volatile(b'S');
+        let mut back = [0u8; 1];
+        assert_eq!(amberfs_pread(m.0, fd, back.as_mut_ptr().cast(), 1, 100), 1);
+        assert_eq!(back[0], b'S', "a store is seen by pread");
+        assert_eq!(amberfs_pwrite(m.0, fd, b"W".as_ptr().cast(), 1, 5000), 1);
+        assert_eq!(
+            bytes.add(5000).read_volatile(),
+            b'W',
+            "a pwrite is seen by a load"
+        );
+        assert_eq!(amberfs_msync(m.0, p, 8192, libc::MS_SYNC), 0);
+        let private = amberfs_mmap(
+            m.0,
+            std::ptr::null_mut(),
+            4096,
+            rw,
+            libc::MAP_PRIVATE,
+            fd,
+            0,
+        );
+        assert_ne!(private, libc::MAP_FAILED);
+        private.cast::<u8>().add(100).write_volatile(b'P');
+        assert_eq!(
+            bytes.add(100).read_volatile(),
+            b'S',
+            "a private copy's store stays there"
+        );
+        assert_eq!(amberfs_munmap(m.0, private, 4096), 0);
+        assert_eq!(amberfs_mprotect(m.0, p, 4096, libc::PROT_READ), 0);
+        assert_eq!(amberfs_munmap(m.0, p, 8192), 0);
+        let ro = amberfs_open(m.0, c("/m").as_ptr(), libc::O_RDONLY, 0);
+        let r = amberfs_mmap(m.0, std::ptr::null_mut(), 4096, rw, libc::MAP_SHARED, ro, 0);
+        assert_eq!(r, libc::MAP_FAILED);
+        assert_eq!(
+            errno(),
+            libc::EACCES,
+            "PROT_WRITE through a read-only descriptor"
+        );
+        assert_eq!(amberfs_close(m.0, ro), 0);
+        assert_eq!(amberfs_close(m.0, fd), 0);
+    }
+    unmount(m);
+}

@@ -14,7 +14,8 @@
 //! A `Window` owns its range: placing pages replaces only what it already
 //! holds, and dropping it unmaps the range. Only [`Window::reserve_at`]
 //! (the program's own `MAP_FIXED`) may replace memory it does not own,
-//! which is why it is `unsafe`.
+//! which is why it is `unsafe`. Every call is a raw system call: in the
+//! interposer, libc's `mmap` family is the interposer's own.
 
 use std::ffi::c_void;
 use std::io;
@@ -121,7 +122,7 @@ impl Window {
         // SAFETY: without MAP_FIXED nothing is replaced; MAP_FIXED_NOREPLACE
         // fails rather than replace; MAP_FIXED is only passed by
         // `reserve_at`, whose caller gives up the range.
-        let p = unsafe { libc::mmap(addr as *mut c_void, len, libc::PROT_NONE, flags, -1, 0) };
+        let p = unsafe { sys_mmap(addr as *mut c_void, len, libc::PROT_NONE, flags, -1, 0) };
         if p == libc::MAP_FAILED {
             return Err(errno());
         }
@@ -190,7 +191,7 @@ impl Window {
         // SAFETY: the range is this window's own (checked above), so
         // MAP_FIXED replaces only what the window held; the descriptor is
         // kept open by the device that lent `pages`.
-        let p = unsafe { libc::mmap(dst, len, prot, kind | libc::MAP_FIXED, pages.fd, off) };
+        let p = unsafe { sys_mmap(dst, len, prot, kind | libc::MAP_FIXED, pages.fd, off) };
         if p == libc::MAP_FAILED {
             return Err(errno());
         }
@@ -206,7 +207,7 @@ impl Window {
         let fd = past_end_fd()?;
         // SAFETY: the range is this window's own, so MAP_FIXED replaces
         // only what it held; the memfd is never closed.
-        let p = unsafe { libc::mmap(dst, len, prot, libc::MAP_SHARED | libc::MAP_FIXED, fd, 0) };
+        let p = unsafe { sys_mmap(dst, len, prot, libc::MAP_SHARED | libc::MAP_FIXED, fd, 0) };
         if p == libc::MAP_FAILED {
             return Err(errno());
         }
@@ -222,7 +223,7 @@ impl Window {
         let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED;
         // SAFETY: the range is this window's own, so MAP_FIXED replaces
         // only what it held.
-        let p = unsafe { libc::mmap(dst, len, prot, flags, -1, 0) };
+        let p = unsafe { sys_mmap(dst, len, prot, flags, -1, 0) };
         if p == libc::MAP_FAILED {
             return Err(errno());
         }
@@ -234,7 +235,7 @@ impl Window {
         let dst = self.check(at, len, prot)?;
         // SAFETY: the range is this window's own; changing its protection
         // touches no memory of anyone else's.
-        if unsafe { libc::mprotect(dst, len, prot) } != 0 {
+        if unsafe { libc::syscall(libc::SYS_mprotect, dst, len, prot) } != 0 {
             return Err(errno());
         }
         Ok(())
@@ -267,7 +268,7 @@ impl Drop for Window {
     fn drop(&mut self) {
         // SAFETY: the range is this window's own and nothing in this
         // process holds a reference into it.
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+        unsafe { libc::syscall(libc::SYS_munmap, self.base.as_ptr(), self.len) };
     }
 }
 
@@ -284,6 +285,27 @@ fn past_end_fd() -> Result<RawFd, i32> {
             Ok(fd)
         }
     })
+}
+
+/// mmap(2) by system call; `MAP_FAILED` on failure, errno set.
+///
+/// # Safety
+/// As mmap(2): with `MAP_FIXED` the range's old contents are gone.
+unsafe fn sys_mmap(
+    addr: *mut c_void,
+    len: usize,
+    prot: i32,
+    flags: i32,
+    fd: RawFd,
+    off: libc::off_t,
+) -> *mut c_void {
+    // SAFETY: the caller's contract; the arguments are mmap's.
+    let r = unsafe { libc::syscall(libc::SYS_mmap, addr, len, prot, flags, fd, off) };
+    if r == -1 {
+        libc::MAP_FAILED
+    } else {
+        r as *mut c_void
+    }
 }
 
 fn errno() -> i32 {

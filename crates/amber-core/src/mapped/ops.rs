@@ -314,6 +314,36 @@ impl<D: PmDevice> Core<D> {
         Ok(())
     }
 
+    /// Whether any file is mapped: a front end's munmap of anything else
+    /// (malloc's, say) goes straight to the kernel when none is.
+    pub fn has_mappings(&self) -> bool {
+        !self.map_table().is_empty()
+    }
+
+    /// The parts of `[addr, addr + len)` that are Amber mappings, as
+    /// (address, length), changing nothing (msync with `MS_ASYNC`).
+    pub fn parts_of(&self, addr: usize, len: usize) -> Result<Vec<(usize, usize)>> {
+        self.each_window_part(addr, len, |_, _, _, _| Ok(()))
+    }
+
+    /// madvise(MADV_REMOVE) of `[addr, addr + len)`: the file ranges of
+    /// the writable mappings under it are punched (zeroed in place, as
+    /// pinned blocks are, §16.2), never the pool file under them.
+    pub fn remove_range(&self, addr: usize, len: usize) -> Result<Vec<(usize, usize)>> {
+        self.each_window_part(addr, len, |core, st, idx, (from, to)| {
+            let m = &maps_of(st)?.maps[idx];
+            if m.prot & libc::PROT_WRITE == 0 {
+                return Err(FsError::AccessDenied(
+                    "MADV_REMOVE of a mapping without PROT_WRITE",
+                ));
+            }
+            core.check_writable()?;
+            flags::unchangeable(st)?;
+            let off = m.off() + from * BLOCK_SIZE;
+            core.punch_over_pins(st, off, (to - from) * BLOCK_SIZE)
+        })
+    }
+
     /// The mapping under `addr`, if it is Amber's.
     pub fn mapping_at(&self, addr: usize) -> Option<MapInfo> {
         let found = self.map_table().overlapping(addr, 1).into_iter().next()?;

@@ -9,6 +9,7 @@ use super::{MapId, MAX_MAPS};
 use crate::error::{FsError, Result};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
@@ -37,6 +38,9 @@ pub(crate) struct Found {
 #[derive(Debug, Default)]
 pub(crate) struct MapTable {
     inner: Mutex<Inner>,
+    /// How many mappings there are, read without the lock: a front end
+    /// asks it on every munmap a program makes (malloc's too).
+    count: AtomicUsize,
 }
 
 impl MapTable {
@@ -50,6 +54,7 @@ impl MapTable {
         t.next += 1;
         let id = MapId(t.next);
         t.maps.insert(id, Entry { ino, window });
+        self.count.store(t.maps.len(), Relaxed);
         if let Some((start, _)) = window {
             let clash = t.by_addr.insert(start, id);
             assert!(clash.is_none(), "two windows start at {start:#x}");
@@ -67,6 +72,7 @@ impl MapTable {
         {
             t.by_addr.remove(&start);
         }
+        self.count.store(t.maps.len(), Relaxed);
     }
 
     /// Mapping `id` is now shown at `window` (cut by a munmap).
@@ -82,6 +88,11 @@ impl MapTable {
         if let Some((start, _)) = window {
             t.by_addr.insert(start, id);
         }
+    }
+
+    /// Whether there is no mapping at all.
+    pub fn is_empty(&self) -> bool {
+        self.count.load(Relaxed) == 0
     }
 
     /// The file mapping `id` maps.

@@ -7,6 +7,7 @@
 
 mod dir;
 mod io;
+mod map;
 mod paths;
 mod xattr;
 
@@ -25,6 +26,7 @@ use crate::posix::{Errno, PResult, Pool};
 
 pub use dir::*;
 pub use io::*;
+pub use map::*;
 pub use paths::*;
 pub use xattr::*;
 

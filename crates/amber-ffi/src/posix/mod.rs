@@ -7,6 +7,7 @@ pub mod fdtable;
 pub mod file;
 pub mod gate;
 pub mod locks;
+pub mod mapping;
 pub mod ops;
 pub mod pool;
 pub mod reserve;

@@ -112,6 +112,10 @@ real! {
     fstatvfs64(fd: c_int, s: *mut libc::statvfs64) -> c_int;
     mmap64(a: *mut c_void, l: size_t, p: c_int, f: c_int, fd: c_int, o: off64_t) -> *mut c_void;
     munmap(a: *mut c_void, l: size_t) -> c_int;
+    mprotect(a: *mut c_void, l: size_t, p: c_int) -> c_int;
+    msync(a: *mut c_void, l: size_t, f: c_int) -> c_int;
+    madvise(a: *mut c_void, l: size_t, v: c_int) -> c_int;
+    mremap(a: *mut c_void, o: size_t, n: size_t, f: c_int, to: *mut c_void) -> *mut c_void;
     opendir(p: *const c_char) -> *mut DIR;
     fdopendir(fd: c_int) -> *mut DIR;
     readdir64(d: *mut DIR) -> *mut dirent64;

@@ -5,8 +5,9 @@
 //! pool is busy (a FUSE daemon or another process holds its lock), every
 //! call goes to the kernel for the rest of the process's life. A forked
 //! child never uses its parent's mapping: its calls go to the kernel and
-//! the descriptors it inherited fail. At exit the pool is unmounted
-//! cleanly; before an exec it is synced.
+//! the descriptors it inherited fail; the shared mappings it inherited
+//! keep showing the pool's pages, which stay pinned for it. At exit the
+//! pool is unmounted cleanly; before an exec it is synced.
 
 use std::cell::Cell;
 use std::ffi::OsString;
@@ -191,6 +192,18 @@ extern "C" fn in_child() {
     FORKED.store(true, Ordering::Relaxed);
 }
 
+/// Before a fork: the child inherits every shared mapping of a pool
+/// file, so their blocks stay pinned for it after this process unmaps
+/// them (design.md §16.4).
+extern "C" fn before_fork() {
+    if let Some(pool) = owned() {
+        if pool.core().has_mappings() {
+            let _inside = Inside::enter();
+            pool.core().note_fork();
+        }
+    }
+}
+
 /// Makes everything written durable: before an exec replaces the
 /// process (the pool's descriptor closes without an unmount).
 pub fn sync_before_exec() {
@@ -216,6 +229,6 @@ fn register_handlers() {
     // SAFETY: registering plain extern "C" functions with no arguments.
     unsafe {
         libc::atexit(at_exit);
-        libc::pthread_atfork(None, None, Some(in_child));
+        libc::pthread_atfork(Some(before_fork), None, Some(in_child));
     }
 }

@@ -1,28 +1,30 @@
-//! mmap of a served file. A served file has no pages the kernel could
-//! map, so MAP_PRIVATE gets anonymous memory filled with the file's bytes
-//! (a private copy is what MAP_PRIVATE promises until the file changes).
-//! A read-only MAP_SHARED mapping gets the same copy: a snapshot, which
-//! later writes to the file do not update (files mapped read-only, such
-//! as LevelDB's tables, are not written again). A writable MAP_SHARED
-//! mapping cannot be served: ENODEV, said once.
+//! mmap and its family. A `MAP_SHARED` mapping of a served file shows the
+//! file's own pool blocks (posix/mapping.rs, design.md §16): stores
+//! through it and write() meet on one page, msync and fsync make its
+//! stores durable. `MAP_PRIVATE` gets anonymous memory filled with the
+//! file's bytes (a private copy is what MAP_PRIVATE promises until the
+//! file changes). munmap, mprotect, msync, madvise and mremap act on the
+//! Amber mappings under their range and hand the rest to the kernel.
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use libc::{off64_t, size_t};
 
 use super::on_fd;
-use crate::posix::errno::tell_once;
+use crate::abi::ret;
 use crate::posix::file::OpenFile;
-use crate::posix::{reserve, Errno, PResult};
+use crate::posix::mapping::{self, Place};
+use crate::posix::{reserve, Errno, PResult, Pool};
 use crate::preload::real;
+use crate::preload::state::{self, Inside};
+use amber_pmem::Window;
 
-static SHARED_TOLD: AtomicBool = AtomicBool::new(false);
-
-/// The copy of `f`'s bytes from `off` mapped at `addr` (a hint, or the
-/// address for MAP_FIXED).
-fn copy_map(
+/// A shared mapping of served file `f`: its window placed as the flags
+/// say, a `MAP_FIXED` one replacing what the range held (Amber mappings
+/// there are unmapped first, so the table never names memory gone).
+fn shared_map(
+    pool: &Pool,
     f: &OpenFile,
     addr: *mut c_void,
     len: size_t,
@@ -30,38 +32,20 @@ fn copy_map(
     flags: c_int,
     off: off64_t,
 ) -> PResult<*mut c_void> {
-    let off = u64::try_from(off).map_err(|_| Errno(libc::EINVAL))?;
-    if len == 0 || off % 4096 != 0 {
-        return Err(Errno(libc::EINVAL));
-    }
-    let keep = flags
-        & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE | libc::MAP_POPULATE | libc::MAP_NORESERVE);
-    let anon = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | keep;
-    let rw = libc::PROT_READ | libc::PROT_WRITE;
-    // SAFETY: an anonymous mapping; `addr` is only a hint unless the
-    // caller asked for MAP_FIXED, whose contract is the caller's.
-    let m = unsafe { real::mmap64(addr, len, rw, anon, -1, 0) };
-    if m == libc::MAP_FAILED {
-        return Err(reserve::last());
-    }
-    // SAFETY: `m` is a fresh read-write mapping of `len` bytes.
-    let bytes = unsafe { std::slice::from_raw_parts_mut(m.cast::<u8>(), len) };
-    let mut done = 0;
-    while done < len {
-        let n = f.pread(&mut bytes[done..], off + done as u64)?;
-        if n == 0 {
-            break; // past the end: zeros, as the kernel's last page
-        }
-        done += n;
-    }
-    // SAFETY: changing the protection of our own fresh mapping.
-    if unsafe { libc::mprotect(m, len, prot) } != 0 {
-        let e = reserve::last();
-        // SAFETY: unmapping our own fresh mapping.
-        unsafe { real::munmap(m, len) };
-        return Err(e);
-    }
-    Ok(m)
+    let (req, pages) = mapping::check(f, len, prot, flags, off)?;
+    let at = addr as usize;
+    let place = if flags & libc::MAP_FIXED != 0 {
+        pool.core().unmap_range(at, pages).map_err(Errno::from)?;
+        // SAFETY: the program asked for exactly this range with
+        // MAP_FIXED, which gives up whatever it held.
+        Place::Reserved(unsafe { Window::reserve_at(pages, at) }.map_err(Errno)?)
+    } else if flags & libc::MAP_FIXED_NOREPLACE != 0 {
+        Place::FreeAt(at)
+    } else {
+        Place::Near(at)
+    };
+    let mapped = mapping::map_shared(pool, f, req, pages, place)?;
+    Ok(mapped as *mut c_void)
 }
 
 pub unsafe fn mmap64(
@@ -72,15 +56,13 @@ pub unsafe fn mmap64(
     fd: c_int,
     off: off64_t,
 ) -> *mut c_void {
-    let served = |_: &_, f: &Arc<OpenFile>| {
-        // The mapping type is the low two bits: MAP_PRIVATE (2) shares
-        // a bit with MAP_SHARED_VALIDATE (3).
-        let shared = matches!(flags & 3, libc::MAP_SHARED | libc::MAP_SHARED_VALIDATE);
-        if shared && prot & libc::PROT_WRITE != 0 {
-            tell_once(&SHARED_TOLD, "a writable MAP_SHARED mapping of a served file cannot be served (ENODEV); MAP_PRIVATE and read-only mappings can");
-            return Err(Errno(libc::ENODEV));
+    let served = |pool: &'static Pool, f: &Arc<OpenFile>| {
+        if mapping::is_shared(flags) {
+            shared_map(pool, f, addr, len, prot, flags, off)
+        } else {
+            // SAFETY: the caller's contract (MAP_FIXED's range is given up).
+            unsafe { mapping::copy_map(f, addr, len, prot, flags, off) }
         }
-        copy_map(f, addr, len, prot, flags, off)
     };
     // SAFETY: the caller's contract.
     on_fd(
@@ -101,4 +83,139 @@ pub unsafe fn mmap(
 ) -> *mut c_void {
     // SAFETY: forwarded contract.
     unsafe { mmap64(addr, len, prot, flags, fd, off) }
+}
+
+/// The pool, when this process holds one with Amber mappings and the
+/// call is the program's (not the library's own), with a pass through
+/// its gate; None sends the call to the kernel unchanged. A malloc's
+/// munmap pays one load and a branch.
+fn mapping_pool() -> Option<(&'static Pool, Inside)> {
+    let pool = state::owned()?;
+    if !pool.core().has_mappings() {
+        return None;
+    }
+    Some((pool, Inside::enter()?))
+}
+
+/// Runs `ours` on the pool's mappings under `[addr, addr + len)`, then
+/// `kernel` on every part of the range that was not Amber's.
+fn split_range(
+    pool: &Pool,
+    addr: *mut c_void,
+    len: size_t,
+    ours: impl FnOnce(usize) -> PResult<Vec<(usize, usize)>>,
+    kernel: impl Fn(*mut c_void, size_t) -> c_int,
+) -> c_int {
+    let r = (|| {
+        let _pass = pool.enter()?;
+        let parts = ours(addr as usize)?;
+        for (a, n) in mapping::gaps(addr as usize, len, &parts) {
+            if kernel(a as *mut c_void, n) != 0 {
+                return Err(reserve::last());
+            }
+        }
+        Ok(0)
+    })();
+    ret(r, -1)
+}
+
+pub unsafe fn munmap(addr: *mut c_void, len: size_t) -> c_int {
+    let Some((pool, _inside)) = mapping_pool() else {
+        // SAFETY: the caller's contract.
+        return unsafe { real::munmap(addr, len) };
+    };
+    let ours = |a| Ok(pool.core().unmap_range(a, len)?);
+    // SAFETY: the caller's contract, for the parts that are not Amber's.
+    split_range(pool, addr, len, ours, |a, n| unsafe { real::munmap(a, n) })
+}
+
+pub unsafe fn mprotect(addr: *mut c_void, len: size_t, prot: c_int) -> c_int {
+    let Some((pool, _inside)) = mapping_pool() else {
+        // SAFETY: the caller's contract.
+        return unsafe { real::mprotect(addr, len, prot) };
+    };
+    let ours = |a| Ok(pool.core().protect_range(a, len, prot)?);
+    // SAFETY: the caller's contract, for the parts that are not Amber's.
+    split_range(pool, addr, len, ours, |a, n| unsafe {
+        real::mprotect(a, n, prot)
+    })
+}
+
+pub unsafe fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> c_int {
+    let Some((pool, _inside)) = mapping_pool() else {
+        // SAFETY: the caller's contract.
+        return unsafe { real::msync(addr, len, flags) };
+    };
+    let both = libc::MS_SYNC | libc::MS_ASYNC;
+    if flags & both == both || flags & !(both | libc::MS_INVALIDATE) != 0 {
+        return ret(Err(Errno(libc::EINVAL)), -1);
+    }
+    let ours = |a| {
+        if flags & libc::MS_SYNC != 0 {
+            Ok(pool.core().sync_range(a, len)?)
+        } else {
+            // MS_ASYNC and MS_INVALIDATE do nothing, as on Linux; the
+            // parts are still Amber's, not the kernel's to see.
+            Ok(pool.core().parts_of(a, len)?)
+        }
+    };
+    // SAFETY: the caller's contract, for the parts that are not Amber's.
+    split_range(pool, addr, len, ours, |a, n| unsafe {
+        real::msync(a, n, flags)
+    })
+}
+
+pub unsafe fn madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int {
+    let remove = advice == libc::MADV_REMOVE;
+    let Some((pool, _inside)) = mapping_pool().filter(|_| remove) else {
+        // Every other advice means to an Amber mapping what it means to
+        // any shared mapping of a file, and the kernel's is that.
+        // SAFETY: the caller's contract.
+        return unsafe { real::madvise(addr, len, advice) };
+    };
+    // MADV_REMOVE punches the file's range: through the core, never
+    // into the pool file itself.
+    let ours = |a| Ok(pool.core().remove_range(a, len)?);
+    // SAFETY: the caller's contract, for the parts that are not Amber's.
+    split_range(pool, addr, len, ours, |a, n| unsafe {
+        real::madvise(a, n, advice)
+    })
+}
+
+/// mremap; `new_addr` is read only with MREMAP_FIXED (the C function is
+/// variadic; x86-64 passes the fifth argument in a register either way).
+pub unsafe fn mremap(
+    old: *mut c_void,
+    old_len: size_t,
+    new_len: size_t,
+    flags: c_int,
+    new_addr: *mut c_void,
+) -> *mut c_void {
+    let kernel = || {
+        // SAFETY: the caller's contract.
+        unsafe { real::mremap(old, old_len, new_len, flags, new_addr) }
+    };
+    let Some((pool, _inside)) = mapping_pool() else {
+        return kernel();
+    };
+    if mapping::at(pool, old as usize).is_none() {
+        return kernel();
+    }
+    let r = (|| {
+        let _pass = pool.enter()?;
+        let fixed = flags & libc::MREMAP_FIXED != 0;
+        if fixed && flags & libc::MREMAP_MAYMOVE == 0 {
+            return Err(Errno(libc::EINVAL));
+        }
+        let at = if fixed {
+            let n = new_len.next_multiple_of(amber_pmem::page_size());
+            pool.core().unmap_range(new_addr as usize, n)?;
+            // SAFETY: MREMAP_FIXED gives up the range at `new_addr`.
+            Some(unsafe { Window::reserve_at(n, new_addr as usize) }.map_err(Errno)?)
+        } else {
+            None
+        };
+        mapping::remap(pool, old as usize, old_len, new_len, flags, at)
+    })();
+    ret(r.map(|a| a as *mut c_void), libc::MAP_FAILED)
 }
