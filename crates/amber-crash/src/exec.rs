@@ -6,7 +6,7 @@ use crate::state::{Landing, WriteRange};
 use crate::workload::{Op, WriteAt};
 use amber_core::data::FallocMode;
 use amber_core::fs::XattrSet;
-use amber_core::{Core, FsError, Owner, SetAttr, TimeSet};
+use amber_core::{Core, FsError, MapId, MapInfo, MapRequest, Owner, SetAttr, TimeSet};
 use amber_format::{FileKind, ROOT_INO};
 use amber_pmem::PmDevice;
 use amber_sim::rng;
@@ -39,10 +39,11 @@ fn parent<'p, D: PmDevice>(fs: &Core<D>, path: &'p str) -> Result<(u64, &'p [u8]
     Ok((resolve(fs, dir)?, name.as_bytes()))
 }
 
-/// Open handles by the number the workload gave them.
+/// Open handles and mappings by the numbers the workload gave them.
 #[derive(Debug, Default)]
 pub struct Handles {
     open: Vec<Option<u64>>,
+    maps: Vec<Option<MapInfo>>,
 }
 
 impl Handles {
@@ -77,6 +78,52 @@ impl Handles {
     /// Inodes still open, to release before unmounting.
     pub fn drain(&mut self) -> Vec<u64> {
         self.open.drain(..).flatten().collect()
+    }
+
+    /// Mapping `m`.
+    pub fn map(&self, m: usize) -> Result<MapInfo, FsError> {
+        self.maps
+            .get(m)
+            .copied()
+            .flatten()
+            .ok_or(FsError::BadHandle)
+    }
+
+    /// Maps `path` as mapping `m` (shared, writable: a library mapping).
+    fn map_file<D: PmDevice>(
+        &mut self,
+        fs: &Core<D>,
+        path: &str,
+        m: usize,
+        (off, len): (u64, u64),
+    ) -> Result<(), FsError> {
+        let req = MapRequest {
+            off,
+            len,
+            prot: libc::PROT_READ | libc::PROT_WRITE,
+            may_write: true,
+            sync: false,
+        };
+        let info = fs.map(resolve(fs, path)?, req, None)?;
+        if self.maps.len() <= m {
+            self.maps.resize(m + 1, None);
+        }
+        if let Some(old) = self.maps[m].replace(info) {
+            fs.unmap(old.id)?;
+        }
+        Ok(())
+    }
+
+    /// Unmaps mapping `m`.
+    fn unmap<D: PmDevice>(&mut self, fs: &Core<D>, m: usize) -> Result<(), FsError> {
+        let info = self.map(m)?;
+        self.maps[m] = None;
+        fs.unmap(info.id)
+    }
+
+    /// Mappings still live, to unmap before unmounting.
+    pub fn drain_maps(&mut self) -> Vec<MapId> {
+        self.maps.drain(..).flatten().map(|m| m.id).collect()
     }
 }
 
@@ -117,6 +164,11 @@ pub fn write_range<D: PmDevice>(
         ),
         Op::WriteSync { path, off, len, .. } => {
             (resolve(fs, path).ok()?, WriteAt::Offset(*off), len, write)
+        }
+        // Stores through a mapping land line by line, in place.
+        Op::MapStore { map, off, len, .. } => {
+            let m = handles.map(*map).ok()?;
+            (m.ino, WriteAt::Offset(m.off + off), len, Landing::ByteWise)
         }
         _ => return None,
     };
@@ -207,6 +259,13 @@ pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Resul
         Op::SetFlags { path, flags } => fs.set_flags(resolve(fs, path)?, *flags).map(drop),
         Op::Open { path, handle } => handles.open(fs, path, *handle),
         Op::Release { handle } => handles.release(fs, *handle),
+        Op::Map {
+            path,
+            map,
+            off,
+            len,
+        } => handles.map_file(fs, path, *map, (*off, *len)),
+        Op::Unmap { map } => handles.unmap(fs, *map),
         Op::SetXattr {
             path,
             name,
@@ -233,7 +292,9 @@ pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Resul
         | Op::Punch { .. }
         | Op::Fsync { .. }
         | Op::WriteBack { .. }
-        | Op::SyncAll => apply_data(fs, op, handles),
+        | Op::SyncAll
+        | Op::MapStore { .. }
+        | Op::Msync { .. } => apply_data(fs, op, handles),
     }
 }
 
@@ -293,6 +354,17 @@ fn apply_data<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &Handles) -> Result<(
         Op::Fsync { path } => fs.fsync(resolve(fs, path)?),
         Op::WriteBack { blocks } => fs.write_back(*blocks).map(drop),
         Op::SyncAll => fs.sync_all(),
+        Op::MapStore {
+            map,
+            off,
+            len,
+            seed,
+        } => fs.map_store(
+            handles.map(*map)?.id,
+            *off,
+            &rng::bytes(*seed, *len as usize),
+        ),
+        Op::Msync { map } => fs.sync_map(handles.map(*map)?.id),
         Op::Mkdir { .. }
         | Op::Create { .. }
         | Op::Symlink { .. }
@@ -310,6 +382,8 @@ fn apply_data<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &Handles) -> Result<(
         | Op::Release { .. }
         | Op::SetXattr { .. }
         | Op::SetXattrTo { .. }
-        | Op::RemoveXattr { .. } => unreachable!("apply runs namespace and attribute ops"),
+        | Op::RemoveXattr { .. }
+        | Op::Map { .. }
+        | Op::Unmap { .. } => unreachable!("apply runs namespace and attribute ops"),
     }
 }

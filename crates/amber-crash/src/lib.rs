@@ -399,21 +399,29 @@ impl Judged<'_> {
     }
 }
 
-/// Tells a buffering policy's history what `op` made durable.
+/// An op that ran, as the history learns from it.
+struct Done<'a> {
+    op: &'a Op,
+    after: &'a FsState,
+    range: Option<&'a WriteRange>,
+    handles: &'a exec::Handles,
+    /// The policy is durable on return (a run that maps files keeps a
+    /// history under it too): each write() is durable when it returns.
+    writes_durable: bool,
+}
+
+/// Tells a history what `d.op` made durable.
 ///
 /// Per-file durability (user.amberfs.durability): an fsync of a lazy file
 /// makes nothing durable, and every write to a sync file is an O_SYNC
 /// write. A punch or a zero range, like truncate and fallocate, is durable
 /// on return under every policy (design.md §14.2): its zeroed range stays
-/// zero.
-fn note_persisted(
-    h: &mut History,
-    fs: &Core<RecordingDevice>,
-    op: &Op,
-    after: &FsState,
-    range: Option<&WriteRange>,
-) {
+/// zero. msync makes its mapping's file durable (the workloads store
+/// through one mapping of a file at a time); a store through a mapping
+/// makes nothing durable and covers what was.
+fn note_persisted(h: &mut History, fs: &Core<RecordingDevice>, d: &Done<'_>) {
     let asks = |ino| fs.durability(ino).unwrap_or_default();
+    let (op, after, range) = (d.op, d.after, d.range);
     let synced = match op {
         Op::Fsync { path } => after
             .nodes
@@ -422,17 +430,20 @@ fn note_persisted(
             .map(|n| vec![n.ino])
             .unwrap_or_default(),
         Op::SyncAll => History::files(after),
+        Op::Msync { map } => d.handles.map(*map).map(|m| vec![m.ino]).unwrap_or_default(),
         _ => Vec::new(),
     };
     let sync_range = match op {
         Op::WriteSync { .. } | Op::Punch { .. } | Op::ZeroRange { .. } => range,
         Op::Write { .. } | Op::WriteHandle { .. } => {
-            range.filter(|r| asks(r.ino) == Durability::Sync)
+            range.filter(|r| d.writes_durable || asks(r.ino) == Durability::Sync)
         }
         _ => None,
     };
     let written = match op {
-        Op::Write { .. } | Op::WriteHandle { .. } | Op::WriteSync { .. } => range,
+        Op::Write { .. } | Op::WriteHandle { .. } | Op::WriteSync { .. } | Op::MapStore { .. } => {
+            range
+        }
         _ => None,
     };
     h.persisted(after, &synced, sync_range, written);
@@ -535,19 +546,26 @@ impl Runner<'_> {
         let (dev, fs, opts, split) = self.start()?;
         let durable = fs.policy_durable_on_return();
         let recovery_opts = self.recovery_options(opts, durable, split)?;
-        let atomic = fs.policy_atomic_writes() || self.cfg.force_atomic_oracle;
-        let ordered = !durable && fs.policy_ordered_files();
+        // Stores through a mapping wait in the CPU cache until msync, and
+        // writes over mapped blocks go in place: a run that maps files is
+        // judged by the buffering oracle, byte-wise and unordered, under
+        // every policy (design.md §16.5).
+        let maps = self.w.maps_files();
+        let atomic = !maps && (fs.policy_atomic_writes() || self.cfg.force_atomic_oracle);
+        let ordered = !maps && !durable && fs.policy_ordered_files();
         self.rep.oracle = format!(
-            "{}{}{}",
+            "{}{}{}{}",
             if durable {
                 "durable on return"
             } else {
                 "buffering"
             },
+            if maps { ", mapped files" } else { "" },
             if ordered { ", ordered files" } else { "" },
             if atomic { ", atomic writes" } else { "" }
         );
-        let mut history = (!durable).then(|| History::new(ordered));
+        let mut history = (!durable || maps).then(|| History::new(ordered));
+        let writes_durable = durable;
         // The hook only records: it runs inside the workload core's drain,
         // with that core's locks held, and the images are checked after
         // the op, once its "after" state is known.
@@ -592,10 +610,22 @@ impl Runner<'_> {
                 self.check_point(i, op, p, &judged);
             }
             if let Some(h) = history.as_mut() {
-                note_persisted(h, &fs, op, &after, range.as_ref());
+                let done = Done {
+                    op,
+                    after: &after,
+                    range: range.as_ref(),
+                    handles: &handles,
+                    writes_durable,
+                };
+                note_persisted(h, &fs, &done);
             }
         }
         dev.set_fence_hook(None);
+        for id in handles.drain_maps() {
+            if let Err(e) = fs.unmap(id) {
+                return self.fail(format!("unmap at the end: {e}"));
+            }
+        }
         for ino in handles.drain() {
             if let Err(e) = fs.release(ino) {
                 return self.fail(format!("release at the end: {e}"));

@@ -5,6 +5,7 @@
 //! the allocator changes.
 
 mod atomic;
+mod mapped;
 
 pub use atomic::{atomic_random, ATOMIC_RANDOM_OPS};
 
@@ -162,6 +163,32 @@ pub enum Op {
     },
     /// syncfs: every file's data and metadata durable.
     SyncAll,
+    /// Maps `len` bytes of `path` from `off`, shared and writable, as
+    /// mapping number `map` (a library mapping: the crash simulator sees
+    /// its stores, design.md §16.1).
+    Map {
+        path: String,
+        map: usize,
+        off: u64,
+        len: u64,
+    },
+    /// Stores `len` bytes derived from `seed` at byte `off` of mapping
+    /// `map`, as a program's stores through it land: not durable until
+    /// msync or fsync.
+    MapStore {
+        map: usize,
+        off: u64,
+        len: u64,
+        seed: u64,
+    },
+    /// msync(MS_SYNC) of mapping `map`.
+    Msync {
+        map: usize,
+    },
+    /// munmap of mapping `map`.
+    Unmap {
+        map: usize,
+    },
 }
 
 impl fmt::Display for Op {
@@ -236,6 +263,20 @@ impl fmt::Display for Op {
             } => write!(f, "write O_SYNC {path} @{off} len {len} seed {seed}"),
             Op::WriteBack { blocks } => write!(f, "write back {blocks} block(s)"),
             Op::SyncAll => write!(f, "syncfs"),
+            Op::Map {
+                path,
+                map,
+                off,
+                len,
+            } => write!(f, "map {path} @{off} len {len} as #{map}"),
+            Op::MapStore {
+                map,
+                off,
+                len,
+                seed,
+            } => write!(f, "store through #{map} @{off} len {len} seed {seed}"),
+            Op::Msync { map } => write!(f, "msync #{map}"),
+            Op::Unmap { map } => write!(f, "munmap #{map}"),
         }
     }
 }
@@ -249,6 +290,16 @@ pub struct Workload {
     pub name: String,
     pub ops: Vec<Op>,
     pub tolerate_errors: bool,
+}
+
+impl Workload {
+    /// Whether it maps a file: stores through a mapping are durable only
+    /// at msync or fsync and writes over mapped blocks go in place, so
+    /// such a run is judged as buffering, byte-wise and unordered under
+    /// every policy (design.md §16.5).
+    pub fn maps_files(&self) -> bool {
+        self.ops.iter().any(|o| matches!(o, Op::Map { .. }))
+    }
 }
 
 /// Every named workload, in the order `all` runs them.
@@ -271,6 +322,7 @@ pub const NAMES: &[&str] = &[
     "atomic-random",
     "zone-pressure",
     "log-gc",
+    "mapped",
     "random",
 ];
 
@@ -982,6 +1034,7 @@ pub fn named(name: &str, seed: u64) -> Option<Workload> {
         "atomic-random" => atomic_random(seed, ATOMIC_RANDOM_OPS),
         "zone-pressure" => atomic::zone_pressure(),
         "log-gc" => atomic::log_gc(),
+        "mapped" => mapped::mapped(),
         "random" => random(seed, RANDOM_OPS),
         _ => return None,
     };
