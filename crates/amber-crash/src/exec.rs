@@ -208,8 +208,46 @@ fn write_seeded(
         .map(drop)
 }
 
-/// Runs `op`: namespace and attribute ops here, data ops in [`apply_data`].
+/// Runs `op`. The match lists every op, so a new one must be placed in
+/// one of the groups below.
 pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Result<(), FsError> {
+    match op {
+        Op::Mkdir { .. }
+        | Op::Create { .. }
+        | Op::Symlink { .. }
+        | Op::Link { .. }
+        | Op::Unlink { .. }
+        | Op::Rmdir { .. }
+        | Op::Rename { .. }
+        | Op::RenameWhiteout { .. } => apply_namespace(fs, op),
+        Op::Truncate { .. }
+        | Op::Chmod { .. }
+        | Op::Chown { .. }
+        | Op::Utimens { .. }
+        | Op::SetFlags { .. }
+        | Op::SetXattr { .. }
+        | Op::SetXattrTo { .. }
+        | Op::RemoveXattr { .. } => apply_attr(fs, op),
+        Op::Write { .. }
+        | Op::WriteHandle { .. }
+        | Op::WriteSync { .. }
+        | Op::Fallocate { .. }
+        | Op::ZeroRange { .. }
+        | Op::Punch { .. }
+        | Op::Fsync { .. }
+        | Op::WriteBack { .. }
+        | Op::SyncAll => apply_data(fs, op, handles),
+        Op::Open { .. }
+        | Op::Release { .. }
+        | Op::Map { .. }
+        | Op::MapStore { .. }
+        | Op::Msync { .. }
+        | Op::Unmap { .. } => apply_handle(fs, op, handles),
+    }
+}
+
+/// Runs a namespace op.
+fn apply_namespace<D: PmDevice>(fs: &Core<D>, op: &Op) -> Result<(), FsError> {
     match op {
         Op::Mkdir { path } => {
             let (p, name) = parent(fs, path)?;
@@ -247,6 +285,14 @@ pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Resul
             let (np, newname) = parent(fs, to)?;
             fs.rename_whiteout(p, name, np, newname, false, OWNER)
         }
+        _ => unreachable!("apply sends only namespace ops here"),
+    }
+}
+
+/// Runs an attribute op (size, permissions, owners, times, flags,
+/// extended attributes).
+fn apply_attr<D: PmDevice>(fs: &Core<D>, op: &Op) -> Result<(), FsError> {
+    match op {
         Op::Truncate { path, size } => set(fs, path, |a| a.size = Some(*size)),
         Op::Chmod { path, perm } => set(fs, path, |a| a.perm = Some(*perm)),
         Op::Chown { path, uid, gid } => {
@@ -257,15 +303,6 @@ pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Resul
             a.mtime = Some(TimeSet::At(*mtime));
         }),
         Op::SetFlags { path, flags } => fs.set_flags(resolve(fs, path)?, *flags).map(drop),
-        Op::Open { path, handle } => handles.open(fs, path, *handle),
-        Op::Release { handle } => handles.release(fs, *handle),
-        Op::Map {
-            path,
-            map,
-            off,
-            len,
-        } => handles.map_file(fs, path, *map, (*off, *len)),
-        Op::Unmap { map } => handles.unmap(fs, *map),
         Op::SetXattr {
             path,
             name,
@@ -284,22 +321,38 @@ pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Resul
             XattrSet::Either,
         ),
         Op::RemoveXattr { path, name } => fs.removexattr(resolve(fs, path)?, name.as_bytes()),
-        Op::Write { .. }
-        | Op::WriteHandle { .. }
-        | Op::WriteSync { .. }
-        | Op::Fallocate { .. }
-        | Op::ZeroRange { .. }
-        | Op::Punch { .. }
-        | Op::Fsync { .. }
-        | Op::WriteBack { .. }
-        | Op::SyncAll
-        | Op::MapStore { .. }
-        | Op::Msync { .. } => apply_data(fs, op, handles),
+        _ => unreachable!("apply sends only attribute ops here"),
     }
 }
 
-/// Runs a data op: a write, an allocation change or a flush. Both matches
-/// list every op, so a new op must be placed in one of them.
+/// Runs an op on a numbered handle or mapping.
+fn apply_handle<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Result<(), FsError> {
+    match op {
+        Op::Open { path, handle } => handles.open(fs, path, *handle),
+        Op::Release { handle } => handles.release(fs, *handle),
+        Op::Map {
+            path,
+            map,
+            off,
+            len,
+        } => handles.map_file(fs, path, *map, (*off, *len)),
+        Op::MapStore {
+            map,
+            off,
+            len,
+            seed,
+        } => fs.map_store(
+            handles.map(*map)?.id,
+            *off,
+            &rng::bytes(*seed, *len as usize),
+        ),
+        Op::Msync { map } => fs.sync_map(handles.map(*map)?.id),
+        Op::Unmap { map } => handles.unmap(fs, *map),
+        _ => unreachable!("apply sends only handle ops here"),
+    }
+}
+
+/// Runs a data op: a write, an allocation change or a flush.
 fn apply_data<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &Handles) -> Result<(), FsError> {
     match op {
         Op::Write {
@@ -354,36 +407,6 @@ fn apply_data<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &Handles) -> Result<(
         Op::Fsync { path } => fs.fsync(resolve(fs, path)?),
         Op::WriteBack { blocks } => fs.write_back(*blocks).map(drop),
         Op::SyncAll => fs.sync_all(),
-        Op::MapStore {
-            map,
-            off,
-            len,
-            seed,
-        } => fs.map_store(
-            handles.map(*map)?.id,
-            *off,
-            &rng::bytes(*seed, *len as usize),
-        ),
-        Op::Msync { map } => fs.sync_map(handles.map(*map)?.id),
-        Op::Mkdir { .. }
-        | Op::Create { .. }
-        | Op::Symlink { .. }
-        | Op::Link { .. }
-        | Op::Unlink { .. }
-        | Op::Rmdir { .. }
-        | Op::Rename { .. }
-        | Op::RenameWhiteout { .. }
-        | Op::Truncate { .. }
-        | Op::Chmod { .. }
-        | Op::Chown { .. }
-        | Op::Utimens { .. }
-        | Op::SetFlags { .. }
-        | Op::Open { .. }
-        | Op::Release { .. }
-        | Op::SetXattr { .. }
-        | Op::SetXattrTo { .. }
-        | Op::RemoveXattr { .. }
-        | Op::Map { .. }
-        | Op::Unmap { .. } => unreachable!("apply runs namespace and attribute ops"),
+        _ => unreachable!("apply sends only data ops here"),
     }
 }

@@ -546,25 +546,7 @@ impl Runner<'_> {
         let (dev, fs, opts, split) = self.start()?;
         let durable = fs.policy_durable_on_return();
         let recovery_opts = self.recovery_options(opts, durable, split)?;
-        // Stores through a mapping wait in the CPU cache until msync, and
-        // writes over mapped blocks go in place: a run that maps files is
-        // judged by the buffering oracle, byte-wise and unordered, under
-        // every policy (design.md §16.5).
-        let maps = self.w.maps_files();
-        let atomic = !maps && (fs.policy_atomic_writes() || self.cfg.force_atomic_oracle);
-        let ordered = !maps && !durable && fs.policy_ordered_files();
-        self.rep.oracle = format!(
-            "{}{}{}{}",
-            if durable {
-                "durable on return"
-            } else {
-                "buffering"
-            },
-            if maps { ", mapped files" } else { "" },
-            if ordered { ", ordered files" } else { "" },
-            if atomic { ", atomic writes" } else { "" }
-        );
-        let mut history = (!durable || maps).then(|| History::new(ordered));
+        let (atomic, mut history) = self.oracle(&fs);
         let writes_durable = durable;
         // The hook only records: it runs inside the workload core's drain,
         // with that core's locks held, and the images are checked after
@@ -636,6 +618,31 @@ impl Runner<'_> {
         }
         self.digest.image(&dev.durable_image());
         Ok(())
+    }
+
+    /// How the run's images are judged, from what the mounted policy
+    /// declares (named in the report): whether a write() lands whole, and
+    /// the history a buffering policy is judged by. Stores through a
+    /// mapping wait in the CPU cache until msync, and writes over mapped
+    /// blocks go in place: a run that maps files is judged by a history,
+    /// byte-wise and unordered, under every policy (design.md §16.5).
+    fn oracle(&mut self, fs: &Core<RecordingDevice>) -> (bool, Option<History>) {
+        let durable = fs.policy_durable_on_return();
+        let maps = self.w.maps_files();
+        let atomic = !maps && (fs.policy_atomic_writes() || self.cfg.force_atomic_oracle);
+        let ordered = !maps && !durable && fs.policy_ordered_files();
+        self.rep.oracle = format!(
+            "{}{}{}{}",
+            if durable {
+                "durable on return"
+            } else {
+                "buffering"
+            },
+            if maps { ", mapped files" } else { "" },
+            if ordered { ", ordered files" } else { "" },
+            if atomic { ", atomic writes" } else { "" }
+        );
+        (atomic, (!durable || maps).then(|| History::new(ordered)))
     }
 
     fn check_point(&mut self, op_index: usize, op: &Op, point: &CrashPoint, j: &Judged<'_>) {

@@ -263,6 +263,17 @@ impl fmt::Display for Op {
             } => write!(f, "write O_SYNC {path} @{off} len {len} seed {seed}"),
             Op::WriteBack { blocks } => write!(f, "write back {blocks} block(s)"),
             Op::SyncAll => write!(f, "syncfs"),
+            Op::Map { .. } | Op::MapStore { .. } | Op::Msync { .. } | Op::Unmap { .. } => {
+                self.fmt_map_op(f)
+            }
+        }
+    }
+}
+
+impl Op {
+    /// How an op on a mapping reads.
+    fn fmt_map_op(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             Op::Map {
                 path,
                 map,
@@ -277,6 +288,7 @@ impl fmt::Display for Op {
             } => write!(f, "store through #{map} @{off} len {len} seed {seed}"),
             Op::Msync { map } => write!(f, "msync #{map}"),
             Op::Unmap { map } => write!(f, "munmap #{map}"),
+            _ => unreachable!("Display sends only ops on mappings here"),
         }
     }
 }
