@@ -32,6 +32,45 @@ cycle
 ( cd "$mnt/git/clone" && git fsck --full --strict >/dev/null && test "$(git rev-parse HEAD)" = "$head_repo" )
 echo "git ok ($head_repo)"
 
+step "mapped files: shared mappings through the page cache, msync, kill -9 of the daemon"
+cc -Wall -Werror -o "$work/mapped" "$top/tests/preload/mapped.c"
+mkdir "$mnt/mapped"
+"$work/mapped" "$mnt/mapped" fuse
+# What msync made durable survives kill -9 of the daemon; a store after it
+# may be lost, never anything else (design.md §16.5).
+python3 - "$mnt/mapped/m.bin" <<'PY'
+import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR, 0o644)
+os.ftruncate(fd, 1 << 20)
+m = mmap.mmap(fd, 1 << 20)
+for i in range(256):
+    m[i * 4096:(i + 1) * 4096] = bytes([i]) * 4096
+m.flush()  # msync(MS_SYNC)
+m[0:4] = b"late"
+PY
+pid=$(pgrep -f "amberfs mount $pool $mnt" | head -n 1)
+kill -9 "$pid"
+umount -l "$mnt"
+cycle_after_kill() {
+    if [ -n "${AMBER_OPTIONS:-}" ]; then
+        "$amberfs" mount "$pool" "$mnt" --log "$work/daemon.log" -o "$AMBER_OPTIONS"
+    else
+        "$amberfs" mount "$pool" "$mnt" --log "$work/daemon.log"
+    fi
+}
+cycle_after_kill
+python3 - "$mnt/mapped/m.bin" <<'PY'
+import sys
+data = open(sys.argv[1], "rb").read()
+assert len(data) == 1 << 20, len(data)
+head = data[:4]
+assert head in (b"late", bytes(4)), head
+assert data[4:] == (bytes(4092) + b"".join(bytes([i]) * 4096 for i in range(1, 256))), "msync'd data lost"
+print("msync'd stores survived kill -9 of the daemon")
+PY
+cycle
+echo "mapped files ok"
+
 step "tar: create and extract a source tree, byte-identical round trip"
 tar -C "$top" -cf "$work/src.tar" crates docs
 mkdir "$mnt/tar"

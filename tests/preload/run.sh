@@ -2,15 +2,18 @@
 # Real programs under the LD_PRELOAD interposer (issue 16), each on a pool
 # served in-process at a mount directory the kernel has only as an empty
 # directory: sqlite3, fio (1 and 2 jobs as threads, crc32c verify), tar and
-# diff -r, cp/cat/ls/find, python3, a LevelDB program, kill -9 of sqlite3
-# (synchronous=FULL) and of LevelDB, and the same command with a FUSE mount
-# of the pool up (the interposer then passes through).
+# diff -r, cp/cat/ls/find, python3, a LevelDB program, SQLite in WAL mode
+# and LMDB (both map the files they write: issue 31), kill -9 of sqlite3
+# (synchronous=FULL), of LevelDB and in the middle of WAL and LMDB runs,
+# and the same command with a FUSE mount of the pool up (the interposer
+# then passes through).
 #
 #   bash tests/preload/run.sh [TARGET_DIR]     (default target/debug)
 #
 # Needs amberfs and libamberfs_preload.so built in TARGET_DIR (cargo build -p
-# amber-cli -p amber-ffi-preload). Installs sqlite3, fio, g++ and
-# libleveldb-dev from Debian when root and missing. Any failure exits
+# amber-cli -p amber-ffi-preload). Installs sqlite3, fio, g++,
+# libleveldb-dev, libsqlite3-dev and liblmdb-dev from Debian when root
+# and missing. Any failure exits
 # non-zero; the FUSE step is skipped (said so) without root or /dev/fuse.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,6 +28,8 @@ command -v sqlite3 >/dev/null || need+=(sqlite3)
 command -v fio >/dev/null || need+=(fio)
 command -v g++ >/dev/null || need+=(g++)
 [ -f /usr/include/leveldb/db.h ] || need+=(libleveldb-dev)
+[ -f /usr/include/sqlite3.h ] || need+=(libsqlite3-dev)
+[ -f /usr/include/lmdb.h ] || need+=(liblmdb-dev)
 if [ ${#need[@]} -gt 0 ]; then
     [ "$(id -u)" = 0 ] || { echo "tests/preload: needs ${need[*]} (install them, or run as root)"; exit 1; }
     apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
@@ -164,6 +169,39 @@ kill_when_ready() {
     kill -9 "$pid"
     wait "$pid" 2>/dev/null || true
 }
+
+step "SQLite in WAL mode and LMDB: each maps the files it writes"
+cc -O1 -Wall -Werror -o "$work/dbs" "$here/dbs.c" -lsqlite3 -llmdb
+served "$work/dbs" sqlite-run "$mnt/db/wal.db" 10000
+served "$work/dbs" lmdb-run "$mnt/lmdb" 100000
+kernel_untouched
+check_pool
+
+# Runs dbs CMD PATH under the interposer, committing until killed: kills
+# it with SIGKILL once it has reported 2,000 commits, then checks with
+# CHECK that every commit it reported is there.
+kill_mid_run() {
+    local cmd=$1 path=$2 check=$3 out=$work/run.out
+    served "$work/dbs" "$cmd" "$path" 100000000 report > "$out" 2>&1 &
+    local pid=$!
+    for _ in $(seq 1 600); do
+        [ "$(grep -c '^committed' "$out")" -ge 2000 ] && break
+        sleep 0.05
+    done
+    kill -9 "$pid"
+    wait "$pid" 2>/dev/null || true
+    local k
+    k=$(grep -E '^committed [0-9]+$' "$out" | tail -n 1 | cut -d' ' -f2)
+    [ -n "$k" ] || { echo "never committed:"; cat "$out"; exit 1; }
+    served "$work/dbs" "$check" "$path" "$k"
+}
+
+step "kill -9 in the middle of a WAL run and of an LMDB run: every commit there"
+kill_mid_run sqlite-run "$mnt/db/killed-wal.db" sqlite-check
+check_pool
+kill_mid_run lmdb-run "$mnt/lmdb-killed" lmdb-check
+check_pool
+echo "WAL and LMDB ok"
 
 step "kill -9: sqlite3 with synchronous=FULL, then LevelDB with sync writes"
 {
