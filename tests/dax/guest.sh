@@ -33,7 +33,10 @@ make_namespaces() {
     ndctl init-labels -f all
     ndctl enable-region all
     ndctl create-namespace -r region0 -m fsdax || fail "ndctl create-namespace -m fsdax"
-    ndctl create-namespace -r region1 -m devdax -a 2M || fail "ndctl create-namespace -m devdax"
+    # Two device-dax namespaces: one aligned to 2 MiB (huge pages; a file
+    # on it cannot be mapped in 4 KiB blocks), one to 4 KiB (mappable).
+    ndctl create-namespace -r region1 -m devdax -a 2M -s 512M || fail "ndctl create-namespace -m devdax -a 2M"
+    ndctl create-namespace -r region1 -m devdax -a 4K -s 256M || fail "ndctl create-namespace -m devdax -a 4K"
     ls -l /dev/pmem* /dev/dax* || fail "no /dev/pmem or /dev/dax node"
 }
 
@@ -109,6 +112,17 @@ check_kill() {
     amberfs fsck "$1" || fail "fsck after recovery"
 }
 
+# $1 pool, $2 mapped.c's mode: mapped files under the interposer (on DAX a
+# MAP_SYNC mapping is accepted; "nomap" where the pool cannot map 4 KiB
+# blocks), then fsck.
+check_mapped() {
+    [ -x /usr/local/bin/mapped ] || { step "$1: mapped files skipped (no cc on the host)"; return 0; }
+    step "$1: mapped files under the interposer ($2)"
+    AMBERFS_POOL="$1" AMBERFS_MOUNT=/amp LD_PRELOAD=/usr/local/bin/libamberfs_preload.so \
+        mapped /amp "$2" || fail "mapped files on $1"
+    amberfs fsck "$1" || fail "fsck after mapped files"
+}
+
 check_pool() {
     check_info "$1" "$2"
     check_offline "$1"
@@ -121,6 +135,7 @@ main() {
     make_namespaces
     pmem=$(ls /dev/pmem* | head -n 1)
     dax=$(ls /dev/dax* | head -n 1)
+    dax4k=$(ls /dev/dax* | sed -n 2p)
 
     step "ext4 -o dax on $pmem"
     # By full path: busybox runs its own applets before PATH.
@@ -131,16 +146,23 @@ main() {
     step "mkfs a pool file on ext4-DAX"
     amberfs mkfs /mnt/pm/amber.pool --size 256M || fail "mkfs on ext4-DAX"
     check_pool /mnt/pm/amber.pool "file on a DAX file system (MAP_SYNC)"
+    check_mapped /mnt/pm/amber.pool dax
 
     step "mkfs on device-dax $dax"
     amberfs mkfs "$dax" --force || fail "mkfs on device-dax"
     check_pool "$dax" "device-DAX"
+    check_mapped "$dax" nomap
+
+    step "mkfs on device-dax $dax4k (4 KiB alignment)"
+    amberfs mkfs "$dax4k" --force || fail "mkfs on device-dax aligned to 4 KiB"
+    check_mapped "$dax4k" dax
 
     step "crashtest (short)"
     amberfs crashtest --workload writes --max-images 100 || fail "crashtest"
     step "fsck both pools"
     amberfs fsck /mnt/pm/amber.pool || fail "fsck ext4-DAX pool"
     amberfs fsck "$dax" || fail "fsck device-dax pool"
+    amberfs fsck "$dax4k" || fail "fsck 4 KiB device-dax pool"
     umount /mnt/pm
 }
 

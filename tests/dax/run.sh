@@ -92,6 +92,13 @@ echo "== building the guest ($kernel, $(basename "$amberfs") $(du -h "$amberfs" 
 mkdir -p "$root"/{bin,sbin,usr/local/bin,proc,sys,dev,tmp,run,mnt,etc}
 cp "$(busybox_static)" "$root/bin/busybox"
 install_bin "$(command -v ndctl)" "$(command -v mke2fs)" "$amberfs"
+# Mapped files under the interposer: tests/preload/mapped.c and the
+# interposer built beside the amberfs binary (with its libraries).
+preload=$(dirname "$amberfs")/libamberfs_preload.so
+if command -v cc >/dev/null && [ -f "$preload" ]; then
+    cc -O1 -o "$work/mapped" "$top/tests/preload/mapped.c"
+    install_bin "$work/mapped" "$preload"
+fi
 [ -e /etc/mke2fs.conf ] && cp /etc/mke2fs.conf "$root/etc/"
 install_modules
 cp "$here/guest.sh" "$root/init"

@@ -3,7 +3,9 @@
  * mount directory as argv[1]; argv[2] "dax" when the pool is on DAX (then
  * MAP_SYNC must be accepted, else refused with EOPNOTSUPP), "fuse" on a
  * FUSE mount of a pool (the kernel's page cache maps the file, so the
- * pool does not list the mapping in user.amberfs.policy). Two mappings
+ * pool does not list the mapping in user.amberfs.policy), "nomap" on a
+ * pool that cannot map its blocks (device-DAX aligned to 2 MiB: only
+ * ENODEV for a shared mapping, a private copy still works). Two mappings
  * of one file and pread/pwrite agree both ways through random stores and
  * writes; holes read zero; pages past the end of file raise SIGBUS and
  * follow the size; msync, mprotect, mremap, munmap of a middle part,
@@ -234,10 +236,27 @@ static void map_sync(int dax) {
     CHECK(close(fd) == 0);
 }
 
+/* A pool that cannot map its blocks refuses a shared mapping with
+ * ENODEV and still makes private copies. */
+static void refused(void) {
+    int fd = open(at("refused"), O_CREAT | O_RDWR | O_TRUNC, 0644);
+    CHECK(fd >= 0 && pwrite(fd, "copy", 4, 0) == 4);
+    CHECK(mmap(NULL, PAGE, PROT_READ, MAP_SHARED, fd, 0) == MAP_FAILED && errno == ENODEV);
+    char *p = mmap(NULL, PAGE, PROT_READ, MAP_PRIVATE, fd, 0);
+    CHECK(p != MAP_FAILED && memcmp(p, "copy", 4) == 0 && munmap(p, PAGE) == 0);
+    CHECK(close(fd) == 0);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: mapped MOUNT [dax]\n");
+        fprintf(stderr, "usage: mapped MOUNT [dax|fuse|nomap]\n");
         return 2;
+    }
+    if (argc > 2 && strcmp(argv[2], "nomap") == 0) {
+        snprintf(M, sizeof M, "%s", argv[1]);
+        refused();
+        printf("mapped.c: ok (shared mappings refused)\n");
+        return 0;
     }
     snprintf(M, sizeof M, "%s", argv[1]);
     fuse = argc > 2 && strcmp(argv[2], "fuse") == 0;

@@ -82,6 +82,7 @@ impl MmapDevice {
                     size,
                     kind: MapKind::File,
                     align: HUGE_PAGE,
+                    granule: crate::window::page_size(),
                     read_only: false,
                 };
                 map_file(lock, &target, options)
@@ -116,11 +117,11 @@ impl MmapDevice {
     ) -> Result<MmapDevice, MapError> {
         let meta = std::fs::metadata(path).map_err(|e| MapError::io(path, "inspect", e))?;
         let file_type = meta.file_type();
-        let (kind, size, align) = if file_type.is_file() {
-            (MapKind::File, meta.len(), HUGE_PAGE)
+        let (kind, size, granule) = if file_type.is_file() {
+            (MapKind::File, meta.len(), crate::window::page_size())
         } else if file_type.is_char_device() {
-            let (size, align) = dev_dax_geometry(path, meta.rdev())?;
-            (MapKind::DevDax, size, align)
+            let (size, granule) = dev_dax_geometry(path, meta.rdev())?;
+            (MapKind::DevDax, size, granule)
         } else {
             return Err(MapError::NotPmCapable {
                 path: path.to_path_buf(),
@@ -144,7 +145,8 @@ impl MmapDevice {
             path,
             size,
             kind,
-            align,
+            align: granule.max(HUGE_PAGE),
+            granule,
             read_only,
         };
         map_file(lock, &target, options)
@@ -183,12 +185,14 @@ impl MmapDevice {
 }
 
 /// What `map_file` maps: the pool's path, size, kind, the alignment its
-/// mapping needs, and whether it is opened read-only.
+/// mapping wants (huge pages), the unit the pool maps in at all (a page,
+/// or device-DAX's alignment), and whether it is opened read-only.
 struct Target<'a> {
     path: &'a Path,
     size: u64,
     kind: MapKind,
     align: usize,
+    granule: usize,
     read_only: bool,
 }
 
@@ -231,12 +235,7 @@ fn map_file(lock: PoolLock, t: &Target<'_>, options: &MapOptions) -> Result<Mmap
     let flush = flush::choose(options.flush_override, msync_needed, dax)?;
     let region = Region::with_access(map, size, flush, t.read_only)?;
     let info = describe_map(&region, Some(path.to_path_buf()), kind, size, map_sync);
-    // Files map again at any page; device-DAX only in its own alignment.
-    let granule = match kind {
-        MapKind::DevDax => t.align,
-        _ => crate::window::page_size(),
-    };
-    let pages = PoolPages::new(fd, granule, dax, t.read_only);
+    let pages = PoolPages::new(fd, t.granule, dax, t.read_only);
     Ok(MmapDevice {
         region,
         info,
@@ -291,8 +290,9 @@ fn allocate(file: &File, path: &Path, size: u64) -> Result<(), MapError> {
     }
 }
 
-/// Size and mapping alignment of a device-DAX node, from sysfs; any other
-/// character device is refused.
+/// Size and alignment of a device-DAX node, from sysfs (a mapping of it
+/// must start and end on that alignment); any other character device is
+/// refused.
 fn dev_dax_geometry(path: &Path, rdev: u64) -> Result<(u64, usize), MapError> {
     // glibc's gnu_dev_major / gnu_dev_minor encoding.
     let major = ((rdev >> 32) & 0xffff_f000) | ((rdev >> 8) & 0xfff);
@@ -320,14 +320,14 @@ fn dev_dax_geometry(path: &Path, rdev: u64) -> Result<(u64, usize), MapError> {
         })
     };
     let size = read_num("size")?;
-    // Device-DAX refuses mappings not aligned to its page size (2 MiB or
-    // 1 GiB). Kernels export it in one of two places, or (old ones) not at
-    // all, meaning 2 MiB.
+    // Device-DAX refuses mappings not aligned to its page size (4 KiB,
+    // 2 MiB or 1 GiB). Kernels export it in one of two places, or (old
+    // ones) not at all, meaning 2 MiB.
     let align = read_num("align")
         .or_else(|_| read_num("device/align"))
         .ok()
         .and_then(|a| usize::try_from(a).ok())
-        .filter(|a| a.is_power_of_two() && *a >= HUGE_PAGE)
+        .filter(|a| a.is_power_of_two() && *a >= crate::window::page_size())
         .unwrap_or(HUGE_PAGE);
     Ok((size, align))
 }

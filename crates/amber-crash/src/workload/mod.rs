@@ -542,7 +542,8 @@ fn writes() -> Vec<Op> {
 /// Sequential appends, whole blocks and partial ones, in two files
 /// interleaved: under hunter and amber each run that continues its
 /// queue's last update extends it (design §12.2 step 5), so crashes land
-/// in persists of merged runs.
+/// in persists of merged runs, and appends that start inside a partial
+/// last block and run past it write that block's part in place.
 fn appends() -> Vec<Op> {
     vec![
         create("s"),
@@ -550,6 +551,8 @@ fn appends() -> Vec<Op> {
         append("s", 8 * KIB, 2),
         fsync("s"),
         append("s", 1000, 3),
+        // From inside the partial last block past it, as a WAL frame.
+        append("s", 4120, 8),
         append("s", 3096, 4),
         create("t"),
         append("t", 4 * KIB, 5),

@@ -54,6 +54,9 @@ pub(super) struct Stats {
     index_bytes: AtomicU64,
     /// Appends written in place inside the last block.
     in_place: AtomicU64,
+    /// Appends that started inside the last block and ran past it: that
+    /// block's part in place, the rest out of place (`append_across`).
+    appends_across: AtomicU64,
     /// Whole-block overwrites that committed themselves (own.rs).
     own_commits: AtomicU64,
 }
@@ -556,6 +559,52 @@ impl<X: PerFile> Hunter<X> {
     }
 }
 
+impl<X: PerFile> Hunter<X> {
+    /// An append that starts inside the file's partial last block
+    /// (`last_block`) and runs past it (a log's or a WAL's unaligned
+    /// records): that block's part goes in place, past the durable size
+    /// as an append inside the block does, and only the blocks past it
+    /// out of place — all one change: one seq for their records and the
+    /// snapshot with the new size, queued after the one fence. After a
+    /// crash an entry of that seq covers both, or the old size hides the
+    /// bytes in place and the records are stale (design.md §12.2, §12.4):
+    /// the append is whole or absent, and the old block is neither read
+    /// nor copied.
+    fn append_across<D: PmDevice>(
+        &self,
+        fs: Context<'_, D>,
+        hf: &mut HunterFile<X>,
+        st: &mut InodeState,
+        (off, data, last_block): (u64, &[u8], u64),
+        sync: bool,
+    ) -> Result<()> {
+        let size = st.disk.size;
+        let end = off + data.len() as u64;
+        let split = (off / BLOCK_SIZE + 1) * BLOCK_SIZE;
+        debug_assert!(off >= size && size > split - BLOCK_SIZE && end > split);
+        let (head, tail) = data.split_at((split - off) as usize);
+        let (first, last) = (split / BLOCK_SIZE, (end - 1) / BLOCK_SIZE);
+        hf.index.make_room(first, last, last - first + 1)?;
+        let mut blocks = std::mem::take(&mut hf.blocks);
+        let mut ops = std::mem::take(&mut hf.ops);
+        self.take_blocks(fs, (last - first + 1) as usize, &mut blocks)?;
+        // A gap between the size and the append is zeroed (and fenced)
+        // first, as any growth zeroes it.
+        zero_past_end(fs, hf, size, off)?;
+        let at = fs.layout().block_offset(last_block) + off % BLOCK_SIZE;
+        fs.device().write_nt(at, head);
+        copy_in(fs, hf, size, split, tail, &blocks);
+        let seq = hf.take_seq();
+        map_write(hf, (first, last), &blocks, seq, false, &mut ops);
+        note_write(fs, st)?;
+        st.disk.size = end;
+        st.disk.blocks = hf.index.count();
+        self.shared.stats.appends_across.fetch_add(1, Relaxed);
+        let snap = snapshot(hf, st, seq);
+        self.fence_and_queue(fs, st, hf, (blocks, ops), snap, sync || self.sync, false)
+    }
+}
+
 /// Zeros for fallocate's blocks and a punch's edges.
 static ZEROS: [u8; BLOCK_SIZE as usize] = [0; BLOCK_SIZE as usize];
 
@@ -779,16 +828,15 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
                 return self.write_own(fs, hf, st, off, data);
             }
             let size = st.disk.size;
-            if first == last
-                && off >= size
-                && size > first * BLOCK_SIZE
-                && hf.index.get(first).is_some()
-            {
+            let partial_last = off >= size && size > first * BLOCK_SIZE;
+            match hf.index.get(first).filter(|_| partial_last) {
                 // An append inside the last block goes in place: its
                 // bytes lie past the durable size, so no crash shows
                 // them until an entry with the new size is durable, and
                 // that entry is queued after their fence.
-                return self.in_place(fs, hf, st, off, data, sync);
+                Some(_) if first == last => return self.in_place(fs, hf, st, off, data, sync),
+                Some(b) => return self.append_across(fs, hf, st, (off, data, b), sync),
+                None => {}
             }
             // The write's scratch lists live with the file (kept empty),
             // so a small write allocates nothing.
@@ -1016,6 +1064,7 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
             ("freed".into(), get(&s.freed)),
             ("worker_turns".into(), get(&s.worker_turns)),
             ("in_place_appends".into(), get(&s.in_place)),
+            ("appends_across".into(), get(&s.appends_across)),
             ("own_commits".into(), get(&s.own_commits)),
             ("log_runs".into(), get(&self.shared.logs.runs)),
             ("gap_runs".into(), get(&self.shared.logs.gap_runs)),
