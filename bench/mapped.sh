@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Issue 31's measurement in one run: SQLite in WAL mode (10,000 one-row
 # transactions, synchronous=FULL) and LMDB (10,000 puts, each its own
-# synced commit) on the LD_PRELOAD interposer, the FUSE mount and ext4 on
-# a RAM-backed loop device, targets interleaved; and sequential reads of a
+# synced commit) on the LD_PRELOAD interposer (the default policy, amber,
+# and `direct`, whose writes go in place and are not atomic), the FUSE
+# mount and ext4 on a RAM-backed loop device, targets interleaved; and
+# sequential reads of a
 # mapped 1 GiB file against memcpy from the pool's own mapping, in one
 # process under the interposer. Under each emulator preset, medians of
 # REPS repetitions. Needs root (loop device, mounts), /dev/fuse, cc,
@@ -34,17 +36,18 @@ fi
 mkdir -p "$out"
 work=$(mktemp -d /tmp/mapped-bench.XXXXXX)
 ip_pool=/dev/shm/mapped-bench-ip.pool fuse_pool=/dev/shm/mapped-bench-fuse.pool
+direct_pool=/dev/shm/mapped-bench-direct.pool
 img=/dev/shm/mapped-bench-ext4.img
 loopdev=""
 cleanup() {
     "$amberfs" umount "$work/fuse" >/dev/null 2>&1 || umount -l "$work/fuse" 2>/dev/null || true
     umount "$work/ext4" 2>/dev/null || true
     [ -n "$loopdev" ] && losetup -d "$loopdev" 2>/dev/null || true
-    rm -f "$ip_pool" "$fuse_pool" "$img"
+    rm -f "$ip_pool" "$fuse_pool" "$direct_pool" "$img"
     rm -rf "$work"
 }
 trap cleanup EXIT
-mkdir -p "$work/ip" "$work/fuse" "$work/ext4"
+mkdir -p "$work/ip" "$work/direct" "$work/fuse" "$work/ext4"
 truncate -s 4G "$img"
 loopdev=$(losetup -f --show "$img")
 mkfs.ext4 -q "$loopdev"
@@ -52,20 +55,23 @@ mount "$loopdev" "$work/ext4"
 cc -O2 -o "$work/dbs" "$top/tests/preload/dbs.c" -lsqlite3 -llmdb
 cc -O2 -o "$work/read" "$top/bench/mapped/read.c"
 
-# Runs "$@" on target $t: the interposer serving $work/ip, else plainly.
+# Runs "$@" on target $t: the interposer serving $work/ip (amber) or
+# $work/direct (policy direct), else plainly.
 on() {
     local t=$1; shift
-    if [ "$t" = interposer ]; then
-        AMBERFS_POOL=$ip_pool AMBERFS_MOUNT=$work/ip AMBERFS_EMULATE=$preset LD_PRELOAD=$lib "$@"
-    else
-        "$@"
-    fi
+    case $t in
+        interposer) AMBERFS_POOL=$ip_pool AMBERFS_MOUNT=$work/ip AMBERFS_EMULATE=$preset LD_PRELOAD=$lib "$@" ;;
+        direct) AMBERFS_POOL=$direct_pool AMBERFS_MOUNT=$work/direct AMBERFS_OPTIONS=policy=direct \
+            AMBERFS_EMULATE=$preset LD_PRELOAD=$lib "$@" ;;
+        *) "$@" ;;
+    esac
 }
 dir_of() { echo "$work/$([ "$1" = interposer ] && echo ip || echo "$1")"; }
 fresh_pools() {
     "$amberfs" umount "$work/fuse" >/dev/null 2>&1 || true
-    rm -f "$ip_pool" "$fuse_pool"
+    rm -f "$ip_pool" "$fuse_pool" "$direct_pool"
     "$amberfs" mkfs "$ip_pool" --size 3G >/dev/null
+    "$amberfs" mkfs "$direct_pool" --size 3G --layout classic >/dev/null
     "$amberfs" mkfs "$fuse_pool" --size 3G >/dev/null
     "$amberfs" --emulate "$preset" mount "$fuse_pool" "$work/fuse" --log "$work/fuse.log" >/dev/null
 }
@@ -75,7 +81,7 @@ fresh_pools() {
 # the figure.
 db_runs() {
     for rep in $(seq 1 "$reps"); do
-        for t in interposer fuse ext4; do
+        for t in interposer direct fuse ext4; do
             local d; d=$(dir_of "$t")
             on "$t" "$work/dbs" sqlite-bench "$d/wal-$rep.db" "$txs" | sed "s/^/$t sqlite /"
             on "$t" "$work/dbs" lmdb-bench "$d/lmdb-$rep" "$puts" | sed "s/^/$t lmdb /"

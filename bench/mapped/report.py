@@ -18,13 +18,15 @@ for line in open(os.path.join(out, f"{preset}.read.txt")):
 ratios = [m / p for m, p in zip(mapped, pool)]
 
 print(f"`{command}`, preset `{preset}`, medians of {len(runs[('sqlite', 'interposer')])} runs:\n")
-print("| workload | interposer | FUSE mount | ext4 (RAM loop) | interposer / ext4 | interposer / mount |")
-print("|---|---|---|---|---|---|")
+print("| workload | interposer (amber) | interposer (direct) | FUSE mount (amber) | ext4 (RAM loop) "
+      "| amber / ext4 | amber / mount | direct / ext4 | direct / mount |")
+print("|---|---|---|---|---|---|---|---|---|")
 rows = [("sqlite", f"SQLite WAL, {int(txs):,} one-row transactions (synchronous=FULL), tx/s"),
         ("lmdb", f"LMDB, {int(puts):,} puts, each a synced commit, puts/s")]
 for db, name in rows:
-    ip, fu, e4 = med[db, "interposer"], med[db, "fuse"], med[db, "ext4"]
-    print(f"| {name} | {ip:,.0f} | {fu:,.0f} | {e4:,.0f} | {ip / e4:.1f}x | {ip / fu:.1f}x |")
+    ip, di, fu, e4 = med[db, "interposer"], med[db, "direct"], med[db, "fuse"], med[db, "ext4"]
+    print(f"| {name} | {ip:,.0f} | {di:,.0f} | {fu:,.0f} | {e4:,.0f} | {ip / e4:.1f}x | {ip / fu:.1f}x "
+          f"| {di / e4:.1f}x | {di / fu:.1f}x |")
 print()
 print(f"Sequential reads of a mapped {int(mib)} MiB file under the interposer, 1 MiB memcpy at a time: "
       f"{statistics.median(mapped):.2f} GiB/s, against {statistics.median(pool):.2f} GiB/s copying the "

@@ -150,6 +150,18 @@ static void end_of_file(void) {
     CHECK(munmap(p, 16 * PAGE) == 0 && close(fd) == 0);
 }
 
+/* How many mappings of `fd` the pool lists (user.amberfs.policy). */
+static int listed(int fd) {
+    char report[8192];
+    ssize_t r = fgetxattr(fd, "user.amberfs.policy", report, sizeof report - 1);
+    CHECK(r > 0);
+    report[r] = 0;
+    int n = 0;
+    for (char *s = report; (s = strstr(s, "mapped=")) != NULL; s++)
+        n++;
+    return n;
+}
+
 /* mprotect, mremap, munmap of a middle part, MADV_REMOVE. */
 static void reshaping(void) {
     int fd = open(at("shapes"), O_CREAT | O_RDWR | O_TRUNC, 0644);
@@ -182,6 +194,16 @@ static void reshaping(void) {
     q = mremap(q, 12 * PAGE, 2 * PAGE, 0);
     CHECK(q != MAP_FAILED && q[PAGE] == 'b');
     CHECK(munmap(q, 2 * PAGE) == 0 && (after == MAP_FAILED || munmap(after, PAGE) == 0));
+    /* Anonymous memory MAP_FIXED over part of a shared mapping replaces
+     * that part: the pool stops counting it (a later msync or munmap of
+     * it is the kernel's). */
+    char *r = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    CHECK(r != MAP_FAILED && (fuse || listed(fd) == 1));
+    char *a = mmap(r + PAGE, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    CHECK(a == r + PAGE && a[0] == 0 && (a[0] = 'x') == 'x' && r[0] == 'a');
+    CHECK(fuse || listed(fd) == 2);
+    CHECK(msync(a, PAGE, MS_SYNC) == 0);
+    CHECK(munmap(r, 4 * PAGE) == 0 && (fuse || listed(fd) == 0));
     CHECK(close(fd) == 0);
 }
 

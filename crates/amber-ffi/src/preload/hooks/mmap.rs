@@ -64,13 +64,28 @@ pub unsafe fn mmap64(
             unsafe { mapping::copy_map(f, addr, len, prot, flags, off) }
         }
     };
-    // SAFETY: the caller's contract.
-    on_fd(
-        fd,
-        || unsafe { real::mmap64(addr, len, prot, flags, fd, off) },
-        served,
-        libc::MAP_FAILED,
-    )
+    let kernel = || {
+        if flags & libc::MAP_FIXED != 0 {
+            forget_replaced(addr, len);
+        }
+        // SAFETY: the caller's contract.
+        unsafe { real::mmap64(addr, len, prot, flags, fd, off) }
+    };
+    on_fd(fd, kernel, served, libc::MAP_FAILED)
+}
+
+/// A kernel mapping with MAP_FIXED is about to replace `[addr, addr +
+/// len)`: the Amber mappings there are unmapped first, so the table never
+/// names memory that is another mapping now (a later munmap of it would
+/// unmap the program's new one).
+fn forget_replaced(addr: *mut c_void, len: size_t) {
+    if let Some((pool, _inside)) = mapping_pool() {
+        if let Ok(_pass) = pool.enter() {
+            // A failure here leaves the Amber part mapped until the kernel
+            // replaces it: its blocks stay pinned, which is safe.
+            let _ = pool.core().unmap_range(addr as usize, len);
+        }
+    }
 }
 
 pub unsafe fn mmap(
@@ -199,6 +214,11 @@ pub unsafe fn mremap(
         return kernel();
     };
     if mapping::at(pool, old as usize).is_none() {
+        if flags & libc::MREMAP_FIXED != 0 {
+            if let Ok(_pass) = pool.enter() {
+                let _ = pool.core().unmap_range(new_addr as usize, new_len);
+            }
+        }
         return kernel();
     }
     let r = (|| {
