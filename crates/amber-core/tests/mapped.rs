@@ -6,8 +6,9 @@
 //! a punch keep the table and the pins right; an unlinked file lives
 //! until its last mapping goes; fork keeps what a child may map.
 use amber_core::data::FallocMode;
+use amber_core::fs::read_superblock;
 use amber_core::{Fs, FsError, MapOptions, Mapping, MountOptions, OpenOptions};
-use amber_format::{FormatParams, BLOCK_SIZE};
+use amber_format::{FormatParams, PoolState, BLOCK_SIZE};
 use amber_pmem::{MapOptions as DevOptions, MmapDevice};
 use amber_sim::SplitMix64;
 use std::os::unix::fs::FileExt;
@@ -407,5 +408,10 @@ fn blocks_a_child_may_map_are_not_reused_before_the_pool_closes() {
         "the data blocks are held, not freed: {freed} freed"
     );
     drop(f);
-    assert_clean(&device_of(fs, true));
+    // Unlinked, it lives on for the child until the pool closes, which
+    // frees it and leaves the pool clean.
+    fs.remove_file("/k").unwrap();
+    let dev = device_of(fs, true);
+    assert_eq!(read_superblock(&dev).unwrap().state, PoolState::Clean);
+    assert_clean(&dev);
 }

@@ -161,6 +161,12 @@ fn mapped_files_under_the_interposer() {
             "{opts}"
         );
         let dev = MmapDevice::open(&p, &MapOptions::default()).expect("open pool");
+        let sb = amber_core::fs::read_superblock(&dev).unwrap();
+        assert_eq!(
+            sb.state,
+            amber_format::PoolState::Clean,
+            "{opts}: unmounted at exit"
+        );
         let rep =
             amber_core::check::check(&dev, &amber_core::check::CheckOptions::default()).unwrap();
         assert!(rep.is_clean(), "{opts}: fsck: {rep}");

@@ -108,6 +108,12 @@ impl<D: PmDevice> Core<D> {
         &self.maps
     }
 
+    /// Every loaded inode (each file with a mapping, or with blocks kept
+    /// for a forked child, is loaded).
+    pub(crate) fn loaded(&self) -> Vec<InodeRef> {
+        self.cache.all()
+    }
+
     /// The superblock as mounted, for the zone's feature bit and chunk
     /// table (`zone/lifecycle.rs`).
     pub(crate) fn superblock(&self) -> &Mutex<Superblock> {

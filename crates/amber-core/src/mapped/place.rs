@@ -168,7 +168,12 @@ impl<D: PmDevice> Core<D> {
                 (first.max(end)..first + count).filter_map(|fb| self.policy().block_of(st, fb));
             self.blocks().hold(gone);
         }
+        let kept = !maps.kept.is_empty();
         maps.clip_kept(end);
+        if kept && maps.kept.is_empty() {
+            // The file was held open once for all it kept.
+            st.open_count -= 1;
+        }
         let mut res = Ok(());
         for m in &mut maps.maps {
             let now = shown_for(m.first, m.blocks, size);
@@ -177,7 +182,7 @@ impl<D: PmDevice> Core<D> {
                 m.shown = now;
             }
         }
-        st.maps = Some(maps);
+        st.maps = (!maps.is_empty()).then_some(maps);
         res
     }
 }

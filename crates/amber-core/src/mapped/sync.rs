@@ -178,10 +178,9 @@ impl<D: PmDevice> Core<D> {
     /// kept is let go. The files' open counts drop with their mappings.
     pub(crate) fn close_maps(&self) -> Result<()> {
         let mut res = Ok(());
-        for (_, ino) in self.map_table().all() {
-            let Ok(r) = self.inode(ino) else {
-                continue;
-            };
+        // Every loaded inode, not the table: blocks kept for a forked
+        // child outlive their mapping's entry there.
+        for r in self.loaded() {
             let mut st = r.write();
             let Some(maps) = st.maps.take() else {
                 continue;
