@@ -4,7 +4,7 @@
 # synced commit) on the LD_PRELOAD interposer (the default policy, amber,
 # and `direct`, whose writes go in place and are not atomic), the FUSE
 # mount and ext4 on a RAM-backed loop device, targets interleaved; and
-# sequential reads of a
+# fsync and msync of a written mapping, and sequential reads of a
 # mapped 1 GiB file against memcpy from the pool's own mapping, in one
 # process under the interposer. Under each emulator preset, medians of
 # REPS repetitions. Needs root (loop device, mounts), /dev/fuse, cc,
@@ -93,6 +93,8 @@ db_runs() {
 read_runs() {
     on interposer "$work/read" make "$work/ip/big" "$mib"
     on interposer "$work/read" read "$ip_pool" "$work/ip/big" "$mib" "$reps" > "$out/$preset.read.txt"
+    on interposer rm -f "$work/ip/big"
+    on interposer "$work/read" sync "$work/ip/synced" "$mib" "$reps" > "$out/$preset.sync.txt"
 }
 
 for preset in $presets; do

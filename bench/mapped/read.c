@@ -12,6 +12,12 @@
  *                                REPS passes of each, interleaved, copying
  *                                1 MiB at a time into one buffer; prints
  *                                "mapped GIB/S pool GIB/S" per pass
+ *   read sync FILE MIB REPS      map FILE (MIB MiB, shared, read-write),
+ *                                store into every page, then REPS times:
+ *                                store a byte, time fsync(FILE) (every
+ *                                line of the mapping written back) and
+ *                                msync of its first 4 KiB; prints
+ *                                "fsync MS msync MS" per rep
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -71,13 +77,38 @@ static const char *map(const char *path, long len) {
     return p;
 }
 
+/* What fsync and msync of a written mapping cost (`read sync`). */
+static void sync_costs(const char *path, long len, int reps) {
+    int fd = open(path, O_CREAT | O_RDWR, 0644);
+    CHECK(fd >= 0 && ftruncate(fd, len) == 0);
+    char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    CHECK(p != MAP_FAILED);
+    for (long i = 0; i < len; i += 4096)
+        p[i] = 1;
+    for (int r = 0; r < reps; r++) {
+        p[r] = 2;
+        double t = now();
+        CHECK(fsync(fd) == 0);
+        double f = now() - t;
+        p[r] = 3;
+        t = now();
+        CHECK(msync(p, 4096, MS_SYNC) == 0);
+        printf("fsync %.3f msync %.4f\n", f * 1e3, (now() - t) * 1e3);
+    }
+    CHECK(munmap(p, len) == 0 && close(fd) == 0);
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "make") == 0) {
         make(argv[2], atol(argv[3]));
         return 0;
     }
+    if (argc == 5 && strcmp(argv[1], "sync") == 0) {
+        sync_costs(argv[2], atol(argv[3]) * MIB, atoi(argv[4]));
+        return 0;
+    }
     if (argc != 6 || strcmp(argv[1], "read") != 0) {
-        fprintf(stderr, "usage: read make FILE MIB | read read POOL FILE MIB REPS\n");
+        fprintf(stderr, "usage: read make FILE MIB | read read POOL FILE MIB REPS | read sync FILE MIB REPS\n");
         return 2;
     }
     long len = atol(argv[4]) * MIB;

@@ -16,6 +16,11 @@ for line in open(os.path.join(out, f"{preset}.read.txt")):
     mapped.append(float(m))
     pool.append(float(p))
 ratios = [m / p for m, p in zip(mapped, pool)]
+fsyncs, msyncs = [], []
+for line in open(os.path.join(out, f"{preset}.sync.txt")):
+    _, f, _, m = line.split()
+    fsyncs.append(float(f))
+    msyncs.append(float(m))
 
 print(f"`{command}`, preset `{preset}`, medians of {len(runs[('sqlite', 'interposer')])} runs:\n")
 print("| workload | interposer (amber) | interposer (direct) | FUSE mount (amber) | ext4 (RAM loop) "
@@ -32,3 +37,7 @@ print(f"Sequential reads of a mapped {int(mib)} MiB file under the interposer, 1
       f"{statistics.median(mapped):.2f} GiB/s, against {statistics.median(pool):.2f} GiB/s copying the "
       f"pool's own mapping: **{statistics.median(ratios):.2f}x** (median of the per-pass ratios; "
       f"passes {', '.join(f'{r:.2f}' for r in ratios)}).")
+print()
+print(f"fsync of a file with a written {int(mib)} MiB shared mapping (every line of the mapping written "
+      f"back): {statistics.median(fsyncs):.1f} ms; msync of 4 KiB of it: {statistics.median(msyncs) * 1000:.1f} µs "
+      f"(medians of {len(fsyncs)}).")

@@ -418,20 +418,35 @@ impl<D: PmDevice> Core<D> {
         self.fsync_locked(&mut st)
     }
 
-    /// `fsync` of a file already locked; msync's too. Stores through the
-    /// file's mappings are written back first (`sync_maps`).
+    /// `fsync` of a file already locked. Stores through the file's
+    /// mappings are written back first (`sync_maps`).
     pub(crate) fn fsync_locked(&self, st: &mut InodeState) -> Result<()> {
-        // Nothing of a read-only mount is waiting to become durable.
-        if self.opts.read_only
-            || st.durability == Durability::Lazy
-                && st.kind() == FileKind::Regular
-                && !self.policy.durable_on_return()
-        {
+        if self.nothing_to_sync(st) {
             return Ok(());
         }
         self.sync_maps(st)?;
         let res = self.policy.fsync(self.context(), st);
         self.guard(res)
+    }
+
+    /// The policy's fsync of a file already locked, mappings aside
+    /// (msync flushes the range it was given itself).
+    pub(crate) fn fsync_policy(&self, st: &mut InodeState) -> Result<()> {
+        if self.nothing_to_sync(st) {
+            return Ok(());
+        }
+        let res = self.policy.fsync(self.context(), st);
+        self.guard(res)
+    }
+
+    /// Whether an fsync of `st` has nothing to do: nothing of a read-only
+    /// mount waits to become durable, and a durability=lazy file under a
+    /// policy that buffers waits for write-back (docs/design.md §14).
+    fn nothing_to_sync(&self, st: &InodeState) -> bool {
+        self.opts.read_only
+            || st.durability == Durability::Lazy
+                && st.kind() == FileKind::Regular
+                && !self.policy.durable_on_return()
     }
 
     /// Writes back up to `max_blocks` blocks the policy buffers in DRAM,

@@ -25,7 +25,7 @@ impl<D: PmDevice> Core<D> {
 
     /// Flushes file blocks `[first, first + count)`, one flush per run of
     /// consecutive blocks.
-    fn flush_blocks(&self, st: &InodeState, first: u64, count: u64) -> Result<()> {
+    pub(super) fn flush_blocks(&self, st: &InodeState, first: u64, count: u64) -> Result<()> {
         let dev = self.device();
         let l = self.layout();
         let mut i = 0;
@@ -71,10 +71,22 @@ impl<D: PmDevice> Core<D> {
     }
 
     /// msync(MS_SYNC) of `[addr, addr + len)`: every store through the
-    /// mappings under it is durable, and what the policy owes of their
-    /// files (`Core::fsync`). Returns the parts that were Amber's.
+    /// mappings under it is durable (their lines in the range flushed, as
+    /// Linux's msync writes back the range only), and what the policy
+    /// owes of their files (as `Core::fsync`, the other mappings' lines
+    /// aside). Returns the parts that were Amber's.
     pub fn sync_range(&self, addr: usize, len: usize) -> Result<Vec<(usize, usize)>> {
-        self.each_window_part(addr, len, |core, st, _, _| core.fsync_locked(st))
+        self.each_window_part(addr, len, |core, st, idx, (from, to)| {
+            let m = &maps_of(st)?.maps[idx];
+            let to = to.min(m.shown);
+            if m.dirty && to > from {
+                core.flush_blocks(st, m.first + from, to - from)?;
+                core.drain()?;
+                let res = core.policy().touch(core.context(), st, core.now());
+                core.guard(res)?;
+            }
+            core.fsync_policy(st)
+        })
     }
 
     /// msync of library mapping `id`: as `sync_range` over all of it.
