@@ -29,15 +29,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../tests/preload/check.h"
+
 #define MIB (1L << 20)
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "read.c:%d: %s failed (errno %d: %s)\n", __LINE__, \
-                    #cond, errno, strerror(errno));                            \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
 
 static double now(void) {
     struct timespec t;

@@ -19,14 +19,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "calls.c:%d: %s failed (errno %d: %s)\n",         \
-                    __LINE__, #cond, errno, strerror(errno));                  \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
+#include "check.h"
 
 static char M[2048];
 static char *at(const char *rel) {

@@ -30,14 +30,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "dbs.c:%d: %s failed (errno %d: %s)\n", __LINE__,  \
-                    #cond, errno, strerror(errno));                            \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
+#include "check.h"
+
 #define SQL(db, stmt) CHECK(sqlite3_exec(db, stmt, NULL, NULL, NULL) == SQLITE_OK)
 #define MDB(call) CHECK((call) == MDB_SUCCESS)
 

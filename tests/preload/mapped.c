@@ -26,14 +26,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "mapped.c:%d: %s failed (errno %d: %s)\n",        \
-                    __LINE__, #cond, errno, strerror(errno));                  \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
+#include "check.h"
 
 #define PAGE 4096
 static char M[2048];

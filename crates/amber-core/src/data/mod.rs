@@ -23,7 +23,7 @@ pub use control::on_background_thread_start;
 use crate::error::Result;
 use crate::fs::Core;
 use crate::inode::InodeState;
-use amber_format::{PoolLayout, Timespec};
+use amber_format::{PoolLayout, Timespec, BLOCK_SIZE};
 use amber_pmem::PmDevice;
 use std::sync::Weak;
 
@@ -347,6 +347,50 @@ pub enum FallocStep {
 /// changes, so no single one outgrows hunter's queue or holds a list of
 /// every block of the range.
 const FALLOC_CHUNK: usize = 4096;
+
+/// Walks bytes `[off, off + len)` of file `ino` block by block through
+/// the blocks `block_of` names: `f(pool offset, from, to)` for each
+/// piece, `from..to` its place among the `len` bytes. For writes in place
+/// and stores through a mapping, which touch only blocks the file has: a
+/// hole among them is corruption, reported before `f` sees it.
+pub(crate) fn in_blocks(
+    layout: &amber_format::Layout,
+    ino: u64,
+    (off, len): (u64, usize),
+    block_of: impl Fn(u64) -> Option<u64>,
+    mut f: impl FnMut(u64, usize, usize),
+) -> Result<()> {
+    let mut done = 0;
+    // Each round passes at least one byte: bounded by `len`.
+    while done < len {
+        let pos = off + done as u64;
+        let (fb, inb) = (pos / BLOCK_SIZE, pos % BLOCK_SIZE);
+        let n = ((BLOCK_SIZE - inb) as usize).min(len - done);
+        let b = block_of(fb).ok_or_else(|| {
+            crate::error::FsError::Corrupted(format!(
+                "inode {ino}: block {fb} of a write in place is a hole"
+            ))
+        })?;
+        f(layout.block_offset(b) + inb, done, done + n);
+        done += n;
+    }
+    Ok(())
+}
+
+/// Writes `data` at byte `off` of file `ino` into the blocks `block_of`
+/// names, in place, with non-temporal stores (the caller fences): a write
+/// over blocks a mapping pins, or an append inside the last block.
+pub(super) fn write_in_blocks<D: PmDevice>(
+    fs: Context<'_, D>,
+    ino: u64,
+    (off, data): (u64, &[u8]),
+    block_of: impl Fn(u64) -> Option<u64>,
+) -> Result<()> {
+    let dev = &**fs.device();
+    in_blocks(fs.layout(), ino, (off, data.len()), block_of, |at, a, b| {
+        dev.write_nt(at, &data[a..b]);
+    })
+}
 
 /// Consecutive blocks as (first, count) runs.
 fn block_runs(blocks: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {

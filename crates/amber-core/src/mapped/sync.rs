@@ -5,6 +5,7 @@
 use super::file::FileMap;
 use super::ops::{idx_of, maps_mut, maps_of};
 use super::MapId;
+use crate::data::in_blocks;
 use crate::error::{FsError, Result};
 use crate::fs::Core;
 use crate::inode::InodeState;
@@ -148,23 +149,11 @@ impl<D: PmDevice> Core<D> {
         m: &FileMap,
         off: u64,
         len: usize,
-        mut f: impl FnMut(u64, usize, usize),
+        f: impl FnMut(u64, usize, usize),
     ) -> Result<()> {
-        let mut done = 0;
-        // Each round passes at least one byte: bounded by `len`.
-        while done < len {
-            let pos = off + done as u64;
-            let fb = m.first + pos / BLOCK_SIZE;
-            let inb = pos % BLOCK_SIZE;
-            let n = ((BLOCK_SIZE - inb) as usize).min(len - done);
-            let b = self
-                .policy()
-                .block_of(st, fb)
-                .ok_or_else(|| FsError::Corrupted(format!("inode {}: a pinned hole", st.ino)))?;
-            f(self.layout().block_offset(b) + inb, done, done + n);
-            done += n;
-        }
-        Ok(())
+        let policy = self.policy();
+        let block_of = |fb| policy.block_of(st, fb);
+        in_blocks(self.layout(), st.ino, (m.off() + off, len), block_of, f)
     }
 
     /// Before a fork: every mapping may now be shared with a child, which

@@ -22,7 +22,7 @@ mod worker;
 
 use super::control::Control;
 use super::direct::partial_edges;
-use super::{block_runs, DataPolicy, Direct, FallocStep, FALLOC_CHUNK};
+use super::{block_runs, write_in_blocks, DataPolicy, Direct, FallocStep, FALLOC_CHUNK};
 use crate::data::Context;
 use crate::error::{FsError, Result};
 use crate::fs::Core;
@@ -533,22 +533,7 @@ impl<X: PerFile> Hunter<X> {
         if off > size {
             zero_past_end(fs, hf, size, off)?;
         }
-        let (dev, l) = (&**fs.device(), fs.layout());
-        let mut pos = off;
-        // Each round writes at least one byte: bounded by the write.
-        while pos < end {
-            let fb = pos / BLOCK_SIZE;
-            let Some(b) = hf.index.get(fb) else {
-                return Err(FsError::Corrupted(format!(
-                    "inode {}: block {fb} of an in-place write is a hole",
-                    st.ino
-                )));
-            };
-            let e = end.min((fb + 1) * BLOCK_SIZE);
-            let src = &data[(pos - off) as usize..(e - off) as usize];
-            dev.write_nt(l.block_offset(b) + pos % BLOCK_SIZE, src);
-            pos = e;
-        }
+        write_in_blocks(fs, st.ino, (off, data), |fb| hf.index.get(fb))?;
         fs.drain()?;
         let seq = hf.take_seq();
         note_write(fs, st)?;

@@ -6,7 +6,7 @@
 use super::append::{append, stage_only};
 use super::{gc, with_log, Stats};
 use crate::data::direct::{block_range, note_write, partial_edges};
-use crate::data::{Context, FALLOC_CHUNK};
+use crate::data::{write_in_blocks, Context, FALLOC_CHUNK};
 use crate::error::{FsError, Result};
 use crate::inode::InodeState;
 use amber_format::blockmap::MAX_FILE_SIZE;
@@ -172,24 +172,7 @@ pub(super) fn write_in_place<D: PmDevice>(
     let end = off + data.len() as u64;
     let old_size = st.disk.size;
     zero_past_size(fs, st, old_size, off)?;
-    let (dev, l) = (&**fs.device(), fs.layout());
-    let mut pos = off;
-    // Each round writes at least one byte: bounded by the write.
-    while pos < end {
-        let fb = pos / BLOCK_SIZE;
-        let Some(b) = st.map.get(fb) else {
-            return Err(FsError::Corrupted(format!(
-                "inode {}: page {fb} of an in-place write is a hole",
-                st.ino
-            )));
-        };
-        let e = end.min((fb + 1) * BLOCK_SIZE);
-        dev.write_nt(
-            l.block_offset(b) + pos % BLOCK_SIZE,
-            &data[(pos - off) as usize..(e - off) as usize],
-        );
-        pos = e;
-    }
+    write_in_blocks(fs, st.ino, (off, data), |fb| st.map.get(fb))?;
     fs.drain()?;
     let saved = (st.disk.mode, st.disk.mtime, st.disk.ctime, st.disk.size);
     let mode_changed = note_write(fs, st);
