@@ -26,9 +26,10 @@ fn check_flags(st: &InodeState, set: &SetAttr) -> Result<()> {
 
 impl<D: PmDevice> Core<D> {
     /// Sets a regular file's size through the policy's truncate. Under
-    /// mappings a shrink hides the pages it cuts off first, then zeroes
+    /// mappings a shrink hides the pages it cuts off first (refused if it
+    /// cannot: their blocks must not be freed while shown), then zeroes
     /// what a mapping's new last page shows past the end, as Linux does;
-    /// a growth shows the new blocks.
+    /// a growth shows the new blocks where it can (`follow_size`).
     fn set_size(&self, st: &mut InodeState, size: u64) -> Result<()> {
         let old = st.size();
         if st.maps.is_some() && size < old {
@@ -42,9 +43,7 @@ impl<D: PmDevice> Core<D> {
         if size < old && Self::touches_pins(st, size, 1) {
             self.zero_tail(st, size)?;
         }
-        if size > old {
-            self.follow_growth(st, old)?;
-        }
+        self.follow_size(st, old);
         Ok(())
     }
 

@@ -308,16 +308,16 @@ impl<D: PmDevice> Core<D> {
             let n = self.policy.write(self.context(), &mut st, at, data, sync);
             self.guard(n)?
         };
-        self.follow_size_after_write(&mut st, old);
+        self.follow_size(&mut st, old);
         Ok((n, at))
     }
 
-    /// After a write (or fallocate) grew a mapped file: its mappings show
+    /// After a write, fallocate or truncate grew a mapped file: its mappings show
     /// the new blocks. The write itself has happened; where a mapping
     /// cannot show them (no room for a hole's block, no address space)
     /// its pages there stay past the end, SIGBUS, as on a DAX file system
     /// that cannot fill a page at fault, and the next growth tries again.
-    fn follow_size_after_write(&self, st: &mut InodeState, old: u64) {
+    pub(crate) fn follow_size(&self, st: &mut InodeState, old: u64) {
         if st.maps.is_some() && st.size() > old {
             let _ = self.follow_growth(st, old);
         }
@@ -355,7 +355,7 @@ impl<D: PmDevice> Core<D> {
                 .fallocate(self.context(), &mut st, off, len, step);
             self.guard(res)?;
         }
-        self.follow_size_after_write(&mut st, old);
+        self.follow_size(&mut st, old);
         Ok(())
     }
 
