@@ -51,6 +51,9 @@ PY
 pid=$(pgrep -f "amberfs mount $pool $mnt" | head -n 1)
 kill -9 "$pid"
 umount -l "$mnt"
+# The pool's lock goes with the daemon's last descriptor: wait until the
+# process is gone (a busy machine takes a moment to reap it).
+for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 cycle_after_kill() {
     if [ -n "${AMBER_OPTIONS:-}" ]; then
         "$amberfs" mount "$pool" "$mnt" --log "$work/daemon.log" -o "$AMBER_OPTIONS"
