@@ -336,6 +336,10 @@ impl PmDevice for PoolDevice {
         delegate!(self, d => d.stats())
     }
 
+    fn populate(&self, off: u64, len: u64) {
+        delegate!(self, d => d.populate(off, len))
+    }
+
     fn pages(&self) -> Option<&PoolPages> {
         delegate!(self, d => d.pages())
     }

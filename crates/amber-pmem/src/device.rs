@@ -135,6 +135,16 @@ pub trait PmDevice: Send + Sync + 'static {
     /// Write accounting since the device was opened.
     fn stats(&self) -> WriteStats;
 
+    /// Maps the pages under `[off, off + len)` now, ahead of writing
+    /// them: a pool file's pages (tmpfs, a DAX file) are otherwise mapped
+    /// one page fault at a time on first touch, which cost a data log's
+    /// fresh blocks ~20% of a synced 4 KiB write under `dram`. A hint
+    /// only: it changes no byte and no durability, and a device with
+    /// nothing to map ignores it.
+    fn populate(&self, off: u64, len: u64) {
+        check_range(self.size(), off, len);
+    }
+
     /// The pool's pages, for showing a file's blocks to a program that
     /// maps the file (a [`crate::Window`]): `None` where the pool is not
     /// something the kernel can map again — anonymous memory, a DRAM

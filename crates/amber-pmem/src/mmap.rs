@@ -395,6 +395,10 @@ impl PmDevice for MmapDevice {
         self.region.stats()
     }
 
+    fn populate(&self, off: u64, len: u64) {
+        self.region.populate(off, len)
+    }
+
     fn pages(&self) -> Option<&PoolPages> {
         self.pages.as_ref()
     }

@@ -235,6 +235,13 @@ impl PmDevice for Region {
         self.stats.stored_nt(len);
     }
 
+    fn populate(&self, off: u64, len: u64) {
+        check_range(self.size, off, len);
+        if !self.read_only {
+            self.map.populate(off as usize, len as usize);
+        }
+    }
+
     fn load_u64(&self, off: u64) -> u64 {
         let p = self.aligned_word(off, 8);
         // SAFETY: aligned, inside the mapping, accessed atomically by others.

@@ -41,8 +41,16 @@ impl DataLogs {
 
     /// Up to `n` blocks at the tail of this thread's log (its home among
     /// `homes`), appended to `out`; fewer only when the pool has no free
-    /// block left.
-    pub fn take(&self, blocks: &BlockAllocator, homes: &Homes, n: usize, out: &mut Vec<u64>) {
+    /// block left. `fresh` sees each run the log takes, `(first, len)`,
+    /// before any block of it is handed out.
+    pub fn take(
+        &self,
+        blocks: &BlockAllocator,
+        homes: &Homes,
+        n: usize,
+        out: &mut Vec<u64>,
+        fresh: &dyn Fn(u64, u64),
+    ) {
         let mut t = self.logs[homes.slot(self.logs.len())].lock();
         let want = out.len() + n;
         while out.len() < want {
@@ -54,6 +62,7 @@ impl DataLogs {
                 if len < RUN_BLOCKS {
                     self.gap_runs.fetch_add(1, Relaxed);
                 }
+                fresh(start, len);
                 *t = Tail {
                     next: start,
                     end: start + len,

@@ -17,6 +17,7 @@ mod index;
 mod log;
 pub(crate) mod options;
 mod own;
+mod prefault;
 mod queue;
 mod worker;
 
@@ -35,6 +36,7 @@ pub(in crate::data) use engine::block_of;
 use index::{FileIndex, Sizer};
 use log::DataLogs;
 pub use options::{HunterOptions, MAX_HUNTER_QUEUES, MAX_HUNTER_WORKERS};
+use prefault::Prefault;
 use queue::{Op, Queues, Snapshot, MAX_RUN};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -69,6 +71,7 @@ pub(super) struct Shared {
     sizer: Sizer,
     stats: Stats,
     control: Control,
+    prefault: Arc<Prefault>,
 }
 
 /// The `hunter`, `hunter-sync` and `hunter-lfs` policies; as the engine
@@ -154,6 +157,7 @@ impl<X: PerFile> Hunter<X> {
                 sizer: Sizer::new(default_blocks, h.window),
                 stats: Stats::default(),
                 control: Control::default(),
+                prefault: Arc::default(),
             }),
         }
     }
@@ -249,10 +253,18 @@ impl<X: PerFile> Hunter<X> {
     ) -> Result<()> {
         debug_assert!(out.is_empty());
         let logs = &self.shared.logs;
-        logs.take(fs.blocks(), fs.homes(), n, out);
+        // The log writes a run's blocks one after another: its pages are
+        // mapped ahead, not a fault per block (prefault.rs).
+        let layout = fs.layout();
+        let fresh = |b: u64, len: u64| {
+            let dev = &**fs.device();
+            let pf = &self.shared.prefault;
+            pf.request(dev, layout.block_offset(b), len * BLOCK_SIZE);
+        };
+        logs.take(fs.blocks(), fs.homes(), n, out, &fresh);
         if out.len() < n {
             self.shared.queues.drain_all(fs, &self.shared.stats)?;
-            logs.take(fs.blocks(), fs.homes(), n - out.len(), out);
+            logs.take(fs.blocks(), fs.homes(), n - out.len(), out, &fresh);
         }
         if out.len() < n {
             out.drain(..).for_each(|b| fs.blocks().free(b));
@@ -965,10 +977,12 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
     }
 
     fn spawn(&self, core: Weak<Core<D>>) {
+        self.shared.prefault.spawn(core.clone());
         worker::spawn(&self.shared, core);
     }
 
     fn unmount(&self, fs: Context<'_, D>) {
+        self.shared.prefault.stop();
         self.shared.control.stop();
         self.shared.logs.release(fs.blocks());
     }
