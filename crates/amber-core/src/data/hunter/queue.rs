@@ -106,7 +106,15 @@ struct Persisting {
     /// cleared: the next persist clears them before its first fence and
     /// only then frees them. At most one batch's frees.
     deferred: Vec<(u64, u64)>,
+    /// The last batch's emptied queue, when small, for the shard's next
+    /// queue: a writer that fsyncs each write otherwise allocated a new
+    /// queue per persist and pushed into memory it had never touched.
+    spare: VecDeque<Update>,
 }
+
+/// Most updates a spare queue may have room for (`Persisting::spare`):
+/// the bound is for bursts, not for the queue's resting size.
+const SPARE_UPDATES: usize = 1024;
 
 /// What a shard holds in DRAM. Only each file's newest attributes are
 /// kept: an entry covers every update before it, so an older snapshot
@@ -430,11 +438,10 @@ impl Queues {
             let mut p = self.shards[s].pending.lock();
             let n = p.updates.len().min(max);
             // Taking everything swaps the queue out (writers wait on this
-            // lock, so no copy happens under it); the emptied queue
-            // starts small again — the bound is for bursts, not for the
-            // queue's resting size.
+            // lock, so no copy happens under it) for the last batch's,
+            // emptied, or a new one.
             let batch: VecDeque<Update> = if n == p.updates.len() {
-                std::mem::take(&mut p.updates)
+                std::mem::replace(&mut p.updates, std::mem::take(&mut per.spare))
             } else {
                 p.updates.drain(..n).collect()
             };
@@ -462,7 +469,13 @@ impl Queues {
         idle_at(covered);
         stats.batches.fetch_add(1, Relaxed);
         stats.persisted.fetch_add(batch.len() as u64, Relaxed);
-        Ok(batch.len() + attrs.len())
+        let done = batch.len() + attrs.len();
+        if batch.capacity() <= SPARE_UPDATES {
+            let mut batch = batch;
+            batch.clear();
+            per.spare = batch;
+        }
+        Ok(done)
     }
 
     /// The steps, each made durable before the next: records (a block's
