@@ -318,7 +318,11 @@ fn buffered_writes_are_read_back_and_written_back_by_fsync() {
     assert_eq!(buffered_blocks(&fs, f.ino()), 0);
     assert_eq!(stat(&fs, "buffer_write_backs"), 1);
     assert_eq!(stat(&fs, "buffer_blocks_written_back"), 3);
-    assert_eq!(stat(&fs, "buffer_bytes_held"), 0);
+    assert_eq!(
+        stat(&fs, "buffer_bytes_held"),
+        4096,
+        "the tail block stays, clean"
+    );
     assert_eq!(fs.read("/f").unwrap(), model);
     drop(f);
     let dev = device_of(fs, false);
@@ -486,7 +490,11 @@ fn reused_images_show_none_of_their_old_bytes() {
     d.write_at(&[0xDD; 2 * 4096], 0).unwrap();
     drop(d);
     fs.remove_file("/d").unwrap();
-    assert_eq!(stat(&fs, "buffer_bytes_held"), 0);
+    assert_eq!(
+        stat(&fs, "buffer_bytes_held"),
+        4096,
+        "only /a's tail block, clean, kept by its fsync"
+    );
     let b = rw(&fs, "/b");
     let mut model = Vec::new();
     put(&b, &mut model, 10, &[1u8; 100]);
@@ -508,6 +516,75 @@ fn reused_images_show_none_of_their_old_bytes() {
     let fs = mount_buffered(dev, "");
     assert_eq!(fs.read("/a").unwrap(), ma);
     assert_eq!(fs.read("/b").unwrap(), model);
+}
+
+/// SQLite's WAL frames over a fsync'd file on DRAM-speed PM (`auto`,
+/// which buffers nothing for its own sake there): each page straddles a
+/// block boundary just past its 24-byte header, with more slices than the
+/// zone takes, so the buffer coalesces it; the fsync keeps the tail block
+/// clean, so the next header goes into it and nothing else reaches the
+/// zone or the data logs between fsyncs. A crash after the last fsync
+/// loses nothing; a small write elsewhere drops the clean block.
+#[test]
+fn wal_frames_coalesce_in_the_buffer() {
+    let fs = mount(fresh_device(), "amber_zone_max=8");
+    let f = rw(&fs, "/wal");
+    let mut model = Vec::new();
+    put(&f, &mut model, 0, &pattern(16 * 4096, 1));
+    f.sync_all().unwrap();
+    let frames = 12;
+    for k in 0..frames {
+        let at = 32 + k * 4120;
+        put(&f, &mut model, at, &pattern(24, 2 + k as u8));
+        put(&f, &mut model, at + 24, &pattern(4096, 40 + k as u8));
+        f.sync_all().unwrap();
+        assert_eq!(buffered_blocks(&fs, f.ino()), 0, "frame {k} written back");
+        assert_eq!(fs.read("/wal").unwrap(), model, "frame {k}");
+    }
+    // Only the first header found no block to join.
+    assert_eq!(stat(&fs, "zone_writes"), 1);
+    assert_eq!(stat(&fs, "buffered_writes"), 2 * frames as u64 - 1);
+    assert_eq!(stat(&fs, "buffer_bytes_held"), 4096, "the clean tail block");
+    put(&f, &mut model, 15 * 4096 + 9, &[7u8; 9]);
+    assert_eq!(stat(&fs, "zone_writes"), 2, "a small write elsewhere");
+    assert_eq!(stat(&fs, "buffer_bytes_held"), 0, "dropped the clean block");
+    drop(f);
+    let dev = device_of(fs, false);
+    let fs = mount(dev, "amber_zone_max=8");
+    assert_eq!(fs.read("/wal").unwrap(), model, "after a crash");
+    let dev = device_of(fs, true);
+    assert_clean(&dev);
+}
+
+/// A chmod writes the buffer back before it commits the inode, and that
+/// write-back first writes back the zone's slices of the buffered blocks,
+/// raising the file's floor: the inode committed must keep the raised
+/// floor, or its dead head lives again (and, past a later smaller size,
+/// the pool no longer mounts).
+#[test]
+fn a_chmod_after_a_write_back_keeps_the_zones_floor() {
+    let fs = mount(fresh_device(), "amber_zone_max=8");
+    let f = rw(&fs, "/f");
+    let mut model = Vec::new();
+    put(&f, &mut model, 0, &pattern(6 * 4096, 1));
+    f.sync_all().unwrap();
+    put(&f, &mut model, 3 * 4096 + 22, &[5u8; 44]);
+    assert_eq!(stat(&fs, "zone_writes"), 1);
+    put(&f, &mut model, 2 * 4096 + 1000, &pattern(5000, 2));
+    assert_eq!(buffered_blocks(&fs, f.ino()), 2);
+    let set = amber_core::SetAttr {
+        perm: Some(0o600),
+        ..amber_core::SetAttr::default()
+    };
+    fs.core().setattr(f.ino(), &set).unwrap();
+    assert_eq!(buffered_blocks(&fs, f.ino()), 0, "chmod wrote it back");
+    f.set_len(5000).unwrap();
+    model.truncate(5000);
+    drop(f);
+    let dev = device_of(fs, true);
+    assert_clean(&dev);
+    let fs = mount(dev, "amber_zone_max=8");
+    assert_eq!(fs.read("/f").unwrap(), model);
 }
 
 /// Seeded buffered writes, appends, truncates, fsyncs and unlinks against

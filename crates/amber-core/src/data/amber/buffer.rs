@@ -43,7 +43,9 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 /// One buffered block: the file block's newest bytes, and the lines
-/// written since it was buffered (the model's Ncf at an fsync).
+/// written since it was buffered (the model's Ncf at an fsync). A block
+/// with no line written is a clean copy of what PM holds, kept after an
+/// fsync's write-back (`FileBuf::tail`).
 struct Block {
     image: Box<[u8]>,
     dirty: u64,
@@ -54,6 +56,12 @@ struct Block {
 pub(super) struct FileBuf {
     blocks: Table<Block>,
     model: FileModel,
+    /// The block holding the end of the file's last buffered write. An
+    /// fsync's write-back keeps its image, clean: a stream of writes (a
+    /// log, SQLite's WAL) continues in that block, which would otherwise
+    /// be read back from PM, where the write-back just streamed it past
+    /// the cache.
+    tail: Option<u64>,
 }
 
 /// What amber keeps per file with hunter's state: the file's buffer, made
@@ -223,14 +231,39 @@ impl Buffer {
         self.held.fetch_sub(n, Relaxed);
     }
 
-    /// Buffers a write if it goes into the buffer: regular files, never a
-    /// sync write, and under `auto` only where buffering pays and the
-    /// model predicts every block of it lazy. Returns false when it does
-    /// not (nothing buffered): the file's buffer has then been written
-    /// back and, under `auto`, the model has recorded the write (the ghost
+    /// Whether a write of blocks `first..=last` may be buffered, and
+    /// whether the model decides it: regular files, never a sync write;
+    /// where buffering pays (`auto` on slow PM, `always`, `model`) as
+    /// HiNFS decides; where it does not (`auto` on DRAM-speed PM), only to
+    /// coalesce a stream of partial overwrites — a `stream` write (the
+    /// caller's judgement: §13.4 "Coalescing") or one into a block the
+    /// file's buffer holds.
+    fn route(
+        &self,
+        st: &InodeState,
+        first: u64,
+        last: u64,
+        sync: bool,
+        stream: bool,
+    ) -> (bool, bool) {
+        let regular = st.kind() == FileKind::Regular;
+        let pays = self.buffering();
+        let modelled = regular && pays && self.modelled();
+        let coalesce = self.mode == AmberBuffer::Auto
+            && !pays
+            && (stream
+                || file_of(st).is_some_and(|f| f.blocks.first_in(first, last + 1).is_some()));
+        (regular && !sync && (pays || coalesce), modelled)
+    }
+
+    /// Buffers a write if it goes into the buffer (`route`) and, under the
+    /// model, it predicts every block of it lazy. Returns false when it
+    /// does not (nothing buffered): the file's buffer has then been
+    /// written back and, under the model, the write recorded (the ghost
     /// lines HiNFS keeps for direct writes), so the caller writes it
     /// through. The file's state is reached through its inode, with no
     /// lock of the buffer's; the block images come from the spare list.
+    #[allow(clippy::too_many_arguments)]
     pub fn write<D: PmDevice>(
         &self,
         fs: Context<'_, D>,
@@ -239,17 +272,15 @@ impl Buffer {
         off: u64,
         data: &[u8],
         sync: bool,
+        stream: bool,
     ) -> Result<bool> {
-        let regular = st.kind() == FileKind::Regular;
-        let pays = self.buffering();
-        let modelled = regular && pays && self.modelled();
-        let may_buffer = regular && pays && !sync;
+        let end = off + data.len() as u64;
+        let (first, last) = (off / BLOCK_SIZE, (end - 1) / BLOCK_SIZE);
+        let (may_buffer, modelled) = self.route(st, first, last, sync, stream);
         if !may_buffer && !modelled {
             self.flush(fs, eng, st)?;
             return Ok(false);
         }
-        let end = off + data.len() as u64;
-        let (first, last) = (off / BLOCK_SIZE, (end - 1) / BLOCK_SIZE);
         let lazy = |f: &FileBuf| {
             let now = fs.clock().monotonic_ns();
             (first..=last).all(|fb| !f.model.eager(fb, now, self.lazy_after))
@@ -392,6 +423,7 @@ impl Buffer {
                 file.model.record_write(fb, lines, false);
             }
         }
+        file.tail = Some(last);
         if was_empty {
             self.oldest.lock().insert(st.ino, Instant::now());
         }
@@ -400,17 +432,20 @@ impl Buffer {
         Ok(())
     }
 
-    /// Writes every buffered block of the file out of place as one
+    /// Writes every dirty buffered block of the file out of place as one
     /// change, after the zone's slices of those blocks went back (a slot
-    /// must not lie over the new block with older bytes); returns how
-    /// many blocks. All or nothing, never part of a file: a durable size
-    /// covering a block still in DRAM would show zeros after a crash.
+    /// must not lie over the new block with older bytes), and empties the
+    /// file's buffer but for, with `keep_tail`, a clean image of its tail
+    /// block; returns how many blocks left it. All or nothing, never part
+    /// of a file: a durable size covering a block still in DRAM would show
+    /// zeros after a crash.
     fn write_back_file<D: PmDevice>(
         &self,
         fs: Context<'_, D>,
         eng: &Engines,
         st: &mut InodeState,
         file: &mut FileBuf,
+        keep_tail: bool,
     ) -> Result<u64> {
         if file.blocks.is_empty() {
             return Ok(0);
@@ -418,40 +453,72 @@ impl Buffer {
         let images: Vec<(u64, &[u8])> = file
             .blocks
             .iter()
+            .filter(|(_, b)| b.dirty != 0)
             .map(|(fb, b)| (fb, &b.image[..]))
             .collect();
-        for (first, n) in block_runs(images.iter().map(|&(fb, _)| fb)) {
-            eng.lawn.flush_blocks(fs, st, first, first + n - 1)?;
+        let written = images.len() as u64;
+        if written > 0 {
+            for (first, n) in block_runs(images.iter().map(|&(fb, _)| fb)) {
+                eng.lawn.flush_blocks(fs, st, first, first + n - 1)?;
+            }
+            eng.hunter.write_blocks(fs, st, &images, false)?;
+            self.write_backs.fetch_add(1, Relaxed);
+            self.blocks_written_back.fetch_add(written, Relaxed);
         }
-        eng.hunter.write_blocks(fs, st, &images, false)?;
-        let n = file.blocks.len() as u64;
-        self.oldest.lock().remove(&st.ino);
+        let kept = match (keep_tail, file.tail.take()) {
+            (true, Some(fb)) => file.blocks.remove(fb).map(|b| (fb, b)),
+            _ => None,
+        };
+        let left = file.blocks.len() as u64;
+        self.unreserve(left);
+        self.recycle(file.blocks.drain_backwards().map(|b| b.image));
         if !file.model.has_synced() {
             // A file never synced has no history worth its memory.
             file.model = FileModel::default();
         }
-        self.unreserve(n);
-        self.recycle(file.blocks.drain_backwards().map(|b| b.image));
-        self.write_backs.fetch_add(1, Relaxed);
-        self.blocks_written_back.fetch_add(n, Relaxed);
-        Ok(n)
+        let mut oldest = self.oldest.lock();
+        match kept {
+            Some((fb, b)) => {
+                file.blocks.insert(fb, Block { dirty: 0, ..b });
+                file.tail = Some(fb);
+                // Dropped, unwritten, once it is as old as data would be
+                // written back, or to make room.
+                oldest.insert(st.ino, Instant::now());
+            }
+            None => {
+                oldest.remove(&st.ino);
+            }
+        }
+        Ok(left)
     }
 
     /// Writes the file's buffer back, if it holds any: before anything
-    /// else of the file goes to PM (the invariant above).
+    /// else of the file goes to PM (the invariant above). A clean tail
+    /// block goes too: PM is about to change under it.
     pub fn flush<D: PmDevice>(
         &self,
         fs: Context<'_, D>,
         eng: &Engines,
         st: &mut InodeState,
     ) -> Result<()> {
+        self.write_back(fs, eng, st, false).map(drop)
+    }
+
+    /// The file's buffer written back, if it holds any, keeping a clean
+    /// image of its tail block if `keep_tail`.
+    fn write_back<D: PmDevice>(
+        &self,
+        fs: Context<'_, D>,
+        eng: &Engines,
+        st: &mut InodeState,
+        keep_tail: bool,
+    ) -> Result<u64> {
         if !self.holds(st) {
-            return Ok(());
+            return Ok(0);
         }
         self.with_file(fs, eng, st, |file, st| {
-            self.write_back_file(fs, eng, st, file)
+            self.write_back_file(fs, eng, st, file, keep_tail)
         })
-        .map(drop)
     }
 
     /// At an fsync: the model's verdicts (under `auto`), then the file's
@@ -463,7 +530,7 @@ impl Buffer {
         st: &mut InodeState,
     ) -> Result<()> {
         if !self.modelled() || !self.pays.load(Relaxed) {
-            return self.flush(fs, eng, st);
+            return self.write_back(fs, eng, st, true).map(drop);
         }
         let costs = *self.costs.lock();
         let holds = {
@@ -475,7 +542,7 @@ impl Buffer {
             !file.blocks.is_empty()
         };
         if holds {
-            self.flush(fs, eng, st)?;
+            self.write_back(fs, eng, st, true)?;
         }
         Ok(())
     }
@@ -586,9 +653,12 @@ impl Buffer {
         at
     }
 
-    /// How many blocks the file holds.
-    pub fn count(&self, st: &InodeState) -> usize {
-        file_of(st).map_or(0, |f| f.blocks.len())
+    /// How many blocks the file holds, and of those how many are dirty.
+    pub fn count(&self, st: &InodeState) -> (usize, usize) {
+        file_of(st).map_or((0, 0), |f| {
+            let dirty = f.blocks.iter().filter(|(_, b)| b.dirty != 0).count();
+            (f.blocks.len(), dirty)
+        })
     }
 
     /// Writes back whole files, oldest data first, until at least
@@ -656,12 +726,10 @@ impl Buffer {
         eng: &Engines,
         st: &mut InodeState,
     ) -> Result<u64> {
-        if !st.disk.in_use() || !self.holds(st) {
+        if !st.disk.in_use() {
             return Ok(0);
         }
-        self.with_file(fs, eng, st, |file, st| {
-            self.write_back_file(fs, eng, st, file)
-        })
+        self.write_back(fs, eng, st, false)
     }
 
     /// Starts the thread that writes back files whose oldest buffered

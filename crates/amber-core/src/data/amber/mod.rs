@@ -160,6 +160,32 @@ impl Amber {
         Ok(Some(n))
     }
 
+    /// Whether a write is an overwrite straddling one block boundary,
+    /// partial on both sides, with more slices than the zone takes: SQLite
+    /// writes each WAL frame's page so, just past the frame's header. On
+    /// its own it would go out of place, merged with both old blocks and
+    /// committed through the queue, and the header's zone slice written
+    /// back first; the buffer coalesces the two writes instead (§13.4
+    /// "Coalescing").
+    fn straddles<D: PmDevice>(
+        &self,
+        fs: Context<'_, D>,
+        st: &InodeState,
+        off: u64,
+        end: u64,
+    ) -> bool {
+        let boundary = end.saturating_sub(1) / BLOCK_SIZE * BLOCK_SIZE;
+        let one_boundary = off / BLOCK_SIZE + 1 == boundary / BLOCK_SIZE;
+        let partial_both = !off.is_multiple_of(BLOCK_SIZE) && !end.is_multiple_of(BLOCK_SIZE);
+        if !one_boundary || !partial_both || end > st.disk.size {
+            return false;
+        }
+        let slot = u64::from(Lawn::zone(fs).geo.slot_size);
+        let slices =
+            (boundary - 1) / slot - off / slot + 1 + (end - 1) / slot - boundary / slot + 1;
+        slices > self.zone_max.load(Relaxed)
+    }
+
     /// Measures this device at mount (`calibrate::measure`, HiNFS's
     /// calibration): the cost `l` of one line of a fenced non-temporal
     /// block copy and `f` of one flushed line with its fence set how many
@@ -241,12 +267,16 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         sync: bool,
     ) -> Result<usize> {
         self.e.lawn.note_activity();
-        if self.buffer.write(fs, &self.e, st, off, data, sync)? {
+        let end = off + data.len() as u64;
+        let stream = self.straddles(fs, st, off, end);
+        if self
+            .buffer
+            .write(fs, &self.e, st, off, data, sync, stream)?
+        {
             return Ok(data.len());
         }
         // Not buffered: nothing of the file is left in the buffer to go
         // to PM after this write.
-        let end = off + data.len() as u64;
         if let Some(n) = self.through_zone(fs, st, off, data, sync)? {
             return Ok(n);
         }
@@ -345,6 +375,12 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         // The attribute entry it may write carries the DRAM size, which
         // covers buffered appends: their blocks go first.
         self.buffer.flush(fs, &self.e, st)?;
+        // `new` was copied from the inode before this call; the write-back
+        // may have raised the zone's floor (its slices of the buffered
+        // blocks went back first) and mapped blocks. Committing the copy
+        // as it was would lower the floor and revive dead heads.
+        new.zone_seq = st.disk.zone_seq;
+        new.blocks = st.disk.blocks;
         self.e.hunter.setattr_tx(fs, st, new, tx)
     }
 
@@ -386,7 +422,9 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
     /// the rule that sent them there.
     fn describe(&self, fs: Context<'_, D>, st: &InodeState) -> Vec<(String, String)> {
         let mut v = self.e.hunter.describe(fs, st);
-        v.push(("buffered_blocks".into(), self.buffer.count(st).to_string()));
+        let (held, dirty) = self.buffer.count(st);
+        v.push(("buffered_blocks".into(), dirty.to_string()));
+        v.push(("clean_blocks".into(), (held - dirty).to_string()));
         if let Some(zone) = fs.zone() {
             let slices = zone.lock(zone.sub_of(st.ino)).all_of(st.ino);
             let per_block = zone.geo.slices_per_block();
@@ -433,7 +471,7 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         let mut at = fb;
         // Each step passes one run of buffered blocks: bounded by their
         // number.
-        for _ in 0..=self.buffer.count(st) {
+        for _ in 0..=self.buffer.count(st).0 {
             let h = DataPolicy::<D>::next_hole_block(&self.e.hunter, st, at, limit)?;
             let past = self.buffer.buffered_run_end(st, h);
             if past == h {

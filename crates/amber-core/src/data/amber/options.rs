@@ -31,7 +31,9 @@ pub const KNOBS: &[Knob<AmberBuffer>] = &[Knob {
     default: "auto",
     doc: "amber holds writes that may persist lazily in DRAM: `auto` where a mount-time \
           calibration finds PM at least 4x slower than DRAM per line and HiNFS's model predicts \
-          the block lazy (nothing is measured under `clock=simulated`, so nothing is buffered), \
+          the block lazy, and elsewhere (and under `clock=simulated`, where nothing is \
+          measured) only overwrites straddling a block boundary with more slices than the zone \
+          takes (a WAL's pages) and writes into blocks the buffer holds, \
           `always` for every such write, `never` for none, `model` as `auto` where \
           buffering pays, whatever the calibration measured; a file's buffered blocks go to PM \
           together, atomically, at fsync, syncfs, unmount, after `writeback_age`, or before any \
@@ -99,7 +101,8 @@ pub const ZONE_MAX_KNOBS: &[Knob<AmberZoneMax>] = &[Knob {
     doc: "most slices a small overwrite of amber may have and still go through its zone: \
           `auto` as the mount-time calibration finds pays (every partial write under \
           `clock=simulated`), or at most N (0 to 128; 0 sends every write to the data log, \
-          where a write inside one block commits with its own record and one fence), for \
+          where a write inside one block commits with its own record and one fence, but for \
+          the overwrites straddling a block boundary that `amber_buffer=auto` coalesces), for \
           comparing the two paths",
     refused: "amber_zone_max= takes auto or a number of slices, 0 to 128",
     set: |o, v| {

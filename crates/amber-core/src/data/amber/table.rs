@@ -75,6 +75,17 @@ impl<T> Table<T> {
         self.len += 1;
     }
 
+    /// Takes the entry of `fb` out, if there is one.
+    pub fn remove(&mut self, fb: u64) -> Option<T> {
+        let chunk = self.chunks.get_mut(&(fb / CHUNK))?;
+        let v = chunk.slots[(fb % CHUNK) as usize].take()?;
+        if chunk.slots.iter().all(Option::is_none) {
+            self.chunks.remove(&(fb / CHUNK));
+        }
+        self.len -= 1;
+        Some(v)
+    }
+
     /// The chunk numbers in order.
     fn chunk_order(&self) -> Vec<u64> {
         let mut order: Vec<u64> = self.chunks.keys().copied().collect();
@@ -129,7 +140,7 @@ mod tests {
     use amber_sim::rng::SplitMix64;
 
     /// Against a BTreeMap, on random blocks: lookups, ordered walks,
-    /// first-in-range and the backward drain.
+    /// first-in-range, removal and the backward drain.
     #[test]
     fn matches_an_ordered_map() {
         let seed = 0x7ab1e;
@@ -159,6 +170,11 @@ mod tests {
                 m.range(fb..limit).next().map(|(b, _)| *b),
                 "first_in({fb}, {limit})"
             );
+        }
+        for _ in 0..500 {
+            let fb = rng.next_u64() % 5_100;
+            assert_eq!(t.remove(fb), m.remove(&fb), "remove({fb})");
+            assert_eq!(t.len(), m.len());
         }
         let drained: Vec<u64> = t.drain_backwards().collect();
         let expected: Vec<u64> = m.values().rev().copied().collect();
