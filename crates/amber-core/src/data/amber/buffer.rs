@@ -389,9 +389,17 @@ impl Buffer {
                 if off <= bstart && end >= bstart + BLOCK_SIZE {
                     continue;
                 }
+                // PM's bytes below the size where the write leaves them
+                // (the write's own part is copied in below): a WAL page's
+                // head in its second block is half of it on average, and
+                // that block's old bytes are not in the cache.
                 let n = size.saturating_sub(bstart).min(BLOCK_SIZE) as usize;
-                if n > 0 {
-                    read_unbuffered(fs, eng, st, bstart, &mut image[..n])?;
+                let s = (off.max(bstart) - bstart) as usize;
+                let e = (end.min(bstart + BLOCK_SIZE) - bstart) as usize;
+                for (a, b) in [(0, s.min(n)), (e.min(n), n)] {
+                    if a < b {
+                        read_unbuffered(fs, eng, st, bstart + a as u64, &mut image[a..b])?;
+                    }
                 }
                 image[n..].fill(0);
             }
