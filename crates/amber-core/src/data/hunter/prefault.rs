@@ -16,10 +16,16 @@ use amber_pmem::PmDevice;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 /// Runs waiting for the thread; beyond it a writer maps its run itself
 /// (16 logs, each a run or two ahead).
 const MAX_WAITING: usize = 32;
+
+/// How long the thread sleeps without a request before it looks whether
+/// its pool was dropped without an unmount (a crash in a test, a process
+/// that never unmounted): it then ends instead of sleeping forever.
+const IDLE_CHECK: Duration = Duration::from_secs(1);
 
 #[derive(Default)]
 pub(super) struct Prefault {
@@ -60,7 +66,7 @@ impl Prefault {
 
     fn run<D: PmDevice>(&self, core: &Weak<Core<D>>) {
         self.running.store(true, Ordering::Release);
-        while self.control.sleep(None) {
+        while self.control.sleep(Some(IDLE_CHECK)) {
             let _turn = self.control.turn();
             let Some(fs) = core.upgrade() else { break };
             let runs = std::mem::take(&mut *self.waiting.lock());
