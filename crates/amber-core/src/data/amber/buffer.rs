@@ -661,12 +661,15 @@ impl Buffer {
         at
     }
 
-    /// How many blocks the file holds, and of those how many are dirty.
-    pub fn count(&self, st: &InodeState) -> (usize, usize) {
-        file_of(st).map_or((0, 0), |f| {
-            let dirty = f.blocks.iter().filter(|(_, b)| b.dirty != 0).count();
-            (f.blocks.len(), dirty)
-        })
+    /// How many blocks the file holds.
+    pub fn count(&self, st: &InodeState) -> usize {
+        file_of(st).map_or(0, |f| f.blocks.len())
+    }
+
+    /// How many of them are dirty (a walk of the file's blocks: for its
+    /// report, not a hot path).
+    pub fn dirty_count(&self, st: &InodeState) -> usize {
+        file_of(st).map_or(0, |f| f.blocks.iter().filter(|(_, b)| b.dirty != 0).count())
     }
 
     /// Writes back whole files, oldest data first, until at least

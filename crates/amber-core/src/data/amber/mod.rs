@@ -422,7 +422,7 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
     /// the rule that sent them there.
     fn describe(&self, fs: Context<'_, D>, st: &InodeState) -> Vec<(String, String)> {
         let mut v = self.e.hunter.describe(fs, st);
-        let (held, dirty) = self.buffer.count(st);
+        let (held, dirty) = (self.buffer.count(st), self.buffer.dirty_count(st));
         v.push(("buffered_blocks".into(), dirty.to_string()));
         v.push(("clean_blocks".into(), (held - dirty).to_string()));
         if let Some(zone) = fs.zone() {
@@ -471,7 +471,7 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         let mut at = fb;
         // Each step passes one run of buffered blocks: bounded by their
         // number.
-        for _ in 0..=self.buffer.count(st).0 {
+        for _ in 0..=self.buffer.count(st) {
             let h = DataPolicy::<D>::next_hole_block(&self.e.hunter, st, at, limit)?;
             let past = self.buffer.buffered_run_end(st, h);
             if past == h {
