@@ -38,16 +38,7 @@ mkdir "$mnt/mapped"
 "$work/mapped" "$mnt/mapped" fuse
 # What msync made durable survives kill -9 of the daemon; a store after it
 # may be lost, never anything else (design.md §16.5).
-python3 - "$mnt/mapped/m.bin" <<'PY'
-import mmap, os, sys
-fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR, 0o644)
-os.ftruncate(fd, 1 << 20)
-m = mmap.mmap(fd, 1 << 20)
-for i in range(256):
-    m[i * 4096:(i + 1) * 4096] = bytes([i]) * 4096
-m.flush()  # msync(MS_SYNC)
-m[0:4] = b"late"
-PY
+python3 "$top/tests/preload/mapped_kill.py" store "$mnt/mapped/m.bin"
 pid=$(pgrep -f "amberfs mount $pool $mnt" | head -n 1)
 kill -9 "$pid"
 umount -l "$mnt"
@@ -62,15 +53,7 @@ cycle_after_kill() {
     fi
 }
 cycle_after_kill
-python3 - "$mnt/mapped/m.bin" <<'PY'
-import sys
-data = open(sys.argv[1], "rb").read()
-assert len(data) == 1 << 20, len(data)
-head = data[:4]
-assert head in (b"late", bytes(4)), head
-assert data[4:] == (bytes(4092) + b"".join(bytes([i]) * 4096 for i in range(1, 256))), "msync'd data lost"
-print("msync'd stores survived kill -9 of the daemon")
-PY
+python3 "$top/tests/preload/mapped_kill.py" check "$mnt/mapped/m.bin"
 cycle
 echo "mapped files ok"
 

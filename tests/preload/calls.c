@@ -19,16 +19,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "at.h"
 #include "check.h"
-
-static char M[2048];
-static char *at(const char *rel) {
-    static char buf[4][4096];
-    static int i;
-    i = (i + 1) % 4;
-    snprintf(buf[i], sizeof buf[i], "%s/%s", M, rel);
-    return buf[i];
-}
 
 static void basics(void) {
     int fd = open(at("f"), O_CREAT | O_RDWR | O_TRUNC, 0644);

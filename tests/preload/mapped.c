@@ -26,19 +26,12 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "at.h"
 #include "check.h"
 
 #define PAGE 4096
-static char M[2048];
 /* On a FUSE mount: the page cache's mappings, which the pool never sees. */
 static int fuse;
-static char *at(const char *rel) {
-    static char buf[4][4096];
-    static int i;
-    i = (i + 1) % 4;
-    snprintf(buf[i], sizeof buf[i], "%s/%s", M, rel);
-    return buf[i];
-}
 
 /* Which signal the last probe met: 0, SIGBUS or SIGSEGV. */
 static sigjmp_buf jump;

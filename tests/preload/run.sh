@@ -211,31 +211,13 @@ step "kill -9 after stores through a mapping and msync: the msync'd bytes there"
 # "ready" and waits; after kill -9 the next open recovers the pool, the
 # msync'd stores are all there and the later one is there or not.
 AMBERFS_POOL=$pool AMBERFS_MOUNT=$mnt LD_PRELOAD=$lib \
-    python3 - "$mnt/mapped.bin" > "$work/mapped.out" 2>&1 <<'PY' &
-import mmap, os, sys, time
-fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR, 0o644)
-os.ftruncate(fd, 1 << 20)
-m = mmap.mmap(fd, 1 << 20)
-for i in range(256):
-    m[i * 4096:(i + 1) * 4096] = bytes([i]) * 4096
-m.flush()  # msync(MS_SYNC)
-m[0:4] = b"late"
-print("ready", flush=True)
-time.sleep(60)
-PY
+    python3 "$here/mapped_kill.py" store "$mnt/mapped.bin" --wait > "$work/mapped.out" 2>&1 &
 writer=$!
 for _ in $(seq 1 600); do grep -q ready "$work/mapped.out" && break; sleep 0.1; done
 grep -q ready "$work/mapped.out" || { cat "$work/mapped.out"; exit 1; }
 kill -9 "$writer"
 wait "$writer" 2>/dev/null || true
-served python3 - "$mnt/mapped.bin" <<'PY'
-import sys
-data = open(sys.argv[1], "rb").read()
-assert len(data) == 1 << 20, len(data)
-assert data[:4] in (b"late", bytes(4)), data[:4]
-assert data[4:] == bytes(4092) + b"".join(bytes([i]) * 4096 for i in range(1, 256)), "msync'd data lost"
-print("msync'd stores survived kill -9")
-PY
+served python3 "$here/mapped_kill.py" check "$mnt/mapped.bin"
 check_pool
 
 step "kill -9: sqlite3 with synchronous=FULL, then LevelDB with sync writes"
