@@ -5,8 +5,9 @@
 # diff -r, cp/cat/ls/find, python3, a LevelDB program, SQLite in WAL mode
 # and LMDB (both map the files they write: issue 31), kill -9 of sqlite3
 # (synchronous=FULL), of LevelDB and in the middle of WAL and LMDB runs,
-# and the same command with a FUSE mount of the pool up (the interposer
-# then passes through).
+# a shell holding the pool whose child fails under the mount, and the same
+# command with a FUSE mount of the pool up (the interposer then passes
+# through).
 #
 #   bash tests/preload/run.sh [TARGET_DIR]     (default target/debug)
 #
@@ -112,7 +113,7 @@ echo "tar ok ($(tar -tf "$work/src.tar" | wc -l) entries)"
 step "cp, cat, ls, find"
 served cp -r "$work/src/crates" "$mnt/copy"
 # (Each served command runs alone: a second one while it still holds the
-# pool would pass through to the kernel, as README says.)
+# pool would fail under the mount, as README says.)
 served cat "$mnt/copy/amber-core/src/lib.rs" > "$work/lib.rs"
 cmp "$work/lib.rs" "$work/src/crates/amber-core/src/lib.rs"
 test "$(served find "$mnt/copy" -type f | wc -l)" = "$(find "$work/src/crates" -type f | wc -l)"
@@ -244,6 +245,19 @@ kill "$feeder" 2>/dev/null || true
 served "$work/leveldb" "$mnt/ldb-killed" check 3000
 check_pool
 echo "kill -9 ok"
+
+step "a shell holding the pool: the commands it starts fail under the mount, saying why"
+# bash's own test (a builtin) opens the pool; touch, its child, cannot
+# share it and must fail rather than create the file in the kernel's
+# directory behind the mount. (The exit after it keeps bash from exec'ing
+# touch in its own place, which would hand it the pool.)
+rc=0
+served bash -c "test -e '$mnt/db' && touch '$mnt/from-child'; exit \$?" 2> "$work/held.err" || rc=$?
+test "$rc" -ne 0
+grep -q "another process holds the pool" "$work/held.err" || { cat "$work/held.err"; exit 1; }
+kernel_untouched
+served test ! -e "$mnt/from-child"
+echo "held pool ok: $(grep -c 'is not served' "$work/held.err") message"
 
 step "the same command with the pool mounted through FUSE: passed through"
 if [ "$(id -u)" = 0 ] && [ -e /dev/fuse ]; then

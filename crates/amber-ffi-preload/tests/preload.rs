@@ -1,5 +1,5 @@
 //! The interposer in real processes: tests/preload/calls.c call by call,
-//! a busy pool passing through to the kernel, kill -9 and recovery, exec.
+//! a busy pool failing calls under the mount, kill -9 and recovery, exec.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -173,20 +173,32 @@ fn mapped_files_under_the_interposer() {
     }
 }
 
+/// Where another process holds the pool and no FUSE mount of it is up, a
+/// call under the mount directory fails saying why, instead of reaching
+/// the kernel's directory there; calls elsewhere are the kernel's.
 #[test]
-fn a_busy_pool_passes_calls_to_the_kernel() {
+fn a_busy_pool_fails_calls_under_the_mount_saying_why() {
     let work = tempfile::tempdir().unwrap();
     let p = pool("busy");
     let held = MmapDevice::open(&p, &MapOptions::default()).expect("hold the pool");
     let target = work.path().join("f");
     let mut c = preloaded("cp", &p, work.path());
     c.arg("/etc/hostname").arg(&target);
-    ok(c);
-    drop(held);
-    assert_eq!(
-        std::fs::read(&target).unwrap(),
-        std::fs::read("/etc/hostname").unwrap()
+    let out = c.output().expect("run cp");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "cp under a held pool succeeded");
+    assert!(
+        stderr.contains("another process holds the pool")
+            && stderr.contains("Device or resource busy"),
+        "stderr: {stderr}"
     );
+    assert!(!target.exists(), "the copy reached the kernel's directory");
+    let outside = work.path().with_extension("outside");
+    let mut c = preloaded("cp", &p, work.path());
+    c.arg("/etc/hostname").arg(&outside);
+    ok(c);
+    let _ = std::fs::remove_file(&outside);
+    drop(held);
     assert!(
         with_pool(&p, |fs| !fs.exists("/f")),
         "the held pool was not touched"

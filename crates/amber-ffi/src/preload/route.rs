@@ -110,6 +110,7 @@ pub fn route(cfg: &Config, dirfd: c_int, p: &[u8], follow: bool) -> PResult<Wher
         return Ok(Where::Kernel);
     };
     let Some(pool) = state::own(cfg) else {
+        state::unserved(cfg)?;
         return Ok(Where::Kernel);
     };
     let rest = if rest.is_empty() { b"/".to_vec() } else { rest };

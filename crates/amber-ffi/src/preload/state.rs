@@ -1,19 +1,22 @@
 //! Who serves what in this process. Read once from the environment
 //! (AMBERFS_POOL, AMBERFS_MOUNT, AMBERFS_OPTIONS, AMBERFS_EMULATE); the
 //! pool is opened lazily, at the first call on a path under the mount
-//! directory, so a process that never touches it never holds it. If the
-//! pool is busy (a FUSE daemon or another process holds its lock), every
-//! call goes to the kernel for the rest of the process's life. A forked
-//! child never uses its parent's mapping: its calls go to the kernel and
-//! the descriptors it inherited fail; the shared mappings it inherited
-//! keep showing the pool's pages, which stay pinned for it. At exit the
-//! pool is unmounted cleanly; before an exec it is synced.
+//! directory, so a process that never touches it never holds it. Where
+//! this process cannot serve the mount directory — the pool is busy (a
+//! FUSE daemon or another process holds its lock) or failed to open, or
+//! this is a forked child, which never uses its parent's mapping — its
+//! calls under the directory go to the kernel if a FUSE mount is up
+//! there, and otherwise fail saying why, so no file lands in a kernel
+//! directory the pool never sees. A forked child's inherited descriptors
+//! fail; the shared mappings it inherited keep showing the pool's pages,
+//! which stay pinned for it. At exit the pool is unmounted cleanly;
+//! before an exec it is synced.
 
 use std::cell::Cell;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 use crate::posix::errno::tell_once;
@@ -39,6 +42,13 @@ static DECIDED: OnceLock<()> = OnceLock::new();
 static FORKED: AtomicBool = AtomicBool::new(false);
 static UMASK: AtomicU32 = AtomicU32::new(0o022);
 static FORK_TOLD: AtomicBool = AtomicBool::new(false);
+/// Why the pool did not open (its errno; 0 while it did, or was not
+/// tried), and whether a call under the mount was told so.
+static OPEN_FAILED: AtomicI32 = AtomicI32::new(0);
+static UNSERVED_TOLD: AtomicBool = AtomicBool::new(false);
+
+/// `statfs`'s type of a FUSE mount.
+const FUSE_SUPER_MAGIC: libc::c_long = 0x6573_5546;
 
 thread_local! {
     /// Set while this thread runs Amber's code: calls the library itself
@@ -106,7 +116,7 @@ pub fn owned() -> Option<&'static Pool> {
 }
 
 /// The pool, opening it on first use; None if it is busy or failed
-/// (then the kernel serves everything).
+/// (then `unserved` says what a call under the mount does).
 pub fn own(cfg: &Config) -> Option<&'static Pool> {
     if FORKED.load(Ordering::Relaxed) {
         return None;
@@ -118,15 +128,57 @@ pub fn own(cfg: &Config) -> Option<&'static Pool> {
                 POOL.store(Box::into_raw(Box::new(pool)), Ordering::Release);
                 register_handlers();
             }
-            Err(e) if e.errno == Errno(libc::EBUSY) => {}
-            Err(e) => eprintln!(
-                "amberfs: {}; the kernel serves {} instead",
-                e.message,
-                String::from_utf8_lossy(&cfg.mount)
-            ),
+            Err(e) => {
+                OPEN_FAILED.store(e.errno.0, Ordering::Relaxed);
+                if e.errno != Errno(libc::EBUSY) {
+                    eprintln!("amberfs: {}", e.message);
+                }
+            }
         }
     });
     owned()
+}
+
+/// A call under the mount directory that this process cannot serve (see
+/// `own`): `Ok` when a FUSE mount is up there, so the kernel serves it;
+/// otherwise the error it fails with, said once: EBUSY where another
+/// process holds the pool (a forked child's parent, or the process that
+/// exec'd this one), else the error the pool failed to open with.
+pub fn unserved(cfg: &Config) -> PResult<()> {
+    if fuse_mounted(&cfg.mount) {
+        return Ok(());
+    }
+    let failed = OPEN_FAILED.load(Ordering::Relaxed);
+    let (errno, why) = if FORKED.load(Ordering::Relaxed) {
+        (
+            libc::EBUSY,
+            "this is a forked child of the process that holds the pool",
+        )
+    } else if failed == libc::EBUSY {
+        (libc::EBUSY, "another process holds the pool")
+    } else {
+        (failed.max(libc::EIO), "the pool did not open")
+    };
+    let mount = String::from_utf8_lossy(&cfg.mount);
+    let error = std::io::Error::from_raw_os_error(errno);
+    tell_once(
+        &UNSERVED_TOLD,
+        &format!("{mount} is not served in this process: {why}, and no `amberfs mount` is up there; every call under it fails ({error}) rather than reach the kernel's directory (share a pool between processes through `amberfs mount`)"),
+    );
+    Err(Errno(errno))
+}
+
+/// Whether a FUSE file system is mounted at `dir` (an `amberfs mount` of
+/// the pool, whose daemon then serves every process).
+fn fuse_mounted(dir: &[u8]) -> bool {
+    let Ok(path) = std::ffi::CString::new(dir) else {
+        return false;
+    };
+    // SAFETY: an all-zero statfs is valid; the call writes into it.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a statfs we own.
+    let r = unsafe { libc::syscall(libc::SYS_statfs, path.as_ptr(), &raw mut st) };
+    r == 0 && st.f_type == FUSE_SUPER_MAGIC
 }
 
 /// A served descriptor's pool and a pass through its gate; None for a
