@@ -153,6 +153,37 @@ static void descriptors(void) {
     CHECK(close(fd) == -1 && errno == EBADF);
 }
 
+/* A served file dup'd onto 1 and 2 (a shell's redirect): libc's stdout
+ * and stderr write into it, and are libc's own again once a kernel
+ * descriptor is dup'd back; a redirected stdout left unflushed is written
+ * at exit (main's last step). */
+static void standard_streams(void) {
+    int saved_out = dup(1), saved_err = dup(2);
+    CHECK(saved_out >= 0 && saved_err >= 0 && fflush(stdout) == 0);
+    int out = open(at("std.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    CHECK(out >= 0 && dup2(out, 1) == 1 && dup2(out, 2) == 2 && close(out) == 0);
+    CHECK(printf("out %d\n", 1) == 6 && fflush(stdout) == 0);
+    CHECK(fputs("err\n", stderr) >= 0 && fileno(stdout) == 1);
+    CHECK(dup2(saved_out, 1) == 1 && dup2(saved_err, 2) == 2);
+    CHECK(close(saved_out) == 0 && close(saved_err) == 0);
+    char buf[32] = {0};
+    int in = open(at("std.txt"), O_RDONLY);
+    CHECK(in >= 0 && read(in, buf, sizeof buf) == 10 && strcmp(buf, "out 1\nerr\n") == 0);
+    /* Read through stdin too. */
+    int saved_in = dup(0);
+    CHECK(lseek(in, 0, SEEK_SET) == 0 && dup2(in, 0) == 0 && close(in) == 0);
+    char line[16];
+    CHECK(fgets(line, sizeof line, stdin) && strcmp(line, "out 1\n") == 0);
+    CHECK(dup2(saved_in, 0) == 0 && close(saved_in) == 0);
+}
+
+/* Leaves stdout on a served file with a line unflushed: exit writes it. */
+static void unflushed_at_exit(void) {
+    int out = open(at("exit.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    CHECK(out >= 0 && fflush(stdout) == 0 && dup2(out, 1) == 1 && close(out) == 0);
+    CHECK(printf("written at exit\n") == 16);
+}
+
 static void fork_child(void) {
     int fd = open(at("s.txt"), O_RDONLY);
     CHECK(fd >= 0);
@@ -184,6 +215,8 @@ int main(int argc, char **argv) {
     dirs_and_stdio();
     descriptors();
     fork_child();
+    standard_streams();
     printf("calls.c: ok\n");
+    unflushed_at_exit();
     return 0;
 }

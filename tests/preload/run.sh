@@ -5,7 +5,8 @@
 # diff -r, cp/cat/ls/find, python3, a LevelDB program, SQLite in WAL mode
 # and LMDB (both map the files they write: issue 31), kill -9 of sqlite3
 # (synchronous=FULL), of LevelDB and in the middle of WAL and LMDB runs,
-# a shell holding the pool whose child fails under the mount, and the same
+# a shell's redirects into the pool, a shell holding the pool whose child
+# fails under the mount, and the same
 # command with a FUSE mount of the pool up (the interposer then passes
 # through).
 #
@@ -245,6 +246,21 @@ kill "$feeder" 2>/dev/null || true
 served "$work/leveldb" "$mnt/ldb-killed" check 3000
 check_pool
 echo "kill -9 ok"
+
+step "a shell's redirects into the pool, its builtins writing and reading them"
+served bash -c "
+    echo one > '$mnt/redir'
+    printf '%s\n' two >> '$mnt/redir'
+    { echo three; echo four >&2; } > '$mnt/redir.out' 2> '$mnt/redir.err'
+    exec 3>> '$mnt/redir'; echo five >&3; exec 3>&-
+    n=0; while read -r line; do n=\$((n + 1)); done < '$mnt/redir'
+    test \$n = 3
+    echo back on the terminal"
+test "$(served cat "$mnt/redir")" = "$(printf 'one\ntwo\nfive')"
+test "$(served cat "$mnt/redir.out")" = three
+test "$(served cat "$mnt/redir.err")" = four
+kernel_untouched
+echo "redirects ok"
 
 step "a shell holding the pool: the commands it starts fail under the mount, saying why"
 # bash's own test (a builtin) opens the pool; touch, its child, cannot

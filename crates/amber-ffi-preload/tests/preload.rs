@@ -127,8 +127,14 @@ fn every_covered_call_under_the_interposer() {
     c.arg(&mount);
     let out = ok(c);
     assert!(String::from_utf8_lossy(&out.stdout).contains("calls.c: ok"));
-    let text = with_pool(&p, |fs| fs.read("/s.txt").unwrap());
+    let (text, at_exit) = with_pool(&p, |fs| {
+        (fs.read("/s.txt").unwrap(), fs.read("/exit.txt").unwrap())
+    });
     assert_eq!(text, b"line 1\nline 2\nx");
+    assert_eq!(
+        at_exit, b"written at exit\n",
+        "stdout flushed before the unmount"
+    );
 }
 
 /// tests/preload/mapped.c under policies that write every way there is

@@ -229,7 +229,17 @@ pub fn set_umask(m: u32) {
     UMASK.store(m & 0o777, Ordering::Relaxed);
 }
 
+/// At exit: what the program left in its served FILEs is written (exit
+/// flushes every stream, but glibc does it only after this handler), then
+/// the pool is unmounted.
 extern "C" fn at_exit() {
+    if owned().is_some() {
+        super::hooks::flush_served_streams();
+    }
+    unmount();
+}
+
+fn unmount() {
     if let Some(pool) = owned() {
         let _inside = Inside::enter();
         if let Err(Errno(e)) = pool.close() {
@@ -267,9 +277,10 @@ pub fn sync_before_exec() {
     }
 }
 
-/// Unmounts now, as at exit: for _exit, which skips atexit handlers.
+/// Unmounts now, as at exit: for _exit, which skips atexit handlers
+/// (and, as POSIX says, leaves stdio's buffers unwritten).
 pub fn exit_now() {
-    at_exit();
+    unmount();
 }
 
 fn register_handlers() {

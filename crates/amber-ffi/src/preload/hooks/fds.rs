@@ -11,6 +11,7 @@ use amber_format::FileKind;
 
 use super::on_fd;
 use super::paths::{owner, times};
+use super::std_streams;
 use crate::abi::ret;
 use crate::posix::errno::tell_once;
 use crate::posix::file::OpenFile;
@@ -36,6 +37,9 @@ pub unsafe fn close(fd: c_int) -> c_int {
         // SAFETY: no pointers.
         return unsafe { real::close(fd) };
     }
+    if state::is_served(fd) {
+        std_streams::no_longer_served(fd);
+    }
     match state::served_fd(fd) {
         // SAFETY: no pointers.
         None => unsafe { real::close(fd) },
@@ -55,6 +59,9 @@ fn forget_range(first: u32, last: u32) {
     };
     for fd in pool.files.served() {
         if (first..=last).contains(&(fd as u32)) {
+            if !state::forked() {
+                std_streams::no_longer_served(fd);
+            }
             let _ = pool.files.remove(fd).map(|f| {
                 if state::forked() {
                     std::mem::forget(f);
@@ -127,7 +134,15 @@ pub unsafe fn dup3(old: c_int, new: c_int, fl: c_int) -> c_int {
         }
         r
     };
-    on_fd(old, kernel, served, -1)
+    let standard = !state::forked() && old != new;
+    if standard {
+        std_streams::before_dup(state::is_served(old), state::is_served(new), new);
+    }
+    let r = on_fd(old, kernel, served, -1);
+    if standard && r == new && state::is_served(new) {
+        std_streams::now_served(new);
+    }
+    r
 }
 
 pub unsafe fn dup2(old: c_int, new: c_int) -> c_int {

@@ -13,6 +13,7 @@ mod io;
 mod mmap;
 mod paths;
 mod stat;
+mod std_streams;
 mod stdio;
 mod xattr;
 

@@ -34,9 +34,12 @@ extern "C" {
     fn fopencookie(cookie: *mut c_void, mode: *const c_char, io: CookieIo) -> *mut FILE;
 }
 
-/// What a served FILE's callbacks get: its descriptor.
+/// What a served FILE's callbacks get: its descriptor, and whether
+/// closing the FILE closes it (not for libc's standard streams pointed at
+/// descriptor 0, 1 or 2: std_streams.rs).
 struct Cookie {
     fd: AtomicI32,
+    owned: bool,
 }
 
 /// Served FILEs, by address, and their cookies.
@@ -85,14 +88,27 @@ unsafe extern "C" fn c_close(c: *mut c_void) -> c_int {
     // SAFETY: the cookie was Box::into_raw'd by `stream`; glibc closes a
     // stream once.
     let cookie = unsafe { Box::from_raw(c.cast::<Cookie>()) };
+    if !cookie.owned {
+        return 0;
+    }
     // SAFETY: no pointers.
     unsafe { super::close(cookie.fd.load(Ordering::Relaxed)) }
 }
 
 /// A FILE on served descriptor `fd` (which it owns from now on).
 fn stream(fd: c_int, mode: *const c_char) -> PResult<*mut FILE> {
+    make_stream(fd, mode, true)
+}
+
+/// A FILE on served descriptor `fd` that leaves it open when closed.
+pub(crate) fn borrowed_stream(fd: c_int, mode: &CStr) -> PResult<*mut FILE> {
+    make_stream(fd, mode.as_ptr(), false)
+}
+
+fn make_stream(fd: c_int, mode: *const c_char, owned: bool) -> PResult<*mut FILE> {
     let cookie = Box::into_raw(Box::new(Cookie {
         fd: AtomicI32::new(fd),
+        owned,
     }));
     let io = CookieIo {
         read: Some(c_read),
@@ -113,6 +129,30 @@ fn stream(fd: c_int, mode: *const c_char) -> PResult<*mut FILE> {
     map.insert(f as usize, cookie as usize);
     STREAM_COUNT.store(map.len(), Ordering::Relaxed);
     Ok(f)
+}
+
+/// Flushes every served FILE: at exit, before the pool is unmounted
+/// (glibc flushes the streams only after the atexit handlers, ours
+/// among them, have run).
+pub(crate) fn flush_served_streams() {
+    if STREAM_COUNT.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let files: Vec<usize> = STREAMS
+        .lock()
+        .as_ref()
+        .map(|m| m.keys().copied().collect())
+        .unwrap_or_default();
+    for f in files {
+        // SAFETY: a registered stream is open until its close callback
+        // unregisters it, and nothing closes it while the process exits.
+        unsafe { libc::fflush(f as *mut FILE) };
+    }
+}
+
+/// Whether `f` is a served FILE still open.
+pub(crate) fn is_stream(f: *mut FILE) -> bool {
+    cookie_of(f).is_some()
 }
 
 /// The cookie of a served FILE.
