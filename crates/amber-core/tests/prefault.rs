@@ -1,11 +1,13 @@
 //! The thread that maps a data log's fresh runs ahead of its writer
-//! (data/hunter/prefault.rs) ends with its pool: at unmount, and within
-//! about a second when the pool is dropped without one (a crash). Its own
-//! test binary, so no other test's pool has such a thread.
+//! (data/hunter/prefault.rs) and hunter's metadata workers end with their
+//! pool: at unmount, and within about a second when the pool is dropped
+//! without one (a crash), also where the workers' interval is `never`.
+//! Its own test binary, so no other test's pool has such threads.
 
 use amber_core::{Fs, MountOptions};
 use amber_format::{FormatParams, PoolLayout};
 use amber_pmem::{MapOptions, MmapDevice};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 mod common;
@@ -13,16 +15,19 @@ use common::rw;
 
 const POOL: u64 = 64 << 20;
 
-/// Threads of this process named like the prefault thread.
-fn prefault_threads() -> usize {
+/// One test's pool at a time: each counts the process's threads.
+static ONE_POOL: Mutex<()> = Mutex::new(());
+
+/// Threads of this process whose names start with `prefix`.
+fn threads(prefix: &str) -> usize {
     std::fs::read_dir("/proc/self/task")
         .unwrap()
         .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .filter(|name| name.trim() == "amber-prefault")
+        .filter(|name| name.trim().starts_with(prefix))
         .count()
 }
 
-fn mounted() -> Fs<MmapDevice> {
+fn mounted(options: &str) -> Fs<MmapDevice> {
     let dev = MmapDevice::anonymous(POOL, &MapOptions::default()).unwrap();
     let params = FormatParams {
         layout: PoolLayout::Split,
@@ -30,45 +35,58 @@ fn mounted() -> Fs<MmapDevice> {
     };
     Fs::format(&dev, &params).unwrap();
     // The wall clock: the thread is not started under the simulated one.
-    let o = MountOptions::parse("policy=amber,clock=wall").unwrap();
+    let o = MountOptions::parse(options).unwrap();
     Fs::mount(dev, o).unwrap().0
 }
 
-/// Waits (at most 10 s) until `n` such threads run.
-fn wait_for(n: usize, what: &str) {
+/// Waits (at most 10 s) until `n` threads named `prefix`... run.
+fn wait_for(prefix: &str, n: usize, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while prefault_threads() != n {
+    while threads(prefix) != n {
         assert!(
             Instant::now() < deadline,
-            "{what}: {} prefault threads, not {n}",
-            prefault_threads()
+            "{what}: {} {prefix} threads, not {n}",
+            threads(prefix)
         );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
 
-#[test]
-fn the_thread_ends_with_its_pool() {
+/// Mounts with `options`, writes, waits for `n` threads named `prefix`,
+/// then unmounts or drops the pool: they end.
+fn threads_end_with_the_pool(options: &str, prefix: &str, n: usize) {
+    let _one = ONE_POOL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     for unmount in [true, false] {
-        let fs = mounted();
+        let fs = mounted(options);
         let f = rw(&fs, "/f");
         f.write_at(&vec![7u8; 1 << 20], 0).unwrap();
         f.sync_all().unwrap();
-        // Started at mount; it names itself once it first runs.
-        wait_for(1, "a mounted pool");
+        // Started at mount; each names itself once it first runs.
+        wait_for(prefix, n, &format!("{options}: a mounted pool"));
         drop(f);
-        if unmount {
+        let when = if unmount {
             fs.unmount().unwrap();
+            "after unmount"
         } else {
             drop(fs);
-        }
-        wait_for(
-            0,
-            if unmount {
-                "after unmount"
-            } else {
-                "after a drop"
-            },
-        );
+            "after a drop"
+        };
+        wait_for(prefix, 0, &format!("{options}: {when}"));
+    }
+}
+
+#[test]
+fn the_prefault_thread_ends_with_its_pool() {
+    threads_end_with_the_pool("policy=amber,clock=wall", "amber-prefault", 1);
+}
+
+#[test]
+fn hunters_workers_end_with_their_pool_even_sleeping_forever() {
+    for interval in ["never", "3600s"] {
+        let options =
+            format!("policy=amber,clock=wall,hunter_interval={interval},hunter_workers=2");
+        threads_end_with_the_pool(&options, "amber-hunter-", 2);
     }
 }

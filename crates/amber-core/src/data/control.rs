@@ -34,6 +34,14 @@ pub(super) fn spawn(name: String, work: impl FnOnce() + Send + 'static) {
     });
 }
 
+/// How a `Control::nap` ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Nap {
+    Stopped,
+    Woken,
+    Elapsed,
+}
+
 /// Sleep, wake-up and stop for one group of background threads.
 #[derive(Default)]
 pub(super) struct Control {
@@ -75,6 +83,26 @@ impl Control {
         let _g = self.lock.lock();
         self.early.store(true, Relaxed);
         self.wake.notify_all();
+    }
+
+    /// Sleeps for `d` or until woken, and says which (a spurious wake-up
+    /// counts as woken: one more turn, never one fewer).
+    pub fn nap(&self, d: Duration) -> Nap {
+        let mut g = self.lock.lock();
+        if self.stop.load(Relaxed) {
+            return Nap::Stopped;
+        }
+        if self.early.swap(false, Relaxed) {
+            return Nap::Woken;
+        }
+        let timed_out = self.wake.wait_for(&mut g, d).timed_out();
+        if self.stop.load(Relaxed) {
+            Nap::Stopped
+        } else if self.early.swap(false, Relaxed) || !timed_out {
+            Nap::Woken
+        } else {
+            Nap::Elapsed
+        }
     }
 
     /// Sleeps for `interval` (forever with None) or until woken; false

@@ -7,11 +7,18 @@
 //! sleep until unmount, and only fsync, full queues and unmount persist.
 
 use super::Shared;
-use crate::data::control::spawn as spawn_thread;
+use crate::data::control::{spawn as spawn_thread, Nap};
 use crate::fs::Core;
 use amber_pmem::PmDevice;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// The longest a worker sleeps before it looks whether its pool was
+/// dropped without an unmount (a crash in a test, a program that never
+/// unmounted): it then ends instead of sleeping out its interval, or
+/// forever under `hunter_interval=never`.
+const IDLE_CHECK: Duration = Duration::from_secs(1);
 
 /// Starts `workers` threads; worker `w` owns the queues `q` with
 /// `q mod workers == w`.
@@ -23,24 +30,46 @@ pub(super) fn spawn<D: PmDevice>(sh: &Arc<Shared>, core: Weak<Core<D>>) {
     }
 }
 
+/// Turns every interval (from the end of the last) or when woken, until
+/// stopped or the pool is gone.
 fn run<D: PmDevice>(sh: &Shared, core: &Weak<Core<D>>, w: usize, n: usize) {
-    while sh.control.sleep(sh.opts.interval) {
+    let mut due = sh.opts.interval.map(|d| Instant::now() + d);
+    loop {
+        let left = due.map_or(IDLE_CHECK, |t| {
+            t.saturating_duration_since(Instant::now()).min(IDLE_CHECK)
+        });
+        match sh.control.nap(left) {
+            Nap::Stopped => return,
+            Nap::Elapsed if due.is_none_or(|t| Instant::now() < t) => {
+                if core.strong_count() == 0 {
+                    return;
+                }
+                continue;
+            }
+            Nap::Woken | Nap::Elapsed => {}
+        }
         let _turn = sh.control.turn();
         let Some(fs) = core.upgrade() else { return };
-        if fs.check_writable().is_err() {
+        if fs.check_writable().is_err() || !turn(sh, &fs, w, n) {
             return;
         }
-        let mut budget = sh.opts.batch;
-        for q in (w..sh.queues.count()).step_by(n) {
-            if budget == 0 {
-                break;
-            }
-            match sh.queues.persist_batch(fs.context(), &sh.stats, q, budget) {
-                Ok(k) => budget = budget.saturating_sub(k),
-                // The core is poisoned; writes are refused from now on.
-                Err(_) => return,
-            }
-        }
-        sh.stats.worker_turns.fetch_add(1, Relaxed);
+        due = sh.opts.interval.map(|d| Instant::now() + d);
     }
+}
+
+/// One batch from each of worker `w`'s queues; false once the core is
+/// poisoned (writes are refused from now on).
+fn turn<D: PmDevice>(sh: &Shared, fs: &Core<D>, w: usize, n: usize) -> bool {
+    let mut budget = sh.opts.batch;
+    for q in (w..sh.queues.count()).step_by(n) {
+        if budget == 0 {
+            break;
+        }
+        match sh.queues.persist_batch(fs.context(), &sh.stats, q, budget) {
+            Ok(k) => budget = budget.saturating_sub(k),
+            Err(_) => return false,
+        }
+    }
+    sh.stats.worker_turns.fetch_add(1, Relaxed);
+    true
 }
