@@ -742,6 +742,24 @@ fn writes_stay_atomic_across_kill_dash_nine() {
 /// one request); shared mappings still work: stores through a mapping
 /// reach the file at msync, a write(2) shows in a mapping made before it,
 /// a program on the mount runs, and the daemon's log states the bound.
+/// Runs a program this test process just wrote. Another test's thread
+/// may fork while the copy's descriptor is open (before its exec closes
+/// it), and the kernel then refuses the exec with ETXTBSY for as long as
+/// that child lives: retried for up to 5 s.
+fn exec_fresh(path: &std::path::Path) -> std::process::ExitStatus {
+    /// Linux's "text file busy".
+    const ETXTBSY: i32 = 26;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match Command::new(path).status() {
+            Err(e) if e.raw_os_error() == Some(ETXTBSY) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            r => return r.unwrap_or_else(|e| panic!("exec {}: {e}", path.display())),
+        }
+    }
+}
+
 #[test]
 fn mmap_and_exec_with_direct_io() {
     if cannot_run(&["xfs_io"], "xfsprogs") {
@@ -786,7 +804,7 @@ fn mmap_and_exec_with_direct_io() {
     );
     fs::copy("/bin/true", s.at("true")).unwrap();
     fs::set_permissions(s.at("true"), fs::Permissions::from_mode(0o755)).unwrap();
-    assert!(Command::new(s.at("true")).status().unwrap().success());
+    assert!(exec_fresh(&s.at("true")).success());
     m.umount();
     let text = fs::read_to_string(&log).unwrap();
     assert!(text.contains("is one request, and atomic"), "{text}");
