@@ -4,6 +4,7 @@
 
 mod cmd;
 mod common;
+mod control;
 mod copytree;
 mod daemon_log;
 mod output;
@@ -78,6 +79,9 @@ enum Command {
     Mount(cmd::mount::Args),
     /// Unmount a pool and wait until its daemon has closed it cleanly.
     Umount(cmd::umount::Args),
+    /// Show a running mount's counters (PM writes, fences, space, the
+    /// policy's queues, buffer and zone), read from its daemon.
+    Stats(cmd::stats::Args),
     /// Measure Amber beside its baselines (medians of repetitions).
     Bench(Box<cmd::bench::Args>),
     /// The main job: make a pool in /dev/shm behind emulated PM (default
@@ -99,6 +103,7 @@ impl Command {
                 | Command::Bench(_)
                 | Command::Demo(_)
                 | Command::Umount(_)
+                | Command::Stats(_)
         )
     }
 }
@@ -129,6 +134,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             cmd::mount::run(args, cli.emulate.as_deref(), cli.options.as_deref())
         }
         Command::Umount(args) => cmd::umount::run(args),
+        Command::Stats(args) => cmd::stats::run(args),
         Command::Bench(args) => cmd::bench::run(*args, cli.emulate.as_deref()),
         Command::Demo(args) => cmd::demo::run(args, cli.emulate.as_deref()),
     }

@@ -1104,3 +1104,59 @@ fn noatime_through_the_mount() {
         drop(m);
     }
 }
+
+/// `amberfs stats` reads a running mount's counters from its daemon, by
+/// mount directory or by pool, as text, JSON and a Prometheus textfile;
+/// the log keeps the session's counters at unmount.
+#[test]
+fn stats_of_a_running_mount() {
+    if !can_mount() {
+        return;
+    }
+    let s = Setup::new();
+    let (m, _, log) = s.mount();
+    let mut f = fs::File::create(s.at("f")).unwrap();
+    std::io::Write::write_all(&mut f, &vec![7u8; 1 << 20]).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    let json: serde_json::Value = serde_json::from_str(&ok(&["stats", s.d(), "--json"])).unwrap();
+    assert!(
+        json["pm"]["bytes_written"].as_u64().unwrap() >= 1 << 20,
+        "{json}"
+    );
+    assert!(json["pm"]["fences"].as_u64().unwrap() > 0, "{json}");
+    assert_eq!(json["policy"], "amber");
+    let space = &json["space"];
+    assert!(
+        space["blocks_free"].as_u64() < space["blocks"].as_u64(),
+        "{json}"
+    );
+    assert!(json["policy_counters"]
+        .as_object()
+        .is_some_and(|c| !c.is_empty()));
+    let text = ok(&["stats", s.p()]);
+    assert!(
+        text.contains("pm.fences ") && text.contains(" policy amber, mounted "),
+        "{text}"
+    );
+    let prom = s.tmp.path().join("amberfs.prom");
+    ok(&["stats", s.d(), "--prometheus", prom.to_str().unwrap()]);
+    let prom = fs::read_to_string(&prom).unwrap();
+    assert!(
+        prom.contains("# TYPE amberfs_pm_fences_total counter\namberfs_pm_fences_total{pool="),
+        "{prom}"
+    );
+    let err = fails(&["stats", s.tmp.path().to_str().unwrap()]);
+    assert!(
+        err.contains("neither an amberfs mount nor the pool of one"),
+        "{err}"
+    );
+    m.umount();
+    let err = fails(&["stats", s.p()]);
+    assert!(err.contains("neither"), "{err}");
+    let text = fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("policy amber at unmount: ") && text.contains(" fences)"),
+        "{text}"
+    );
+}

@@ -14,4 +14,5 @@ pub mod mount;
 pub mod put;
 pub mod rm;
 pub mod salvage;
+pub mod stats;
 pub mod umount;

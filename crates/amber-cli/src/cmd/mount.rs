@@ -10,7 +10,8 @@
 //!
 //! The daemon writes a pid file (`/run/amberfs/`, else `/tmp/amberfs/`)
 //! and removes it only after the pool was unmounted cleanly, which is what
-//! `amberfs umount` waits for.
+//! `amberfs umount` waits for; beside it, a control socket `amberfs stats`
+//! reads the live counters from (`control.rs`).
 
 use std::fs::{self, File};
 use std::io::{BufRead, BufReader};
@@ -25,6 +26,7 @@ use amber_core::fs::read_superblock;
 use amber_core::FsError;
 use amber_format::PoolState;
 use amber_fuse::{session_config, AmberFuse, DEFAULT_THREADS};
+use amber_pmem::PmDevice;
 use amber_pmem::{MapError, MapOptions, MmapDevice};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -32,6 +34,7 @@ use signal_hook::iterator::Signals;
 use crate::common::{
     map_error, mount_pool, pool_error, warn, CliError, CliResult, MountConfig, PoolFs, Shown,
 };
+use crate::control::ControlSocket;
 use crate::daemon_log;
 use crate::output::{note, outln};
 
@@ -199,7 +202,7 @@ impl MountEntry {
 }
 
 /// Where the amberfs mount of `pool` (an absolute path) is, if any.
-fn mount_of_pool(pool: &Path) -> Option<String> {
+pub fn mount_of_pool(pool: &Path) -> Option<String> {
     let table = fs::read_to_string("/proc/self/mountinfo").ok()?;
     table
         .lines()
@@ -353,7 +356,7 @@ fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliRe
     let pid_file = PidFile::create(dir, pool)?;
     let (fs, report) = mount_pool(pool, config)?;
     log(&format!("{}: {report}", pool.shown()));
-    log_calibration(&fs);
+    log_counters(&fs, "at mount");
     let adapter = AmberFuse::new(fs.core().clone());
     let fsname = format!("amberfs:{}", pool.shown());
     let mut session_options = session_config(&fsname, threads);
@@ -395,7 +398,9 @@ fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliRe
             ""
         }
     ));
+    let control = start_control(&fs, pool, dir);
     let served = run_until_stopped(session, signals, dir);
+    drop(control);
     if let Err(e) = served {
         // A worker that failed (or panicked) may have stopped inside an
         // operation; marking the pool clean would skip the recovery that
@@ -407,6 +412,7 @@ fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliRe
             pool.shown()
         )));
     }
+    log_counters(&fs, "at unmount");
     let clean = fs.unmount();
     drop(pid_file);
     match clean {
@@ -421,16 +427,33 @@ fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliRe
     }
 }
 
-/// Logs the policy's calibration (hinfs: L_dram, L_pm, whether buffering
-/// pays on this device), so a user can see what the model works with.
-fn log_calibration(fs: &PoolFs) {
+/// The control socket `amberfs stats` reads the live counters from; a
+/// mount without one still serves (said in the log).
+fn start_control(fs: &PoolFs, pool: &Path, dir: &Path) -> Option<ControlSocket> {
+    let (core, pool_path, dir_path) = (fs.core().clone(), pool.to_path_buf(), dir.to_path_buf());
+    let since = std::time::Instant::now();
+    let stats = move || super::stats::snapshot(&core, &pool_path, &dir_path, since);
+    ControlSocket::start(dir, stats)
+        .inspect_err(|e| log(&format!("no live statistics: {e}")))
+        .ok()
+}
+
+/// Logs the policy's counters: at mount its calibration (hinfs: L_dram,
+/// L_pm, whether buffering pays on this device), so a user can see what
+/// the model works with; at unmount what the session did, with the PM
+/// writes and fences (`amberfs stats` shows them while it runs).
+fn log_counters(fs: &PoolFs, when: &str) {
     let stats = fs.core().policy_stats();
     if !stats.is_empty() {
         let shown: Vec<String> = stats.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let pm = fs.core().device().stats();
         log(&format!(
-            "policy {}: {}",
+            "policy {} {when}: {} (PM: {} bytes written, {} lines flushed, {} fences)",
             fs.core().options().policy,
-            shown.join(" ")
+            shown.join(" "),
+            pm.bytes_written(),
+            pm.lines_flushed,
+            pm.fences
         ));
     }
 }
