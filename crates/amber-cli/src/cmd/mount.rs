@@ -398,7 +398,7 @@ fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliRe
             ""
         }
     ));
-    let control = start_control(&fs, pool, dir);
+    let control = start_control(&fs, pool, dir, report.to_string());
     let served = run_until_stopped(session, signals, dir);
     drop(control);
     if let Err(e) = served {
@@ -429,10 +429,15 @@ fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliRe
 
 /// The control socket `amberfs stats` reads the live counters from; a
 /// mount without one still serves (said in the log).
-fn start_control(fs: &PoolFs, pool: &Path, dir: &Path) -> Option<ControlSocket> {
-    let (core, pool_path, dir_path) = (fs.core().clone(), pool.to_path_buf(), dir.to_path_buf());
-    let since = std::time::Instant::now();
-    let stats = move || super::stats::snapshot(&core, &pool_path, &dir_path, since);
+fn start_control(fs: &PoolFs, pool: &Path, dir: &Path, opened: String) -> Option<ControlSocket> {
+    let core = fs.core().clone();
+    let session = super::stats::Session {
+        pool: pool.to_path_buf(),
+        dir: dir.to_path_buf(),
+        opened,
+        since: std::time::Instant::now(),
+    };
+    let stats = move || super::stats::snapshot(&core, &session);
     ControlSocket::start(dir, stats)
         .inspect_err(|e| log(&format!("no live statistics: {e}")))
         .ok()

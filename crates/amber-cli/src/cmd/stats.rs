@@ -83,26 +83,34 @@ fn mount_dir(target: &Path) -> CliResult<PathBuf> {
     }
 }
 
-/// What the daemon answers a `stats` request with: the pool, where it
-/// is mounted, for how long, and the counters.
-pub fn snapshot<D: PmDevice>(
-    core: &Arc<Core<D>>,
-    pool: &Path,
-    dir: &Path,
-    since: Instant,
-) -> Value {
+/// Where a mount is, what its opening found (a clean mount, or what
+/// recovery did) and since when: the fixed part of every answer.
+pub struct Session {
+    pub pool: PathBuf,
+    pub dir: PathBuf,
+    pub opened: String,
+    pub since: Instant,
+}
+
+/// What the daemon answers a `stats` request with: the session and the
+/// counters.
+pub fn snapshot<D: PmDevice>(core: &Arc<Core<D>>, session: &Session) -> Value {
     let pm = core.device().stats();
     let space = core.statfs();
+    let (zone_slots, zone_used) = core
+        .zone()
+        .map_or((0, 0), amber_core::zone::Zone::occupancy);
     let policy: serde_json::Map<String, Value> = core
         .policy_stats()
         .into_iter()
         .map(|(k, v)| (k, json!(v)))
         .collect();
     json!({
-        "pool": pool.to_string_lossy(),
-        "mount": dir.to_string_lossy(),
+        "pool": session.pool.to_string_lossy(),
+        "mount": session.dir.to_string_lossy(),
         "policy": core.options().policy,
-        "uptime_seconds": since.elapsed().as_secs_f64(),
+        "opened": session.opened,
+        "uptime_seconds": session.since.elapsed().as_secs_f64(),
         "pm": {
             "bytes_written": pm.bytes_written(),
             "bytes_stored": pm.bytes_stored,
@@ -116,6 +124,8 @@ pub fn snapshot<D: PmDevice>(
             "blocks_free": space.blocks_free,
             "inodes": space.inodes,
             "inodes_free": space.inodes_free,
+            "zone_slots": zone_slots,
+            "zone_slots_used": zone_used,
         },
         "policy_counters": policy,
     })
@@ -125,11 +135,12 @@ pub fn snapshot<D: PmDevice>(
 fn text(stats: &Value) -> String {
     let s = |k: &str| stats[k].as_str().unwrap_or("?").to_string();
     let mut out = format!(
-        "{} at {}, policy {}, mounted {:.1} s",
+        "{} at {}, policy {}, mounted {:.1} s ago ({})",
         s("pool"),
         s("mount"),
         s("policy"),
-        stats["uptime_seconds"].as_f64().unwrap_or(0.0)
+        stats["uptime_seconds"].as_f64().unwrap_or(0.0),
+        s("opened")
     );
     for section in ["pm", "space", "policy_counters"] {
         if let Some(map) = stats[section].as_object() {
@@ -188,6 +199,7 @@ mod tests {
     fn sample() -> Value {
         json!({
             "pool": "/p\"q", "mount": "/m", "policy": "amber", "uptime_seconds": 1.5,
+            "opened": "clean mount",
             "pm": {"fences": 3}, "space": {"blocks": 10},
             "policy_counters": {"zone_writes": 2},
         })
@@ -213,7 +225,7 @@ mod tests {
     fn text_lists_every_counter() {
         let t = text(&sample());
         assert!(
-            t.starts_with("/p\"q at /m, policy amber, mounted 1.5 s"),
+            t.starts_with("/p\"q at /m, policy amber, mounted 1.5 s ago (clean mount)"),
             "{t}"
         );
         assert!(
