@@ -141,6 +141,9 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
 }
 
 fn main() -> ExitCode {
+    if let Some(helped) = cmd::fstab::as_helper() {
+        return exit_code(helped);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // --help and --version: output like any command's.

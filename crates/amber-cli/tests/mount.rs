@@ -1160,3 +1160,89 @@ fn stats_of_a_running_mount() {
         "{text}"
     );
 }
+
+/// `/sbin/mount.fuse.amberfs` pointing at this build while a test runs
+/// (mount(8) looks for its helpers there only); removed after, unless
+/// it was there before.
+struct Helper(Option<PathBuf>);
+
+impl Helper {
+    fn install() -> Helper {
+        let link = PathBuf::from("/sbin/mount.fuse.amberfs");
+        if link.symlink_metadata().is_ok() {
+            return Helper(None);
+        }
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_amberfs"), &link).unwrap();
+        Helper(Some(link))
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        if let Some(link) = &self.0 {
+            let _ = fs::remove_file(link);
+        }
+    }
+}
+
+/// Waits (bounded) until the pool's superblock says clean.
+fn wait_clean(pool: &str) {
+    let start = Instant::now();
+    while !amberfs(&["info", pool])
+        .stdout
+        .windows(5)
+        .any(|w| w == b"clean")
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{pool} never clean"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `mount -t fuse.amberfs` with fstab's and systemd's options, a plain
+/// `umount`, and an fstab line mounted by its directory.
+#[test]
+fn mount_by_type_and_from_fstab() {
+    if !can_mount() || cannot_run(&["mount"], "mount") {
+        return;
+    }
+    let _helper = Helper::install();
+    let s = Setup::new();
+    let opts = "noatime,nosuid,nodev,policy=amber,nofail,_netdev,x-systemd.device-timeout=5";
+    run("mount", &["-t", "fuse.amberfs", s.p(), s.d(), "-o", opts]);
+    let guard = Mounted(s.dir.clone());
+    assert!(is_mounted(&s.dir));
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let line = info.lines().find(|l| l.contains(s.d())).unwrap();
+    assert!(
+        line.contains("nosuid") && line.contains("noatime"),
+        "{line}"
+    );
+    fs::write(s.at("f"), b"through mount -t").unwrap();
+    run("umount", &[s.d()]);
+    assert!(!is_mounted(&s.dir));
+    wait_clean(s.p());
+    s.fsck_clean();
+    let fstab = s.tmp.path().join("fstab");
+    fs::write(
+        &fstab,
+        format!(
+            "{} {} fuse.amberfs defaults,noatime,nofail 0 0\n",
+            s.p(),
+            s.d()
+        ),
+    )
+    .unwrap();
+    run("mount", &["-T", fstab.to_str().unwrap(), s.d()]);
+    assert_eq!(fs::read(s.at("f")).unwrap(), b"through mount -t");
+    guard.umount();
+    let out = Command::new("mount")
+        .args(["-t", "fuse.amberfs", s.p(), s.d(), "-o", "bogus=1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("bogus"), "{err}");
+    assert!(!is_mounted(&s.dir));
+}

@@ -5,6 +5,7 @@ pub mod cat;
 pub mod crashtest;
 pub mod demo;
 pub mod fsck;
+pub mod fstab;
 pub mod get;
 pub mod info;
 pub mod ls;

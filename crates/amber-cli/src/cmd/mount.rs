@@ -31,6 +31,7 @@ use amber_pmem::{MapError, MapOptions, MmapDevice};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
+use super::fstab;
 use crate::common::{
     map_error, mount_pool, pool_error, warn, CliError, CliResult, MountConfig, PoolFs, Shown,
 };
@@ -44,9 +45,6 @@ const MOUNT_WAIT: Duration = Duration::from_secs(10);
 pub const POLL: Duration = Duration::from_millis(20);
 /// Lines of a failed daemon's log shown on the terminal.
 const LOG_TAIL: usize = 20;
-/// FUSE-level options always in force (see amber-fuse); accepted and
-/// dropped so that `-o allow_other` copied from another FUSE mount works.
-const FUSE_OPTIONS: [&str; 2] = ["allow_other", "default_permissions"];
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -74,25 +72,29 @@ fn parse_threads(text: &str) -> Result<usize, String> {
 }
 
 pub fn run(args: Args, emulate: Option<&str>, options: Option<&str>) -> CliResult<ExitCode> {
-    let options = core_options(options.unwrap_or(""));
-    let config = MountConfig::parse(emulate, Some(&options))?;
+    let options = options.unwrap_or("");
+    let split = fstab::split(options);
+    let config = MountConfig::parse(emulate, Some(&split.core))?;
     let dir = check_mount_point(&args.dir)?;
     let pool = check_pool(&args.pool, config.read_only())?;
     if args.foreground {
-        serve(&pool, &dir, &config, args.threads)
+        serve(&pool, &dir, &config, args.threads, &split.kernel)
     } else {
-        start_daemon(&args, &pool, &dir, emulate, &options)
+        start_daemon(&args, &pool, &dir, emulate, options)
     }
 }
 
-/// The options the core parses: FUSE-level ones are dropped.
-fn core_options(options: &str) -> String {
-    options
-        .split(',')
-        .map(str::trim)
-        .filter(|o| !o.is_empty() && !FUSE_OPTIONS.contains(o))
-        .collect::<Vec<_>>()
-        .join(",")
+/// `mount.fuse.amberfs POOL DIR -o OPTIONS` (fstab.rs): a daemon with
+/// the default threads and log.
+pub fn mount_from_helper(pool: &Path, dir: &Path, options: &str) -> CliResult<ExitCode> {
+    let args = Args {
+        pool: pool.to_path_buf(),
+        dir: dir.to_path_buf(),
+        foreground: false,
+        threads: DEFAULT_THREADS,
+        log: None,
+    };
+    run(args, None, Some(options))
 }
 
 /// `path` made absolute with its directories resolved but not its last
@@ -345,7 +347,13 @@ enum Stop {
 
 /// `--foreground`: mount and serve until unmounted or signalled, then
 /// mark the pool clean.
-fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliResult<ExitCode> {
+fn serve(
+    pool: &Path,
+    dir: &Path,
+    config: &MountConfig,
+    threads: usize,
+    kernel_flags: &[fuser::MountOption],
+) -> CliResult<ExitCode> {
     daemon_log::install();
     // Registered before mounting, so a signal that arrives during the
     // mount unmounts cleanly instead of killing us with the pool dirty.
@@ -360,6 +368,9 @@ fn serve(pool: &Path, dir: &Path, config: &MountConfig, threads: usize) -> CliRe
     let adapter = AmberFuse::new(fs.core().clone());
     let fsname = format!("amberfs:{}", pool.shown());
     let mut session_options = session_config(&fsname, threads);
+    session_options
+        .mount_options
+        .extend(kernel_flags.iter().cloned());
     if config.read_only() {
         // The kernel then refuses every change itself (EROFS), as for
         // any read-only mount; the core refuses what still arrives.
@@ -642,15 +653,6 @@ fn log_tail(log: &Path) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fuse_options_are_dropped() {
-        assert_eq!(
-            core_options("allow_other,sync, default_permissions"),
-            "sync"
-        );
-        assert_eq!(core_options(""), "");
-    }
 
     #[test]
     fn mountinfo_lines() {

@@ -25,8 +25,14 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> CliResult<ExitCode> {
-    let shown = args.dir.shown();
-    let dir = absolute(&args.dir)?;
+    unmount_dir(&args.dir)
+}
+
+/// Unmounts `dir` and waits for its daemon (also as umount(8)'s helper,
+/// `umount.fuse.amberfs`).
+pub fn unmount_dir(dir: &Path) -> CliResult<ExitCode> {
+    let shown = dir.shown();
+    let dir = absolute(dir)?;
     let Some(m) = mounted_at(&dir)? else {
         return Err(CliError::new(format!("{shown} is not mounted")));
     };
@@ -71,7 +77,8 @@ fn read_pid_file(dir: &Path) -> Option<(u32, PathBuf)> {
 /// the system has (an unprivileged user's mount).
 fn unmount(dir: &Path, shown: &str) -> CliResult<()> {
     let tries: [(&str, &[&str]); 3] = [
-        ("umount", &[]),
+        // -i: not through umount.fuse.amberfs, which is this command.
+        ("umount", &["-i"]),
         ("fusermount3", &["-u"]),
         ("fusermount", &["-u"]),
     ];
