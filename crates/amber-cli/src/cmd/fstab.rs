@@ -6,9 +6,10 @@
 //! Options: the kernel's mount flags a FUSE mount takes (`nosuid`,
 //! `nodev`, `noexec` and their opposites) go to the kernel; options that
 //! mean nothing to a pool (`defaults`, `auto`, `nofail`, `_netdev`,
-//! `x-systemd.*`, `user`, the atime family, ...) are dropped; everything
-//! else is the core's (`policy=`, `ro`, `rw`, `noatime`, `sync`, ...),
-//! which refuses what it does not know.
+//! `x-systemd.*`, `user`, `lazytime`, ...) are dropped; `atime` is the
+//! core's `relatime`, as on Linux; everything else is the core's
+//! (`policy=`, `ro`, `rw`, `noatime`, `relatime`, `sync`, ...), which
+//! refuses what it does not know (`strictatime`, for one).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -18,8 +19,10 @@ use fuser::MountOption;
 
 use crate::common::{CliError, CliResult};
 
-/// Options an fstab line or mount(8) carries that change nothing here.
-const IGNORED: [&str; 18] = [
+/// Options an fstab line or mount(8) carries that change nothing here
+/// (`lazytime`: Amber's times are durable with the change that moved
+/// them anyway).
+const IGNORED: [&str; 14] = [
     "defaults",
     "auto",
     "noauto",
@@ -31,11 +34,7 @@ const IGNORED: [&str; 18] = [
     "owner",
     "group",
     "async",
-    "atime",
-    "relatime",
-    "strictatime",
     "lazytime",
-    "nodiratime",
     // FUSE-level options always in force (amber-fuse): accepted so that
     // `-o allow_other` copied from another FUSE mount works.
     "allow_other",
@@ -61,6 +60,9 @@ pub fn split(options: &str) -> Split {
     for o in options.split(',').map(str::trim).filter(|o| !o.is_empty()) {
         if let Some(flag) = kernel_flag(o) {
             kernel.push(flag);
+        } else if o == "atime" {
+            // Linux's "atime" is its default, relatime (the core's too).
+            core.push("relatime");
         } else if !IGNORED.contains(&o) && !IGNORED_PREFIXES.iter().any(|p| o.starts_with(p)) {
             core.push(o);
         }
@@ -147,8 +149,10 @@ mod tests {
 
     #[test]
     fn fstab_options_go_where_they_mean_something() {
-        let s = split("rw,noatime,nosuid,nodev,policy=amber,defaults,nofail,_netdev,x-systemd.automount,comment=x");
-        assert_eq!(s.core, "rw,noatime,policy=amber");
+        let s = split(
+            "rw,noatime,nosuid,nodev,policy=amber,defaults,nofail,_netdev,x-systemd.automount,comment=x,atime",
+        );
+        assert_eq!(s.core, "rw,noatime,policy=amber,relatime");
         assert_eq!(s.kernel, vec![MountOption::NoSuid, MountOption::NoDev]);
         assert_eq!(split(" ro , allow_other ,noexec").core, "ro");
         assert_eq!(split("allow_other,sync, default_permissions").core, "sync");
