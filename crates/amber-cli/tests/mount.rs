@@ -1246,3 +1246,36 @@ fn mount_by_type_and_from_fstab() {
     assert!(!out.status.success() && err.contains("bogus"), "{err}");
     assert!(!is_mounted(&s.dir));
 }
+
+/// A root mount takes `-o dev,suid` (device nodes and set-user-ID
+/// programs on a pool, as on ext4); without them it stays nodev,nosuid.
+#[test]
+fn dev_and_suid_only_when_asked() {
+    if !can_mount() {
+        return;
+    }
+    let flags = |s: &Setup| {
+        let info = fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let line = info
+            .lines()
+            .find(|l| l.contains(s.d()))
+            .unwrap()
+            .to_string();
+        (line.contains("nodev"), line.contains("nosuid"))
+    };
+    let s = Setup::made_with(&[], vec!["-o", "dev,suid"]);
+    let (m, _, _) = s.mount();
+    assert_eq!(flags(&s), (false, false));
+    run("mknod", &[s.at("null").to_str().unwrap(), "c", "1", "3"]);
+    fs::write(s.at("null"), b"into /dev/null").unwrap();
+    m.umount();
+    let plain = Setup {
+        options: vec![],
+        ..s
+    };
+    let (m, _, _) = plain.mount();
+    assert_eq!(flags(&plain), (true, true));
+    let err = fs::write(plain.at("null"), b"x").unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied, "{err}");
+    m.umount();
+}
