@@ -934,6 +934,11 @@ fn lsattr(path: &Path) -> String {
         .to_string()
 }
 
+/// Whether a removal failed with EPERM.
+fn refused_dir(r: std::io::Result<()>) -> bool {
+    r.is_err_and(|e| e.raw_os_error() == Some(1))
+}
+
 /// chattr and lsattr through the mount (they failed with ENOTTY):
 /// immutable and append-only are shown, enforced, kept across a remount,
 /// set only by root; other flags are refused.
@@ -948,6 +953,13 @@ fn chattr_and_lsattr_through_the_mount() {
     let (f, d) = (s.at("f"), s.at("d"));
     fs::write(&f, b"kept").unwrap();
     fs::create_dir(&d).unwrap();
+    // rmdir of a full directory inside a protected one: EPERM, as Linux
+    // checks the flags before the entries (ENOTEMPTY before).
+    fs::create_dir_all(d.join("full/sub")).unwrap();
+    run("chattr", &["+a", d.to_str().unwrap()]);
+    assert!(refused_dir(fs::remove_dir(d.join("full"))));
+    run("chattr", &["-a", d.to_str().unwrap()]);
+    fs::remove_dir_all(d.join("full")).unwrap();
     assert!(!lsattr(&f).contains(['i', 'a']), "{}", lsattr(&f));
     run("chattr", &["+i", f.to_str().unwrap()]);
     assert_eq!(lsattr(&f).find('i'), Some(4), "{}", lsattr(&f));

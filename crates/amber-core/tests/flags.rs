@@ -160,3 +160,25 @@ fn unknown_flags_and_the_library() {
     assert_eq!(lib.read("/f").unwrap(), b"0123456789");
     lib.unmount().unwrap();
 }
+
+/// rmdir of a directory that is not empty, in a protected directory or
+/// protected itself, fails with EPERM (Protected) as on Linux, whose
+/// may_delete checks the flags before the file system sees the entries.
+#[test]
+fn the_flags_come_before_a_directory_not_empty() {
+    for flag in [IMMUTABLE, APPEND] {
+        let (_dev, fs, d, _f) = fresh();
+        let p = fs.mkdir(ROOT_INO, b"p", 0o755, ME).unwrap().ino;
+        fs.rename(ROOT_INO, b"d", p, b"d", RenameMode::Replace)
+            .unwrap();
+        assert!(matches!(fs.rmdir(p, b"d"), Err(FsError::DirectoryNotEmpty)));
+        fs.set_flags(p, flag).unwrap();
+        protected(
+            fs.rmdir(p, b"d"),
+            "rmdir of a full directory in a protected one",
+        );
+        fs.set_flags(p, 0).unwrap();
+        fs.set_flags(d, flag).unwrap();
+        protected(fs.rmdir(p, b"d"), "rmdir of a full protected directory");
+    }
+}

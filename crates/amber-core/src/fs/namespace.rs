@@ -381,6 +381,10 @@ impl<D: PmDevice> Core<D> {
             if g[pi].dir()?.get(name) != Some(s) || !g[ci].disk.in_use() {
                 continue; // renamed or removed meanwhile: look again
             }
+            // The flags first, as Linux's may_delete: EPERM before the
+            // kind or a directory's entries say anything.
+            flags::may_remove_from(&g[pi])?;
+            flags::unchangeable(&g[ci])?;
             let is_dir = g[ci].kind() == FileKind::Directory;
             match (want_dir, is_dir) {
                 (false, true) => return Err(FsError::IsADirectory),
@@ -388,8 +392,6 @@ impl<D: PmDevice> Core<D> {
                 (true, true) if !g[ci].dir()?.is_empty() => return Err(FsError::DirectoryNotEmpty),
                 _ => {}
             }
-            flags::may_remove_from(&g[pi])?;
-            flags::unchangeable(&g[ci])?;
             let now = self.now();
             let mut tx = Tx::new();
             self.plan_remove_entry(&mut tx, &g[pi], s);
