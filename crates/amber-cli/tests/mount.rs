@@ -1291,3 +1291,26 @@ fn dev_and_suid_only_when_asked() {
     assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied, "{err}");
     m.umount();
 }
+
+/// Through the mount, after writes and a delete: fallocate of all but
+/// 512 KiB of what statfs reports available succeeds, as on ext4.
+#[test]
+fn fallocate_of_nearly_all_the_free_space() {
+    if !can_mount() || cannot_run(&["fallocate", "stat"], "util-linux") {
+        return;
+    }
+    let s = Setup::new();
+    let (m, _, _) = s.mount();
+    fs::write(s.at("w"), vec![1u8; 24 << 20]).unwrap();
+    fs::remove_file(s.at("w")).unwrap();
+    fs::write(s.at("kept"), vec![2u8; 8 << 20]).unwrap();
+    let avail: u64 = run("stat", &["-f", "-c", "%a", s.d()])
+        .trim()
+        .parse()
+        .unwrap();
+    let len = (avail * 4096 - (512 << 10)).to_string();
+    run("fallocate", &["-l", &len, s.at("big").to_str().unwrap()]);
+    assert_eq!(fs::metadata(s.at("big")).unwrap().len().to_string(), len);
+    m.umount();
+    s.fsck_clean();
+}

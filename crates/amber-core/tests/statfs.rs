@@ -49,3 +49,35 @@ fn frees_count_when_the_change_returns() {
         fs.unmount().unwrap();
     }
 }
+
+/// What statfs counts free can be taken: all but 512 KiB of it by one
+/// fallocate, after another thread's data log took a run it has only
+/// begun (its unwritten tail is counted free) and a deleted file's
+/// blocks still wait in a queue.
+#[test]
+fn fallocate_takes_what_statfs_counts_free() {
+    for policy in ["amber", "hunter"] {
+        let fs = fresh(policy);
+        let file = |name: &[u8]| {
+            fs.mknod(ROOT_INO, name, FileKind::Regular, 0o644, 0, ME)
+                .unwrap()
+                .ino
+        };
+        let (a, b, c) = (file(b"a"), file(b"b"), file(b"c"));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                fs.write(a, Some(0), &vec![1u8; 1 << 20], false).unwrap();
+                fs.fsync(a).unwrap();
+            });
+        });
+        fs.write(b, Some(0), &vec![2u8; 8 << 20], false).unwrap();
+        fs.fsync(b).unwrap();
+        fs.unlink(ROOT_INO, b"b").unwrap();
+        let avail = fs.statfs().blocks_free * 4096;
+        let len = avail - (512 << 10);
+        let mode = amber_core::data::FallocMode::Allocate { keep_size: false };
+        fs.fallocate(c, 0, len, mode)
+            .unwrap_or_else(|e| panic!("{policy}: fallocate of {len} of {avail} free: {e}"));
+        fs.unmount().unwrap();
+    }
+}

@@ -85,8 +85,9 @@ impl DataLogs {
             .sum()
     }
 
-    /// Gives every log's unused tail back to the allocator (unmount, so
-    /// the saved bitmap holds only blocks in use).
+    /// Gives every log's unused tail back to the allocator: at unmount,
+    /// so the saved bitmap holds only blocks in use, and for a writer
+    /// short of space (a log then starts a new run at its next take).
     pub fn release(&self, blocks: &BlockAllocator) {
         for log in &self.logs {
             let mut t = log.lock();

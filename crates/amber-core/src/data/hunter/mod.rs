@@ -243,8 +243,9 @@ impl<X: PerFile> Hunter<X> {
 
     /// `n` blocks from this CPU's data log. When the pool has none left,
     /// the blocks that queued frees are holding come back first: every
-    /// queue is persisted, which clears their records, and the log tries
-    /// again (gap-write without a cleaner).
+    /// queue is persisted, which clears their records, every log gives
+    /// back its unwritten tail, and the log tries again (gap-write without
+    /// a cleaner).
     fn take_blocks<D: PmDevice>(
         &self,
         fs: Context<'_, D>,
@@ -264,6 +265,8 @@ impl<X: PerFile> Hunter<X> {
         logs.take(fs.blocks(), fs.homes(), n, out, &fresh);
         if out.len() < n {
             self.shared.queues.drain_all(fs, &self.shared.stats)?;
+            // Other logs' unwritten tails too: statfs counts them free.
+            logs.release(fs.blocks());
             logs.take(fs.blocks(), fs.homes(), n - out.len(), out, &fresh);
         }
         if out.len() < n {
