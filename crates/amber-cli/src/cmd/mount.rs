@@ -366,23 +366,7 @@ fn serve(
     log(&format!("{}: {report}", pool.shown()));
     log_counters(&fs, "at mount");
     let adapter = AmberFuse::new(fs.core().clone());
-    let fsname = format!("amberfs:{}", pool.shown());
-    let mut session_options = session_config(&fsname, threads);
-    session_options
-        .mount_options
-        .extend(kernel_flags.iter().cloned());
-    if config.read_only() {
-        // The kernel then refuses every change itself (EROFS), as for
-        // any read-only mount; the core refuses what still arrives.
-        session_options.mount_options.push(fuser::MountOption::RO);
-    }
-    if config.noatime() {
-        // The core already moves no atime; the kernel's mount table then
-        // says so too.
-        session_options
-            .mount_options
-            .push(fuser::MountOption::NoAtime);
-    }
+    let session_options = session_options(pool, config, threads, kernel_flags);
     let session = match fuser::Session::new(adapter, dir, &session_options) {
         Ok(s) => s,
         Err(e) => {
@@ -436,6 +420,29 @@ fn serve(
             pool.shown()
         ))),
     }
+}
+
+/// amber-fuse's session configuration with this mount's kernel flags.
+fn session_options(
+    pool: &Path,
+    config: &MountConfig,
+    threads: usize,
+    kernel_flags: &[fuser::MountOption],
+) -> fuser::Config {
+    let fsname = format!("amberfs:{}", pool.shown());
+    let mut options = session_config(&fsname, threads);
+    options.mount_options.extend(kernel_flags.iter().cloned());
+    if config.read_only() {
+        // The kernel then refuses every change itself (EROFS), as for
+        // any read-only mount; the core refuses what still arrives.
+        options.mount_options.push(fuser::MountOption::RO);
+    }
+    if config.noatime() {
+        // The core already moves no atime; the kernel's mount table then
+        // says so too.
+        options.mount_options.push(fuser::MountOption::NoAtime);
+    }
+    options
 }
 
 /// The control socket `amberfs stats` reads the live counters from; a
