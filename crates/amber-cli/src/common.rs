@@ -251,7 +251,7 @@ impl MountConfig {
 
     /// Whether reads leave atime alone (`-o noatime`).
     pub fn noatime(&self) -> bool {
-        self.options.noatime
+        self.options.atime == amber_core::fs::AtimeRule::Never
     }
 
     /// The device to mount and the options to mount it with.

@@ -1314,3 +1314,38 @@ fn fallocate_of_nearly_all_the_free_space() {
     m.umount();
     s.fsck_clean();
 }
+
+/// `-o strictatime`: every read through the mount moves the atime, even
+/// one newer than every change, which relatime leaves (`-o relatime`
+/// checks the test tells them apart).
+#[test]
+fn strictatime_through_the_mount() {
+    if !can_mount() || cannot_run(&["touch"], "coreutils") {
+        return;
+    }
+    for (option, moves) in [("strictatime", true), ("relatime", false)] {
+        let s = Setup::made_with(&[], vec!["-o", option]);
+        let (m, _, _) = s.mount();
+        let f = s.at("f");
+        fs::write(&f, b"read me").unwrap();
+        // An atime an hour ahead: newer than every change.
+        let ahead = (std::time::SystemTime::now() + Duration::from_secs(3_600))
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        run(
+            "touch",
+            &["-a", "-d", &format!("@{ahead}"), f.to_str().unwrap()],
+        );
+        fs::read(&f).unwrap();
+        // Past the kernel's 1 s attribute cache.
+        std::thread::sleep(Duration::from_millis(1_100));
+        let atime = fs::metadata(&f).unwrap().atime();
+        assert_eq!(
+            atime != ahead as i64,
+            moves,
+            "{option}: atime {atime}, set to {ahead}"
+        );
+        m.umount();
+    }
+}

@@ -276,6 +276,43 @@ fn noatime_reads_leave_atime() {
     assert_eq!(fs.getattr(ino).unwrap().atime, old);
 }
 
+/// `strictatime`: every read moves atime, even one relatime would leave
+/// (the atime already newer than every change); and a directory's
+/// listing moves its atime by the same rules, unless `nodiratime`.
+#[test]
+fn strictatime_and_directory_listings() {
+    let opts = MountOptions::parse("strictatime,clock=simulated").unwrap();
+    let (fs, _) = mount(fresh(8 << 20), opts).unwrap();
+    let (ino, old) = stale_atime_file(&fs);
+    let mut buf = [0u8; 4];
+    fs.read(ino, 0, &mut buf).unwrap();
+    let first = fs.getattr(ino).unwrap().atime;
+    assert!(first > old);
+    fs.read(ino, 0, &mut buf).unwrap();
+    assert!(
+        fs.getattr(ino).unwrap().atime > first,
+        "strictatime moves it again"
+    );
+    for (options, moves) in [("", true), ("strictatime", true), ("nodiratime", false)] {
+        let opts = MountOptions::parse(&format!("clock=simulated,{options}")).unwrap();
+        let (fs, _) = mount(fresh(8 << 20), opts).unwrap();
+        let d = fs.mkdir(ROOT_INO, b"d", 0o755, ME).unwrap().ino;
+        fs.mknod(d, b"e", FileKind::Regular, 0o644, 0, ME).unwrap();
+        let set = SetAttr {
+            atime: Some(amber_core::TimeSet::At(old)),
+            ..Default::default()
+        };
+        fs.setattr(d, &set).unwrap();
+        fs.readdir(d, 0, |_| true).unwrap();
+        let after = fs.getattr(d).unwrap().atime;
+        assert_eq!(
+            after > old,
+            moves,
+            "{options:?}: listing moved atime {old:?} to {after:?}"
+        );
+    }
+}
+
 /// What the C ABI builds on: a file opened by inode with its own
 /// resolution, written at an offset or at the end chosen per call.
 #[test]

@@ -536,7 +536,8 @@ impl Runner<'_> {
             None => MountOptions {
                 policy: "direct".into(),
                 clock: opts.clock,
-                noatime: opts.noatime,
+                atime: opts.atime,
+                nodiratime: opts.nodiratime,
                 ..MountOptions::default()
             },
         })

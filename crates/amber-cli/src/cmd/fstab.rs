@@ -8,8 +8,9 @@
 //! mean nothing to a pool (`defaults`, `auto`, `nofail`, `_netdev`,
 //! `x-systemd.*`, `user`, `lazytime`, ...) are dropped; `atime` is the
 //! core's `relatime`, as on Linux; everything else is the core's
-//! (`policy=`, `ro`, `rw`, `noatime`, `relatime`, `sync`, ...), which
-//! refuses what it does not know (`strictatime`, for one).
+//! (`policy=`, `ro`, `rw`, `noatime`, `relatime`, `strictatime`,
+//! `nodiratime`, `sync`, `async`, ...), which refuses what it does not
+//! know.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -22,7 +23,7 @@ use crate::common::{CliError, CliResult};
 /// Options an fstab line or mount(8) carries that change nothing here
 /// (`lazytime`: Amber's times are durable with the change that moved
 /// them anyway).
-const IGNORED: [&str; 14] = [
+const IGNORED: [&str; 13] = [
     "defaults",
     "auto",
     "noauto",
@@ -33,7 +34,6 @@ const IGNORED: [&str; 14] = [
     "nouser",
     "owner",
     "group",
-    "async",
     "lazytime",
     // FUSE-level options always in force (amber-fuse): accepted so that
     // `-o allow_other` copied from another FUSE mount works.

@@ -353,7 +353,8 @@ pub fn option_docs() -> Vec<OptionDoc> {
 
 /// The options every mount takes, whatever its policy (parsed by
 /// `MountOptions::parse` itself).
-pub const GENERIC_OPTIONS: &str = "policy=NAME, sync, async, ro, rw, clock=wall|simulated";
+pub const GENERIC_OPTIONS: &str =
+    "policy=NAME, sync, async, ro, rw, noatime, relatime, strictatime, nodiratime, diratime, clock=wall|simulated";
 
 /// The refusal of a `policy=` naming no policy this build has.
 pub fn unknown_policy() -> &'static str {

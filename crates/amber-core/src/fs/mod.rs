@@ -15,7 +15,7 @@ mod xattr;
 
 pub(crate) use mount::write_superblock;
 pub use mount::{format, format_for_replay, mount, read_superblock, RecoveryReport};
-pub use options::{MountOptions, SIMULATED_CPUS};
+pub use options::{AtimeRule, MountOptions, SIMULATED_CPUS};
 pub use salvage::salvage;
 pub use xattr::XattrSet;
 
@@ -239,23 +239,39 @@ impl<D: PmDevice> Core<D> {
             let st = r.read();
             regular(&st)?;
             let n = self.policy.read(self.context(), &st, off, buf)?;
-            // A read-only mount moves no atime (MS_RDONLY does not
-            // either), nor does one mounted noatime.
-            if self.opts.read_only || self.opts.noatime || !stale_atime(&st.disk, self.now()) {
+            if !self.atime_due(&st.disk, false, self.now()) {
                 return Ok(n);
             }
             n
         };
-        // relatime, Linux's default: a read moves atime when it is older
-        // than the last change or a day old. In DRAM only; it is persisted
-        // with the other lazy times (fsync, unmount, next transaction).
+        self.accessed(r, false);
+        Ok(n)
+    }
+
+    /// Whether a read of `d` (a directory's entries when `dir`) at `now`
+    /// moves its atime under the mount's rule. A read-only mount moves
+    /// none (MS_RDONLY does not either).
+    fn atime_due(&self, d: &amber_format::Inode, dir: bool, now: amber_format::Timespec) -> bool {
+        if self.opts.read_only || (dir && self.opts.nodiratime) {
+            return false;
+        }
+        match self.opts.atime {
+            AtimeRule::Never => false,
+            AtimeRule::Strict => true,
+            AtimeRule::Relative => stale_atime(d, now),
+        }
+    }
+
+    /// Moves `r`'s atime after a read when the rule says so. In DRAM only;
+    /// it is persisted with the other lazy times (fsync, unmount, the
+    /// inode's next transaction).
+    pub(crate) fn accessed(&self, r: &InodeRef, dir: bool) {
         let mut st = r.write();
         let now = self.now();
-        if st.disk.in_use() && stale_atime(&st.disk, now) {
+        if st.disk.in_use() && self.atime_due(&st.disk, dir, now) {
             st.disk.atime = now;
             st.times_dirty = true;
         }
-        Ok(n)
     }
 
     /// Writes to a file at `off`, or at its end when `off` is None

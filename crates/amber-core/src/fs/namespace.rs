@@ -9,7 +9,7 @@ use super::{attr_of, check_name, flags, live, Core};
 use crate::dir::{DirIndex, DirSlot};
 use crate::durability::{Atomicity, Durability};
 use crate::error::{FsError, Result};
-use crate::inode::{read_inode, walk, BlockIndex, InodeState};
+use crate::inode::{read_inode, walk, BlockIndex, InodeRef, InodeState};
 use crate::journal::Tx;
 use crate::types::{Attr, DirEntry, Owner};
 use amber_format::dirent::{self, SLOTS_PER_BLOCK};
@@ -499,9 +499,22 @@ impl<D: PmDevice> Core<D> {
 
     /// Calls `f` for each entry of directory `ino` from position `pos`
     /// (0: the start; otherwise a cookie from an earlier entry) until `f`
-    /// returns false. "." and ".." are not included.
-    pub fn readdir(&self, ino: u64, pos: u64, mut f: impl FnMut(DirEntry) -> bool) -> Result<()> {
+    /// returns false. "." and ".." are not included. Moves the directory's
+    /// atime as the mount's rule says (Linux's getdents does).
+    pub fn readdir(&self, ino: u64, pos: u64, f: impl FnMut(DirEntry) -> bool) -> Result<()> {
         let r = self.inode(ino)?;
+        self.entries(&r, ino, pos, f)?;
+        self.accessed(&r, true);
+        Ok(())
+    }
+
+    fn entries(
+        &self,
+        r: &InodeRef,
+        ino: u64,
+        pos: u64,
+        mut f: impl FnMut(DirEntry) -> bool,
+    ) -> Result<()> {
         let st = r.read();
         live(&st)?;
         st.dir()?;

@@ -25,9 +25,12 @@ pub struct MountOptions {
     /// the mark that it is mounted; every change fails with
     /// `FsError::ReadOnly` (docs/design.md §6.1).
     pub read_only: bool,
-    /// Reads never move atime (`noatime`); `relatime`, the default, moves
-    /// it as Linux does (older than the last change, or a day old).
-    pub noatime: bool,
+    /// When a read (of a file's data, or of a directory's entries) moves
+    /// the atime: `relatime`, the default, as Linux does (older than the
+    /// last change, or a day old); `strictatime` always; `noatime` never.
+    pub atime: AtimeRule,
+    /// Directories' atimes never move (`nodiratime`; `diratime` undoes).
+    pub nodiratime: bool,
     /// The DRAM write buffer (hinfs policies, amber): `buffer=`,
     /// `writeback_*=`, `lazy_after=`, `buffering=`.
     pub buffer: BufferOptions,
@@ -63,13 +66,26 @@ fn machine_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// When reads move atimes, as Linux's mount options say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtimeRule {
+    /// `relatime`: when the atime is not newer than the mtime or ctime,
+    /// or is a day old.
+    Relative,
+    /// `strictatime`: on every read.
+    Strict,
+    /// `noatime`: never.
+    Never,
+}
+
 impl Default for MountOptions {
     fn default() -> Self {
         MountOptions {
             policy: "amber".into(),
             sync: false,
             read_only: false,
-            noatime: false,
+            atime: AtimeRule::Relative,
+            nodiratime: false,
             buffer: BufferOptions::default(),
             amber_buffer: AmberBuffer::default(),
             amber_zone: AmberZone::default(),
@@ -117,8 +133,11 @@ impl MountOptions {
             ("async", None) => self.sync = false,
             ("ro", None) => self.read_only = true,
             ("rw", None) => self.read_only = false,
-            ("noatime", None) => self.noatime = true,
-            ("relatime", None) => self.noatime = false,
+            ("noatime", None) => self.atime = AtimeRule::Never,
+            ("relatime", None) => self.atime = AtimeRule::Relative,
+            ("strictatime", None) => self.atime = AtimeRule::Strict,
+            ("nodiratime", None) => self.nodiratime = true,
+            ("diratime", None) => self.nodiratime = false,
             ("clock", Some("wall")) => self.clock = ClockSource::Wall,
             ("clock", Some("simulated")) => self.clock = ClockSource::Simulated,
             ("clock", _) => return Err(FsError::InvalidArgument("clock= takes wall or simulated")),
@@ -149,8 +168,17 @@ mod tests {
         assert!(o.sync);
         assert!(!o.read_only);
         assert!(MountOptions::parse("ro").unwrap().read_only);
-        assert!(MountOptions::parse("noatime").unwrap().noatime);
-        assert!(!MountOptions::parse("noatime,relatime").unwrap().noatime);
+        let atime = |o: &str| MountOptions::parse(o).unwrap().atime;
+        assert_eq!(atime("noatime"), AtimeRule::Never);
+        assert_eq!(atime("noatime,relatime"), AtimeRule::Relative);
+        assert_eq!(atime("strictatime"), AtimeRule::Strict);
+        assert_eq!(atime("strictatime,noatime"), AtimeRule::Never);
+        assert!(MountOptions::parse("nodiratime").unwrap().nodiratime);
+        assert!(
+            !MountOptions::parse("nodiratime,diratime")
+                .unwrap()
+                .nodiratime
+        );
         assert!(MountOptions::parse("noatime=1").is_err());
         assert!(!MountOptions::parse("ro,rw").unwrap().read_only);
         assert!(MountOptions::parse("ro=1").is_err());
