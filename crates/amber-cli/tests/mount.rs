@@ -1349,3 +1349,25 @@ fn strictatime_through_the_mount() {
         m.umount();
     }
 }
+
+/// A write by root through the mount drops the file's capabilities, as
+/// on ext4 (the capability set is cap_net_raw, effective).
+#[test]
+fn a_root_write_drops_file_capabilities() {
+    if !can_mount() || cannot_run(&["python3"], "python3") {
+        return;
+    }
+    let s = Setup::new();
+    let (m, _, _) = s.mount();
+    let f = s.at("prog");
+    fs::write(&f, b"#!/bin/true\n").unwrap();
+    let script = "import os, sys\n\
+        p = sys.argv[1]\n\
+        os.setxattr(p, 'security.capability', bytes([1,0,0,2, 0,0x20,0,0, 0,0,0,0, 0,0,0,0, 0,0,0,0]))\n\
+        assert 'security.capability' in os.listxattr(p)\n\
+        with open(p, 'a') as f: f.write('# changed\\n')\n\
+        print(sorted(os.listxattr(p)))\n";
+    let out = run("python3", &["-c", script, f.to_str().unwrap()]);
+    assert_eq!(out.trim(), "[]", "capabilities kept after a write: {out}");
+    m.umount();
+}

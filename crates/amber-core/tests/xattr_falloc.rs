@@ -292,3 +292,52 @@ fn zero_range_under_every_policy() {
         );
     }
 }
+
+/// A write drops the file's capabilities (`security.capability`), as
+/// Linux's file_remove_privs does for every writer; other attributes
+/// stay, and the drop is durable across a remount. Under both layouts'
+/// default policies.
+#[test]
+fn a_write_drops_file_capabilities() {
+    let amber_dev = || {
+        let size = 32 << 20;
+        let dev = Arc::new(MmapDevice::anonymous(size, &MapOptions::default()).unwrap());
+        format(&*dev, &FormatParams::for_size(size)).unwrap();
+        (dev, MountOptions::default())
+    };
+    let direct_dev = || {
+        let (dev, _) = fresh();
+        (dev, direct())
+    };
+    for (dev, opts) in [amber_dev(), direct_dev()] {
+        let (fs, _) = mount(dev.clone(), opts.clone()).unwrap();
+        let f = fs
+            .mknod(ROOT_INO, b"f", FileKind::Regular, 0o755, 0, ME)
+            .unwrap()
+            .ino;
+        let caps = [
+            1, 0, 0, 2, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        ];
+        fs.setxattr(f, b"security.capability", &caps, XattrSet::Either)
+            .unwrap();
+        fs.setxattr(f, b"user.kept", b"1", XattrSet::Either)
+            .unwrap();
+        fs.write(f, Some(0), b"new program", false).unwrap();
+        assert_eq!(
+            fs.getxattr(f, b"security.capability"),
+            Err(FsError::NoAttribute)
+        );
+        assert_eq!(fs.getxattr(f, b"user.kept").unwrap(), b"1");
+        fs.fsync(f).unwrap();
+        fs.unmount().unwrap();
+        drop(fs);
+        let (fs, _) = mount(dev, opts).unwrap();
+        assert_eq!(
+            fs.getxattr(f, b"security.capability"),
+            Err(FsError::NoAttribute)
+        );
+        let mut buf = [0u8; 11];
+        fs.read(f, 0, &mut buf).unwrap();
+        assert_eq!(&buf, b"new program");
+    }
+}

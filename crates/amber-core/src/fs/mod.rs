@@ -313,6 +313,9 @@ impl<D: PmDevice> Core<D> {
         if end.is_none_or(|e| e > amber_format::blockmap::MAX_FILE_SIZE) {
             return Err(FsError::FileTooLarge);
         }
+        if st.capability {
+            self.drop_capability(&mut st)?;
+        }
         if st.maps.is_none() {
             let n = self.policy.write(self.context(), &mut st, at, data, sync);
             return Ok((self.guard(n)?, at));

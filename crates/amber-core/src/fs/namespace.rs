@@ -307,6 +307,8 @@ impl<D: PmDevice> Core<D> {
             buffered_size: None,
             durability,
             atomicity,
+            // New files inherit only Amber's own attributes.
+            capability: false,
             maps: None,
         };
         let attr = attr_of(&state);

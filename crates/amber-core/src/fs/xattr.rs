@@ -9,7 +9,7 @@
 use super::{flags, live, Core};
 use crate::durability::{self, Atomicity, Durability};
 use crate::error::{FsError, Result};
-use crate::inode::{read_xattrs, InodeState};
+use crate::inode::{has_capability, read_xattrs, InodeState, CAPABILITY_XATTR};
 use crate::journal::Tx;
 use amber_format::xattr::{self, Xattr, NAME_MAX};
 use amber_format::FileKind;
@@ -191,6 +191,22 @@ impl<D: PmDevice> Core<D> {
         flags::unchangeable(&st)?;
         let mut attrs = self.xattrs_of(&st)?;
         f(st.kind(), &mut attrs)?;
+        self.store_xattrs(&mut st, attrs)
+    }
+
+    /// Drops `security.capability` before a write changes the file, as
+    /// Linux's file_remove_privs does for every writer, root included: a
+    /// program's file capabilities do not outlive a change to it. The
+    /// caller holds the inode and checked it may be written.
+    pub(super) fn drop_capability(&self, st: &mut InodeState) -> Result<()> {
+        let mut attrs = self.xattrs_of(st)?;
+        attrs.retain(|a| a.name != CAPABILITY_XATTR);
+        self.store_xattrs(st, attrs)
+    }
+
+    /// Commits `attrs` as the inode's attribute list.
+    fn store_xattrs(&self, st: &mut InodeState, attrs: Vec<Xattr>) -> Result<()> {
+        let ino = st.ino;
         let mut d = st.disk.clone();
         d.ctime = self.now();
         let mut tx = Tx::new();
@@ -225,6 +241,7 @@ impl<D: PmDevice> Core<D> {
         }
         st.disk = d;
         (st.durability, st.atomicity) = durability::of(&attrs);
+        st.capability = has_capability(&attrs);
         Ok(())
     }
 }

@@ -60,6 +60,10 @@ pub struct InodeState {
     /// asks of the policy (which refused `Write` at setxattr if it cannot
     /// honour it).
     pub atomicity: Atomicity,
+    /// Whether the file has `security.capability`, kept as `durability`
+    /// is: a write drops it (`Core::drop_capability`) without reading the
+    /// attribute block of every file that has attributes.
+    pub capability: bool,
     /// The file's mappings and the blocks they pin (design.md §16); none
     /// while it has none.
     pub(crate) maps: Option<Box<FileMaps>>,
@@ -70,6 +74,15 @@ pub fn read_inode<D: PmDevice>(dev: &D, layout: &Layout, ino: u64) -> Inode {
     let mut buf = [0u8; INODE_SIZE];
     dev.read(layout.inode_offset(ino), &mut buf);
     Inode::decode(&buf)
+}
+
+/// The attribute holding a program's file capabilities, which any write
+/// to the file drops (Linux's file_remove_privs).
+pub(crate) const CAPABILITY_XATTR: &[u8] = b"security.capability";
+
+/// Whether `attrs` hold file capabilities.
+pub(crate) fn has_capability(attrs: &[Xattr]) -> bool {
+    attrs.iter().any(|a| a.name == CAPABILITY_XATTR)
 }
 
 /// The extended attributes in block `block` of inode `ino` (none if 0).
@@ -123,8 +136,9 @@ impl InodeState {
         } else {
             None
         };
-        let (durability, atomicity) =
-            durability::of(&read_xattrs(dev, layout, ino, disk.xattr_block)?);
+        let attrs = read_xattrs(dev, layout, ino, disk.xattr_block)?;
+        let (durability, atomicity) = durability::of(&attrs);
+        let capability = has_capability(&attrs);
         Ok(InodeState {
             ino,
             disk,
@@ -137,6 +151,7 @@ impl InodeState {
             buffered_size: None,
             durability,
             atomicity,
+            capability,
             maps: None,
         })
     }
