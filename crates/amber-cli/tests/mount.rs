@@ -1371,3 +1371,39 @@ fn a_root_write_drops_file_capabilities() {
     assert_eq!(out.trim(), "[]", "capabilities kept after a write: {out}");
     m.umount();
 }
+
+/// A write by a user drops set-user-ID and set-group-ID, and `stat`
+/// shows it at once, not after the kernel's attribute cache expires.
+#[test]
+fn dropped_set_id_bits_show_at_once() {
+    if !can_mount() || cannot_run(&["setpriv"], "util-linux") {
+        return;
+    }
+    let s = Setup::new();
+    let (m, _, _) = s.mount();
+    fs::set_permissions(&s.dir, fs::Permissions::from_mode(0o777)).unwrap();
+    let f = s.at("setid");
+    fs::write(&f, b"x").unwrap();
+    fs::set_permissions(&f, fs::Permissions::from_mode(0o6777)).unwrap();
+    assert_eq!(
+        fs::metadata(&f).unwrap().permissions().mode() & 0o7777,
+        0o6777
+    );
+    let append = format!("echo y >> {}", f.display());
+    run(
+        "setpriv",
+        &[
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "sh",
+            "-c",
+            &append,
+        ],
+    );
+    assert_eq!(
+        fs::metadata(&f).unwrap().permissions().mode() & 0o7777,
+        0o777
+    );
+    m.umount();
+}

@@ -102,7 +102,7 @@ pub fn readdirplus<D: PmDevice>(
             INodeNo(e.ino),
             e.cookie + DOTDOT,
             name,
-            ttl,
+            &crate::ttl_of(ttl, &a),
             &file_attr(&a),
             gen,
         ) {

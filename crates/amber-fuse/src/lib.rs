@@ -30,7 +30,10 @@
 //!   caller's buffer. Reads of those files then bypass the page cache too;
 //!   FUSE_DIRECT_IO_ALLOW_MMAP keeps shared mappings of them working.
 //! * Attribute and entry TTL of 1 s, nanosecond timestamps: nothing but
-//!   this daemon changes the pool, so the kernel's cache is never stale.
+//!   this daemon changes the pool, so the kernel's cache is never stale —
+//!   but for regular files with set-user-ID or set-group-ID, which the
+//!   kernel may not cache at all: a write drops those bits in the core,
+//!   where the kernel does not see it (`ttl_of`).
 //! * POSIX record locks and flock are not implemented: FUSE then keeps
 //!   them in the kernel, local to this mount, which is where the FUSE
 //!   protocol allows them to be correct (a single daemon, a single host).
@@ -186,15 +189,32 @@ fn owner(req: &Request) -> Owner {
 
 fn entry(reply: ReplyEntry, r: Result<Attr, FsError>) {
     match r {
-        Ok(a) => reply.entry(&TTL, &file_attr(&a), Generation(a.generation.into())),
+        Ok(a) => reply.entry(
+            &ttl_of(&TTL, &a),
+            &file_attr(&a),
+            Generation(a.generation.into()),
+        ),
         Err(e) => reply.error(errno(&e)),
     }
 }
 
 fn attr_reply(reply: ReplyAttr, r: Result<Attr, FsError>) {
     match r {
-        Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+        Ok(a) => reply.attr(&ttl_of(&TTL, &a), &file_attr(&a)),
         Err(e) => reply.error(errno(&e)),
+    }
+}
+
+/// How long the kernel may keep `a`: `ttl`, but not at all for a regular
+/// file with set-user-ID or set-group-ID, whose mode the next write drops
+/// in the core (`note_write`) without the kernel's knowing — cached, a
+/// `stat` showed the old mode for up to `ttl` after a write. Such files
+/// are rare; each of their stats and lookups then reaches the daemon.
+pub(crate) fn ttl_of(ttl: &Duration, a: &Attr) -> Duration {
+    if a.kind == FileKind::Regular && a.perm & 0o6000 != 0 {
+        Duration::ZERO
+    } else {
+        *ttl
     }
 }
 
@@ -715,7 +735,7 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
             .and_then(|a| Ok((self.open_handle(a.ino)?, a)));
         match made {
             Ok((fh, a)) => reply.created(
-                &TTL,
+                &ttl_of(&TTL, &a),
                 &file_attr(&a),
                 Generation(a.generation.into()),
                 fh,
