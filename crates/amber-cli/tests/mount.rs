@@ -1407,3 +1407,35 @@ fn dropped_set_id_bits_show_at_once() {
     );
     m.umount();
 }
+
+/// fallocate, hole punching and zeroing by a user outside a file's group
+/// drop set-group-ID from it when it has no group-execute, as Linux does;
+/// by one in the group (or root) they keep it.
+#[test]
+fn fallocate_from_outside_the_group_drops_set_group_id() {
+    if !can_mount() || cannot_run(&["setpriv", "fallocate"], "util-linux") {
+        return;
+    }
+    let s = Setup::new();
+    let (m, _, _) = s.mount();
+    fs::set_permissions(&s.dir, fs::Permissions::from_mode(0o777)).unwrap();
+    let f = s.at("g");
+    let cases = [
+        ("65534", &["-l", "64k"][..], 0o666),
+        ("65534", &["-p", "-o", "0", "-l", "4k"][..], 0o666),
+        ("65534", &["-z", "-o", "0", "-l", "4k"][..], 0o666),
+        ("0", &["-l", "128k"][..], 0o2666),
+    ];
+    for (gid, args, want) in cases {
+        fs::write(&f, b"x").unwrap();
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o2666)).unwrap();
+        let regid = format!("--regid={gid}");
+        let mut argv = vec!["--reuid=65534", &regid, "--clear-groups", "fallocate"];
+        argv.extend_from_slice(args);
+        argv.push(f.to_str().unwrap());
+        run("setpriv", &argv);
+        let mode = fs::metadata(&f).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, want, "gid {gid}, fallocate {args:?}: mode {mode:o}");
+    }
+    m.umount();
+}

@@ -46,6 +46,7 @@ mod dir;
 mod errno;
 mod handles;
 mod ioctl;
+mod privs;
 mod xattr;
 
 use std::ffi::OsStr;
@@ -751,7 +752,7 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
     /// EOPNOTSUPP.
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -773,7 +774,11 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         if length == 0 {
             return reply.error(Errno::EINVAL);
         }
-        empty(reply, self.core.fallocate(ino.0, offset, length, how));
+        let done = self.core.fallocate(ino.0, offset, length, how);
+        empty(
+            reply,
+            done.and_then(|()| privs::drop_sgid_of_outsider(&self.core, req, ino.0)),
+        );
     }
 
     /// lsattr and chattr (`ioctl.rs`); other ioctls: ENOTTY.
