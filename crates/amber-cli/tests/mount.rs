@@ -1439,3 +1439,46 @@ fn fallocate_from_outside_the_group_drops_set_group_id() {
     }
     m.umount();
 }
+
+/// File handles (name_to_handle_at / open_by_handle_at, what NFS export
+/// and backup tools use) stay valid across the unlink of another name and
+/// across a remount, and go stale once the file is deleted and its inode
+/// number reused (generations).
+#[test]
+fn file_handles_outlive_a_remount() {
+    if !can_mount() || cannot_run(&["cc"], "gcc") {
+        return;
+    }
+    let s = Setup::new();
+    let exe = s.tmp.path().join("handles");
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/handles.c");
+    run(
+        "cc",
+        &["-Wall", "-Werror", "-o", exe.to_str().unwrap(), src],
+    );
+    let exe = exe.to_str().unwrap();
+    let handle = s.tmp.path().join("h");
+    let handle = handle.to_str().unwrap();
+    let (m, _, _) = s.mount();
+    fs::write(s.at("a"), b"by handle").unwrap();
+    fs::hard_link(s.at("a"), s.at("b")).unwrap();
+    run(exe, &["save", s.at("a").to_str().unwrap(), handle]);
+    fs::remove_file(s.at("b")).unwrap();
+    assert_eq!(run(exe, &["read", s.d(), handle]), "by handle");
+    m.umount();
+    let (m, _, _) = s.mount();
+    assert_eq!(run(exe, &["read", s.d(), handle]), "by handle");
+    fs::remove_file(s.at("a")).unwrap();
+    fs::write(s.at("c"), b"another file").unwrap();
+    let stale = Command::new(exe)
+        .args(["read", s.d(), handle])
+        .output()
+        .unwrap();
+    assert_eq!(
+        stale.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&stale.stderr)
+    );
+    m.umount();
+}

@@ -290,9 +290,14 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
         // Each is an optimization a kernel may lack; without it the kernel
         // simply does not use it, so a refusal is not an error.
+        // FUSE_EXPORT_SUPPORT: file handles (name_to_handle_at, NFS
+        // export) name an inode and its generation, both the core's own
+        // and kept on PM, and the core answers lookups of "." and ".."
+        // that a handle's reconnection makes, so handles outlive remounts.
         for wanted in [
             InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO,
             InitFlags::FUSE_PARALLEL_DIROPS,
+            InitFlags::FUSE_EXPORT_SUPPORT,
         ] {
             if config.add_capabilities(wanted).is_err() {
                 log(format_args!(
