@@ -204,6 +204,16 @@ fn a_busy_pool_fails_calls_under_the_mount_saying_why() {
     c.arg("/etc/hostname").arg(&outside);
     ok(c);
     let _ = std::fs::remove_file(&outside);
+    // A pool that does not open: its error, not a kernel file.
+    let mut c = preloaded("touch", &work.path().join("no.pool"), work.path());
+    c.arg(&target);
+    let out = c.output().expect("run touch");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("No such file or directory"),
+        "{stderr}"
+    );
+    assert!(!target.exists(), "the touch reached the kernel's directory");
     drop(held);
     assert!(
         with_pool(&p, |fs| !fs.exists("/f")),

@@ -251,7 +251,12 @@ impl<D: PmDevice> Core<D> {
     /// Whether a read of `d` (a directory's entries when `dir`) at `now`
     /// moves its atime under the mount's rule. A read-only mount moves
     /// none (MS_RDONLY does not either).
-    fn atime_due(&self, d: &amber_format::Inode, dir: bool, now: amber_format::Timespec) -> bool {
+    pub(crate) fn atime_due(
+        &self,
+        d: &amber_format::Inode,
+        dir: bool,
+        now: amber_format::Timespec,
+    ) -> bool {
         if self.opts.read_only || (dir && self.opts.nodiratime) {
             return false;
         }

@@ -506,7 +506,11 @@ impl<D: PmDevice> Core<D> {
     pub fn readdir(&self, ino: u64, pos: u64, f: impl FnMut(DirEntry) -> bool) -> Result<()> {
         let r = self.inode(ino)?;
         self.entries(&r, ino, pos, f)?;
-        self.accessed(&r, true);
+        // The write lock only when the rule moves the atime (never under
+        // noatime, nodiratime or a read-only mount).
+        if self.atime_due(&r.read().disk, true, self.now()) {
+            self.accessed(&r, true);
+        }
         Ok(())
     }
 

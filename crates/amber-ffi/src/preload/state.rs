@@ -157,7 +157,8 @@ pub fn unserved(cfg: &Config) -> PResult<()> {
     } else if failed == libc::EBUSY {
         (libc::EBUSY, "another process holds the pool")
     } else {
-        (failed.max(libc::EIO), "the pool did not open")
+        let errno = if failed == 0 { libc::EIO } else { failed };
+        (errno, "the pool did not open")
     };
     let mount = String::from_utf8_lossy(&cfg.mount);
     let error = std::io::Error::from_raw_os_error(errno);
