@@ -9,7 +9,7 @@
 #   AMBER_LAYOUT=classic AMBER_OPTIONS=policy=direct bash tests/fuse/run.sh
 #
 # Needs root and /dev/fuse; without them it says so and exits 0 (skipped).
-# Installs what it needs: pjdfstest (crates.io), sqlite3, attr (Debian).
+# Installs what it needs: pjdfstest (crates.io), sqlite3, attr, acl (Debian).
 # Every step prints what it does; any failure exits non-zero.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,6 +25,7 @@ fi
 need_apt=()
 command -v sqlite3 >/dev/null || need_apt+=(sqlite3)
 command -v setfattr >/dev/null || need_apt+=(attr)
+command -v setfacl >/dev/null || need_apt+=(acl)
 command -v make >/dev/null || need_apt+=(make)
 command -v cc >/dev/null || need_apt+=(gcc)
 command -v git >/dev/null || need_apt+=(git)

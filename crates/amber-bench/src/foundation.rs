@@ -159,7 +159,7 @@ pub fn seq_write(cfg: &Config) -> Result<Vec<Record>, String> {
         bare.push(gib_per_s(cfg.seq_file_bytes, t.elapsed()));
 
         let fs = fresh_fs(&dev, &params)?;
-        let owner = Owner { uid: 0, gid: 0 };
+        let owner = Owner::new(0, 0);
         let f = fs
             .mknod(ROOT_INO, b"seq", FileKind::Regular, 0o644, 0, owner)
             .map_err(|e| e.to_string())?;
@@ -218,7 +218,7 @@ pub fn rand_write(cfg: &Config) -> Result<Vec<Record>, String> {
     let dev = Arc::new(open_pool(&cfg.pool, size, &cfg.preset)?);
     let params = classic(size);
     let fs = fresh_fs(&dev, &params)?;
-    let owner = Owner { uid: 0, gid: 0 };
+    let owner = Owner::new(0, 0);
     let f = fs
         .mknod(ROOT_INO, b"rand", FileKind::Regular, 0o644, 0, owner)
         .map_err(|e| e.to_string())?;
@@ -283,7 +283,7 @@ pub fn mount_time(cfg: &Config) -> Result<Vec<Record>, String> {
         layout: PoolLayout::Classic,
     };
     let fs = fresh_fs(&dev, &params)?;
-    let owner = Owner { uid: 0, gid: 0 };
+    let owner = Owner::new(0, 0);
     let d = fs
         .mkdir(ROOT_INO, b"many", 0o755, owner)
         .map_err(|e| e.to_string())?;
@@ -341,7 +341,7 @@ fn parallel_append(
     bytes: u64,
 ) -> Result<f64, String> {
     let fs = Arc::new(fresh_fs(dev, params)?);
-    let owner = Owner { uid: 0, gid: 0 };
+    let owner = Owner::new(0, 0);
     let mut inos = Vec::new();
     for t in 0..threads {
         let name = format!("t{t}");

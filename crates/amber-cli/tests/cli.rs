@@ -882,7 +882,7 @@ fn names_of_any_bytes_are_listed_escaped_and_removed() {
         let dev = MmapDevice::open(&pool.path, &MapOptions::default()).unwrap();
         let (fs, _) = Fs::mount(dev, MountOptions::default()).unwrap();
         let core = fs.core();
-        let me = Owner { uid: 0, gid: 0 };
+        let me = Owner::new(0, 0);
         let dir = core.mkdir(ROOT_INO, b"dir", 0o755, me).unwrap().ino;
         for name in [
             &b"bad\xff"[..],

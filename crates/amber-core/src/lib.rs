@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod acl;
 mod alloc;
 mod api;
 pub mod check;

@@ -2,26 +2,43 @@
 
 use amber_format::{FileKind, Timespec};
 
-/// Who creates an inode: its owner and group.
+/// Who creates an inode: its owner and group, and the umask that limits
+/// its permissions when its directory has no default ACL (a default ACL
+/// replaces the umask, as on Linux).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Owner {
     /// User id the new inode is owned by.
     pub uid: u32,
     /// Group id; a set-group-id parent directory overrides it with its own.
     pub gid: u32,
+    /// Permission bits the creator's umask removes: 0 where the caller
+    /// applied its umask already (the library takes modes as given).
+    pub umask: u32,
 }
 
 impl Owner {
+    /// `uid` and `gid`, with no umask.
+    pub const fn new(uid: u32, gid: u32) -> Owner {
+        Owner { uid, gid, umask: 0 }
+    }
+
+    /// The same owner with `umask` applied to what it creates (where no
+    /// default ACL replaces it).
+    #[must_use]
+    pub const fn with_umask(self, umask: u32) -> Owner {
+        Owner {
+            umask: umask & 0o777,
+            ..self
+        }
+    }
+
     /// The calling process's effective owner, read from /proc/self so the
     /// core needs no unsafe libc call; root if that cannot be read.
     pub fn current_process() -> Owner {
         use std::os::unix::fs::MetadataExt;
         match std::fs::metadata("/proc/self") {
-            Ok(m) => Owner {
-                uid: m.uid(),
-                gid: m.gid(),
-            },
-            Err(_) => Owner { uid: 0, gid: 0 },
+            Ok(m) => Owner::new(m.uid(), m.gid()),
+            Err(_) => Owner::new(0, 0),
         }
     }
 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 mod common;
 use common::classic_params;
 
-const ME: Owner = Owner { uid: 0, gid: 0 };
+const ME: Owner = Owner::new(0, 0);
 const POLICIES: [&str; 2] = ["cow", "finelog"];
 const BS: u64 = BLOCK_SIZE;
 

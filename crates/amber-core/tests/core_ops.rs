@@ -12,10 +12,7 @@ fn fresh(size: u64) -> Arc<MmapDevice> {
     Arc::new(dev)
 }
 
-const ME: Owner = Owner {
-    uid: 1000,
-    gid: 1000,
-};
+const ME: Owner = Owner::new(1000, 1000);
 
 fn names(fs: &amber_core::Core<MmapDevice>, dir: u64) -> Vec<String> {
     let mut v = Vec::new();
@@ -138,7 +135,7 @@ fn rename_whiteout_leaves_a_device_at_the_source() {
         let a = fs.lookup(dir, name).unwrap();
         (a.kind, a.rdev, a.perm, a.uid, a.nlink) == (FileKind::CharDevice, 0, 0, 7, 1)
     };
-    let who = Owner { uid: 7, gid: 8 };
+    let who = Owner::new(7, 8);
     let d = fs.mkdir(ROOT_INO, b"d", 0o755, ME).unwrap();
     let f = fs
         .mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, ME)

@@ -9,7 +9,7 @@ use amber_format::{FileKind, FormatParams, Timespec, ROOT_INO};
 use amber_pmem::{MapOptions, MmapDevice};
 use std::sync::Arc;
 
-const ME: Owner = Owner { uid: 0, gid: 0 };
+const ME: Owner = Owner::new(0, 0);
 
 /// A fresh default pool (split layout) mounted with the default policy
 /// (amber), holding directory `d` with file `d/e`, and file `f` with data.

@@ -4,12 +4,14 @@
 //! layouts is crates/amber-fuzz/tests/images.rs; split pools' damage is
 //! fsck_split.rs.
 
+use amber_core::acl::{from_text, to_text};
 use amber_core::check::{check, CheckOptions, CheckReport, Severity};
 use amber_core::data::FallocMode;
 use amber_core::fs::{format, mount, read_superblock, XattrSet};
 use amber_core::{Owner, RenameMode};
-use amber_format::dirent;
+use amber_format::acl::{ACCESS_XATTR, DEFAULT_XATTR};
 use amber_format::journal::{encode_header, encode_payload, Entry};
+use amber_format::{dirent, xattr};
 use amber_format::{
     FileKind, FormatParams, Inode, Layout, PoolLayout, BLOCK_SIZE, INODE_SIZE, ROOT_INO,
 };
@@ -20,10 +22,7 @@ use std::sync::Arc;
 mod common;
 use common::{direct, errors};
 
-const ME: Owner = Owner {
-    uid: 1000,
-    gid: 1000,
-};
+const ME: Owner = Owner::new(1000, 1000);
 
 const CHECK: CheckOptions = CheckOptions { repair: false };
 const REPAIR: CheckOptions = CheckOptions { repair: true };
@@ -486,4 +485,73 @@ fn read_all<D: PmDevice>(dev: &D) -> Vec<u8> {
     let mut image = vec![0u8; dev.size() as usize];
     dev.read(0, &mut image);
     image
+}
+
+/// Rewrites inode `ino`'s attribute block with `edit` applied to its list.
+fn edit_xattrs<D: PmDevice>(dev: &D, ino: u64, edit: impl FnOnce(&mut Vec<xattr::Xattr>)) {
+    let b = inode(dev, ino).xattr_block;
+    assert_ne!(b, 0);
+    let mut block = vec![0u8; BLOCK_SIZE as usize];
+    dev.read(b * BLOCK_SIZE, &mut block);
+    let mut attrs = xattr::decode(&block).unwrap();
+    edit(&mut attrs);
+    dev.write_persist(b * BLOCK_SIZE, &xattr::encode(&attrs).unwrap())
+        .unwrap();
+}
+
+/// A pool whose `small` has an access ACL (named user 7) and whose `a`
+/// has a default ACL.
+fn with_acls() -> (Arc<MmapDevice>, Tree) {
+    let (dev, t) = populated(1 << 20);
+    let (fs, _) = mount(dev.clone(), direct()).unwrap();
+    let access = from_text("u::rw-,u:7:rw-,g::r--,m::r--,o::r--").unwrap();
+    fs.set_acl(t.small, ACCESS_XATTR, &access.encode(), false)
+        .unwrap();
+    let default = from_text("u::rwx,g::r-x,o::---").unwrap();
+    fs.set_acl(t.a, DEFAULT_XATTR, &default.encode(), false)
+        .unwrap();
+    fs.unmount().unwrap();
+    drop(fs);
+    assert!(check(&*dev, &CHECK).unwrap().is_clean());
+    (dev, t)
+}
+
+#[test]
+fn an_acl_that_is_not_one_is_removed() {
+    let (dev, t) = with_acls();
+    edit_xattrs(&*dev, t.small, |attrs| {
+        let a = attrs.iter_mut().find(|a| a.name == ACCESS_XATTR).unwrap();
+        a.value.truncate(a.value.len() - 3);
+    });
+    damage_is_repaired(&dev, "posix_acl_access: ACL value is not a header");
+    let (fs, _) = mount(dev.clone(), direct()).unwrap();
+    assert!(!fs.has_acl(t.small).unwrap());
+    assert_eq!(fs.getxattr(t.small, b"user.tag").unwrap(), b"blue");
+    assert_eq!(fs.getattr(t.small).unwrap().perm, 0o644);
+}
+
+#[test]
+fn an_access_acl_out_of_step_with_the_mode_follows_the_mode() {
+    let (dev, t) = with_acls();
+    let mut i = inode(&*dev, t.small);
+    i.mode = (i.mode & !0o777) | 0o600;
+    put_inode(&*dev, t.small, &i);
+    damage_is_repaired(&dev, "grants 644 but the mode says 600");
+    let (fs, _) = mount(dev.clone(), direct()).unwrap();
+    let v = fs.getxattr(t.small, ACCESS_XATTR).unwrap();
+    let acl = amber_format::acl::decode(&v).unwrap().unwrap();
+    assert_eq!(to_text(&acl), "u::rw-,u:7:rw-,g::r--,m::---,o::---");
+}
+
+#[test]
+fn a_default_acl_on_a_file_is_removed() {
+    let (dev, t) = with_acls();
+    let default = from_text("u::rwx,g::r-x,o::---").unwrap().encode();
+    edit_xattrs(&*dev, t.small, |attrs| {
+        attrs.push(xattr::Xattr {
+            name: DEFAULT_XATTR.to_vec(),
+            value: default,
+        });
+    });
+    damage_is_repaired(&dev, "posix_acl_default: a Regular cannot hold it");
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 mod common;
 use common::formatted_for;
 
-const ME: Owner = Owner { uid: 0, gid: 0 };
+const ME: Owner = Owner::new(0, 0);
 const POOL: u64 = 32 << 20;
 const B: u64 = 4096;
 

@@ -95,7 +95,7 @@ fn every_change_is_refused<D: PmDevice>(fs: &Fs<D>) {
     let core = fs.core();
     let a = fs.metadata("/a").unwrap().attr().ino;
     let root = fs.metadata("/").unwrap().attr().ino;
-    let owner = Owner { uid: 0, gid: 0 };
+    let owner = Owner::new(0, 0);
     let refused: Vec<(&str, Result<(), FsError>)> = vec![
         ("write", core.write(a, Some(0), b"x", false).map(|_| ())),
         ("append", core.write(a, None, b"x", true).map(|_| ())),

@@ -13,7 +13,7 @@ use amber_pmem::MmapDevice;
 mod common;
 use common::formatted_for;
 
-const ME: Owner = Owner { uid: 0, gid: 0 };
+const ME: Owner = Owner::new(0, 0);
 const POOL: u64 = 64 << 20;
 
 /// A fresh pool under `policy`, with hunter's workers never waking, so

@@ -11,7 +11,7 @@ use std::sync::Arc;
 mod common;
 use common::{classic_params, direct};
 
-const ME: Owner = Owner { uid: 0, gid: 0 };
+const ME: Owner = Owner::new(0, 0);
 
 fn fresh() -> (Arc<MmapDevice>, Core<MmapDevice>) {
     let size = 32 << 20;

@@ -4,18 +4,17 @@
 
 use crate::state::{Landing, WriteRange};
 use crate::workload::{Op, WriteAt};
+use amber_core::acl::from_text;
 use amber_core::data::FallocMode;
 use amber_core::fs::XattrSet;
 use amber_core::{Core, FsError, MapId, MapInfo, MapRequest, Owner, SetAttr, TimeSet};
+use amber_format::acl::{self, ACCESS_XATTR, DEFAULT_XATTR};
 use amber_format::{FileKind, ROOT_INO};
 use amber_pmem::PmDevice;
 use amber_sim::rng;
 
 /// Owner of everything the workloads create; not root, so chown is a change.
-pub const OWNER: Owner = Owner {
-    uid: 1000,
-    gid: 1000,
-};
+pub const OWNER: Owner = Owner::new(1000, 1000);
 
 /// Most components a workload path has; bounds the resolve loop.
 const MAX_COMPONENTS: usize = 64;
@@ -227,7 +226,8 @@ pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Resul
         | Op::SetFlags { .. }
         | Op::SetXattr { .. }
         | Op::SetXattrTo { .. }
-        | Op::RemoveXattr { .. } => apply_attr(fs, op),
+        | Op::RemoveXattr { .. }
+        | Op::SetAcl { .. } => apply_attr(fs, op),
         Op::Write { .. }
         | Op::WriteHandle { .. }
         | Op::WriteSync { .. }
@@ -321,8 +321,27 @@ fn apply_attr<D: PmDevice>(fs: &Core<D>, op: &Op) -> Result<(), FsError> {
             XattrSet::Either,
         ),
         Op::RemoveXattr { path, name } => fs.removexattr(resolve(fs, path)?, name.as_bytes()),
+        Op::SetAcl { path, default, acl } => set_acl(fs, path, *default, acl),
         _ => unreachable!("apply sends only attribute ops here"),
     }
+}
+
+/// Sets the ACL `text` names (getfacl's short form; empty: none).
+fn set_acl<D: PmDevice>(
+    fs: &Core<D>,
+    path: &str,
+    default: bool,
+    text: &str,
+) -> Result<(), FsError> {
+    let name = if default { DEFAULT_XATTR } else { ACCESS_XATTR };
+    let value = if text.is_empty() {
+        acl::VERSION.to_le_bytes().to_vec()
+    } else {
+        from_text(text)
+            .map_err(|_| FsError::InvalidArgument("a workload's ACL text"))?
+            .encode()
+    };
+    fs.set_acl(resolve(fs, path)?, name, &value, false)
 }
 
 /// Runs an op on a numbered handle or mapping.

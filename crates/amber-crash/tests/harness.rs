@@ -11,7 +11,7 @@ use amber_format::{FileKind, FormatParams, ROOT_INO};
 use amber_sim::{enumerate, CrashPoint, EnumConfig, OverlayDevice, RecordingDevice};
 use std::sync::{Arc, Mutex};
 
-const ME: Owner = Owner { uid: 1, gid: 1 };
+const ME: Owner = Owner::new(1, 1);
 
 /// A pool with file "f" holding 100 bytes of 0x11, and the crash points of
 /// one more op (`op`) on it, with the states before and after that op.

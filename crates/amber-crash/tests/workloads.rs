@@ -201,6 +201,11 @@ fn xattrs() {
     check("xattrs", 1);
 }
 
+#[test]
+fn acls() {
+    check("acls", 1);
+}
+
 /// Under `direct` (every write durable on return, so `lazy` changes
 /// nothing); hinfs and the hunter policies run it with every named
 /// workload.

@@ -21,6 +21,7 @@ macro_rules! assert_layout {
     };
 }
 
+pub mod acl;
 pub mod blockmap;
 mod crc;
 pub mod dirent;

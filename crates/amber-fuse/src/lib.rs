@@ -6,9 +6,13 @@
 //!
 //! How it is mounted ([`session_config`]), and why:
 //!
-//! * `default_permissions`: the kernel checks permission bits, sticky
-//!   directories and search permission on every path component, with all
-//!   of the caller's groups, as for a local file system. The adapter does
+//! * `default_permissions` and FUSE_POSIX_ACL: the kernel checks
+//!   permission bits and POSIX ACLs (read through getxattr and cached),
+//!   sticky directories and search permission on every path component,
+//!   with all of the caller's groups, as for a local file system. The
+//!   core keeps the ACLs and the mode in step and applies a directory's
+//!   default ACL, or else the caller's umask, to what is created in it
+//!   (FUSE_DONT_MASK: the kernel passes both unapplied). The adapter does
 //!   no permission checks of its own beyond what only it can know (the
 //!   namespace rules of extended attributes, and `access` for mounts
 //!   without that option).
@@ -182,10 +186,7 @@ impl<D: PmDevice> AmberFuse<D> {
 }
 
 fn owner(req: &Request) -> Owner {
-    Owner {
-        uid: req.uid(),
-        gid: req.gid(),
-    }
+    Owner::new(req.uid(), req.gid())
 }
 
 fn entry(reply: ReplyEntry, r: Result<Attr, FsError>) {
@@ -246,11 +247,12 @@ fn node_kind(mode: u32) -> Option<FileKind> {
     }
 }
 
-/// The permission bits a create asks for, less the caller's umask. The
-/// kernel usually applied the umask already; applying it twice is
-/// harmless and keeps mounts that pass it through correct.
-fn masked(mode: u32, umask: u32) -> u32 {
-    mode & 0o7777 & !umask
+/// The caller of a create, with its umask: the core applies it unless
+/// the directory's default ACL replaces it (the kernel passes the mode
+/// unmasked under FUSE_DONT_MASK; without it the kernel masked already,
+/// and masking twice is harmless).
+fn creator(req: &Request, umask: u32) -> Owner {
+    owner(req).with_umask(umask)
 }
 
 impl<D: PmDevice> AmberFuse<D> {
@@ -294,7 +296,11 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         // export) name an inode and its generation, both the core's own
         // and kept on PM, and the core answers lookups of "." and ".."
         // that a handle's reconnection makes, so handles outlive remounts.
+        // FUSE_POSIX_ACL with FUSE_DONT_MASK: the kernel enforces ACLs
+        // (cached, read through getxattr) and passes a create's mode
+        // unmasked with the umask, so a default ACL can replace the umask.
         for wanted in [
+            InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK,
             InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO,
             InitFlags::FUSE_PARALLEL_DIROPS,
             InitFlags::FUSE_EXPORT_SUPPORT,
@@ -376,14 +382,13 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         let Some(kind) = node_kind(mode) else {
             return reply.error(Errno::EINVAL);
         };
-        let perm = masked(mode, umask);
         let r = self.core.mknod(
             parent.0,
             name.as_bytes(),
             kind,
-            perm,
+            mode & 0o7777,
             rdev.into(),
-            owner(req),
+            creator(req, umask),
         );
         entry(reply, r);
     }
@@ -397,11 +402,13 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let perm = masked(mode, umask);
-        entry(
-            reply,
-            self.core.mkdir(parent.0, name.as_bytes(), perm, owner(req)),
+        let made = self.core.mkdir(
+            parent.0,
+            name.as_bytes(),
+            mode & 0o7777,
+            creator(req, umask),
         );
+        entry(reply, made);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -660,12 +667,17 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
             Ok(how) => how,
             Err(e) => return reply.error(e),
         };
-        let kind = match self.core.getattr(ino.0) {
-            Ok(a) => a.kind,
+        let (kind, gid) = match self.core.getattr(ino.0) {
+            Ok(a) => (a.kind, a.gid),
             Err(e) => return reply.error(errno(&e)),
         };
         if let Err(e) = xattr::check(name, kind, req.uid(), Access::Write) {
             return reply.error(e);
+        }
+        if xattr::is_acl(name) {
+            // The kernel checked the caller owns the file.
+            let drop_sgid = !privs::in_group_or_root(req, gid);
+            return empty(reply, self.core.set_acl(ino.0, name, value, drop_sgid));
         }
         empty(reply, self.core.setxattr(ino.0, name, value, how));
     }
@@ -727,16 +739,15 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         if node_kind(mode) != Some(FileKind::Regular) {
             return reply.error(Errno::EINVAL);
         }
-        let perm = masked(mode, umask);
         let made = self
             .core
             .mknod(
                 parent.0,
                 name.as_bytes(),
                 FileKind::Regular,
-                perm,
+                mode & 0o7777,
                 0,
-                owner(req),
+                creator(req, umask),
             )
             .and_then(|a| Ok((self.open_handle(a.ino)?, a)));
         match made {
@@ -835,11 +846,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn node_kinds_and_umask() {
+    fn node_kinds() {
         assert_eq!(node_kind(libc::S_IFIFO | 0o644), Some(FileKind::Fifo));
         assert_eq!(node_kind(0o644), Some(FileKind::Regular));
         assert_eq!(node_kind(libc::S_IFDIR | 0o755), None);
-        assert_eq!(masked(libc::S_IFREG | 0o4777, 0o022), 0o4755);
     }
 
     #[test]

@@ -4,6 +4,9 @@
 //! (`setattr_should_drop_sgid`); FUSE's kernel side, refreshing the mode
 //! for the kill, drops it only with group-execute set. So after a
 //! fallocate (allocating, punching, zeroing) the daemon applies the rest.
+//! Setting an access ACL drops it for such a caller too
+//! (posix_acl_update_mode), which the kernel leaves to daemons that lack
+//! FUSE_SETXATTR_EXT (fuser's request parsing has no room for it).
 
 use amber_core::{Core, FsError, SetAttr};
 use amber_format::FileKind;
@@ -27,7 +30,7 @@ pub fn drop_sgid_of_outsider<D: PmDevice>(
     if a.kind != FileKind::Regular || a.perm & (S_ISGID | S_IXGRP) != S_ISGID {
         return Ok(());
     }
-    if req.gid() == a.gid || in_supplementary_groups(req.pid(), a.gid) {
+    if in_group_or_root(req, a.gid) {
         return Ok(());
     }
     let set = SetAttr {
@@ -35,6 +38,12 @@ pub fn drop_sgid_of_outsider<D: PmDevice>(
         ..SetAttr::default()
     };
     core.setattr(ino, &set).map(drop)
+}
+
+/// Whether `req`'s caller is root or in group `gid` (its own or a
+/// supplementary one): who keeps set-group-ID when it changes a file.
+pub fn in_group_or_root(req: &Request, gid: u32) -> bool {
+    req.uid() == 0 || req.gid() == gid || in_supplementary_groups(req.pid(), gid)
 }
 
 /// Whether process `pid` has `gid` among its supplementary groups, by its

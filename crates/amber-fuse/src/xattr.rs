@@ -5,6 +5,7 @@
 //! must filter itself because the kernel passes the whole list through.
 
 use amber_core::fs::XattrSet;
+use amber_format::acl::{ACCESS_XATTR, DEFAULT_XATTR};
 use amber_format::FileKind;
 use fuser::{Errno, ReplyXattr};
 
@@ -33,12 +34,18 @@ pub fn check(name: &[u8], kind: FileKind, uid: u32, access: Access) -> Result<()
             _ => Err(denied),
         };
     }
-    if name.starts_with(b"security.") {
+    if name.starts_with(b"security.") || is_acl(name) {
+        // The kernel checked an ACL's setter owns the file.
         return Ok(());
     }
-    // system.* holds POSIX ACLs and the like, which Amber does not
-    // implement; any other prefix is no namespace at all.
+    // Other system.* names (Linux has none on a local file system) and
+    // any other prefix are no namespace Amber keeps.
     Err(Errno::EOPNOTSUPP)
+}
+
+/// Whether `name` is one of the POSIX ACL attributes.
+pub fn is_acl(name: &[u8]) -> bool {
+    name == ACCESS_XATTR || name == DEFAULT_XATTR
 }
 
 /// Whether listxattr shows `name` to `uid`: trusted attributes are
@@ -98,7 +105,15 @@ mod tests {
         assert_eq!(check(b"trusted.a", f, 1, Access::Read), Err(Errno::ENODATA));
         assert_eq!(check(b"security.selinux", f, 1, Access::Write), Ok(()));
         assert_eq!(
-            check(b"system.posix_acl_access", f, 0, Access::Read),
+            check(b"system.posix_acl_access", f, 1, Access::Read),
+            Ok(())
+        );
+        assert_eq!(
+            check(b"system.posix_acl_default", f, 1, Access::Write),
+            Ok(())
+        );
+        assert_eq!(
+            check(b"system.other", f, 0, Access::Read),
             Err(Errno::EOPNOTSUPP)
         );
         assert_eq!(

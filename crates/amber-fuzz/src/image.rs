@@ -135,7 +135,7 @@ fn try_pool(dev: OverlayDevice, opts: &MountOptions) {
 /// Creates, writes, reads back and removes a file in the root.
 fn probe(fs: &Fs<OverlayDevice>) -> amber_core::Result<()> {
     let core = fs.core();
-    let owner = amber_core::Owner { uid: 0, gid: 0 };
+    let owner = amber_core::Owner::new(0, 0);
     let name = b"fuzz-probe";
     let f = core.mknod(ROOT_INO, name, FileKind::Regular, 0o644, 0, owner)?;
     let data = amber_sim::rng::bytes(0xF022, 5000);

@@ -145,10 +145,7 @@ fn populate(fs: &Fs<OverlayDevice>) -> amber_core::Result<()> {
 }
 
 fn owner() -> amber_core::Owner {
-    amber_core::Owner {
-        uid: 1000,
-        gid: 1000,
-    }
+    amber_core::Owner::new(1000, 1000)
 }
 
 /// What a crashed pool was doing: writes nobody synced, a new file, an

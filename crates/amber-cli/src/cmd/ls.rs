@@ -17,7 +17,8 @@ pub struct Args {
     /// Directory (or file) in the pool.
     #[arg(default_value = "/")]
     path: String,
-    /// Long form: mode, links, owner, group, size, mtime (UTC), name.
+    /// Long form: mode (`+` after it: the file has an ACL), links, owner,
+    /// group, size, mtime (UTC), name.
     #[arg(short = 'l')]
     long: bool,
 }
@@ -68,9 +69,14 @@ fn line(fs: &PoolFs, args: &Args, full: &[u8], name: &[u8], a: &Attr) -> CliResu
     if !args.long {
         return Ok(shown.to_string());
     }
+    let acl = fs
+        .core()
+        .has_acl(a.ino)
+        .map_err(|e| path_error(&args.pool, "list the attributes of", full, e))?;
     let mut text = format!(
-        "{} {:>3} {:>5} {:>5} {:>10} {} {shown}",
+        "{}{} {:>3} {:>5} {:>5} {:>10} {} {shown}",
         mode_string(a.kind, a.perm),
+        if acl { "+" } else { "" },
         a.nlink,
         a.uid,
         a.gid,

@@ -1,6 +1,7 @@
 //! The inode table and every block map: field sanity, pointers into the
 //! data area, single ownership of each block, and block counts.
 
+use super::acls::check_acls;
 use super::repair::inode_off;
 use super::Ctx;
 use amber_format::blockmap::{capacity_blocks, MAX_FILE_SIZE, MAX_HEIGHT};
@@ -121,7 +122,7 @@ fn check_inode<D: PmDevice>(
     rec.data = walked.data;
     // The attribute block is owned but, by design, not counted in `blocks`.
     let count = rec.blocks.len() as u64;
-    if let Some(b) = check_xattr(cx, owners, ino, rec.disk.xattr_block) {
+    if let Some(b) = check_xattr(cx, owners, ino, (kind, rec.disk.mode), rec.disk.xattr_block) {
         rec.blocks.push(b);
     }
     // A split pool's regular files count their blocks in their attribute
@@ -199,11 +200,13 @@ fn check_block_count<D: PmDevice>(
     }
 }
 
-/// Validates and claims an inode's attribute block; returns it if owned.
+/// Validates and claims an inode's attribute block and the ACLs in it
+/// (for its kind and mode); returns it if owned.
 fn check_xattr<D: PmDevice>(
     cx: &mut Ctx<'_, D>,
     owners: &mut Owners,
     ino: u64,
+    kind_mode: (FileKind, u32),
     b: u64,
 ) -> Option<u64> {
     if b == 0 {
@@ -220,12 +223,15 @@ fn check_xattr<D: PmDevice>(
             "block {b} (attribute block of inode {ino}) is also owned by inode {first}"
         ));
         return None;
-    } else if let Err(e) = xattr::decode(&cx.media.block(b)) {
-        owners.insert(b, ino);
-        (format!("inode {ino}: {e} (block {b})"), true)
     } else {
         owners.insert(b, ino);
-        return Some(b);
+        match xattr::decode(&cx.media.block(b)) {
+            Err(e) => (format!("inode {ino}: {e} (block {b})"), true),
+            Ok(attrs) => {
+                check_acls(cx, ino, kind_mode, b, &attrs);
+                return Some(b);
+            }
+        }
     };
     cx.fixable(
         why,

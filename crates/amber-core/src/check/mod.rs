@@ -15,6 +15,7 @@
 //! saved free-space bitmap. Repairs are collected while checking
 //! and written at the end, in that order, each flushed and drained.
 
+mod acls;
 mod dirs;
 mod generations;
 mod inodes;

@@ -317,7 +317,7 @@ mod tests {
         };
         format(&*dev, &params).unwrap();
         let (fs, _) = mount(dev, MountOptions::parse("policy=cow").unwrap()).unwrap();
-        let me = Owner { uid: 0, gid: 0 };
+        let me = Owner::new(0, 0);
         let f = fs
             .mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, me)
             .unwrap();

@@ -70,8 +70,10 @@ impl<D: PmDevice> Core<D> {
         }
         let mut d = st.disk.clone();
         let mut changed = false;
+        let mut tx = Tx::new();
         if let Some(p) = set.perm {
             d.mode = (d.mode & mode::S_IFMT) | (p & mode::PERM_MASK);
+            self.chmod_acl(&st, p, &mut tx)?;
             changed = true;
         }
         if set.uid.is_some() || set.gid.is_some() {
@@ -101,7 +103,6 @@ impl<D: PmDevice> Core<D> {
         }
         if changed {
             d.ctime = now;
-            let mut tx = Tx::new();
             let res = self
                 .policy
                 .setattr_tx(self.context(), &mut st, &mut d, &mut tx);

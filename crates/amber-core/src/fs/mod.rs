@@ -2,6 +2,7 @@
 //! loaded inodes, and the inode-level operations every front end (library
 //! API, FUSE adapter, CLI tools) is built on.
 
+mod acl;
 mod attr;
 mod entry;
 pub(crate) mod flags;

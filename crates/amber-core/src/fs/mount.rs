@@ -166,7 +166,7 @@ pub fn format_for_replay<D: PmDevice>(dev: &D, params: &FormatParams, seed: u64)
             secs: time::SIMULATED_EPOCH,
             nsecs: 0,
         },
-        owner: Owner { uid: 0, gid: 0 },
+        owner: Owner::new(0, 0),
     };
     format_as(dev, params, &birth)
 }

@@ -149,13 +149,15 @@ impl<D: PmDevice> Core<D> {
         self.create_node(parent, name, node)
     }
 
-    pub(crate) fn create_node(&self, parent: u64, name: &[u8], n: NewNode<'_>) -> Result<Attr> {
+    pub(crate) fn create_node(&self, parent: u64, name: &[u8], mut n: NewNode<'_>) -> Result<Attr> {
         check_name(name)?;
         self.check_writable()?;
         let pr = self.inode(parent)?;
         let mut p = pr.write();
         let is_dir = n.kind == FileKind::Directory;
         may_create_in(&p, name, is_dir)?;
+        let (perm, acls) = self.creation_acls(&p, &n)?;
+        n.perm = perm;
         let ino = self.inos.alloc().ok_or(FsError::NoSpace)?;
         let now = self.now();
         let mut child = self.new_inode(ino, &p, &n, now);
@@ -172,15 +174,16 @@ impl<D: PmDevice> Core<D> {
         }
         // Durability and atomicity pass from the directory to a new file
         // or directory in the same transaction as its creation (no crash
-        // shows the file without them); other kinds take no user.
-        // attributes (as on Linux) and have no data or entries to use them.
+        // shows the file without them), as do its ACLs; other kinds take
+        // no user. attributes (as on Linux) and have no data or entries
+        // to use them.
         let inherits = matches!(n.kind, FileKind::Regular | FileKind::Directory);
         let (durability, atomicity) = if inherits {
             (p.durability, p.atomicity)
         } else {
             Default::default()
         };
-        let xattr_block = match self.write_inherited(durability, atomicity) {
+        let xattr_block = match self.write_inherited(durability, atomicity, acls) {
             Ok(b) => b,
             Err(e) => {
                 self.inos.free(ino);

@@ -6,6 +6,7 @@
 //! `user.amberfs.` names are Amber's own (crate::durability): their values
 //! are checked here, and the DRAM inode's parsed copy follows every change.
 
+use super::acl::is_acl_name;
 use super::{flags, live, Core};
 use crate::durability::{self, Atomicity, Durability};
 use crate::error::{FsError, Result};
@@ -51,7 +52,7 @@ fn check_name(name: &[u8]) -> Result<()> {
 
 impl<D: PmDevice> Core<D> {
     /// The attributes of a loaded inode.
-    fn xattrs_of(&self, st: &InodeState) -> Result<Vec<Xattr>> {
+    pub(super) fn xattrs_of(&self, st: &InodeState) -> Result<Vec<Xattr>> {
         read_xattrs(&*self.dev, &self.layout, st.ino, st.disk.xattr_block)
     }
 
@@ -101,9 +102,13 @@ impl<D: PmDevice> Core<D> {
         Ok(self.xattrs_of(&st)?.into_iter().map(|a| a.name).collect())
     }
 
-    /// Sets attribute `name` to `value`.
+    /// Sets attribute `name` to `value`. The ACL attributes are
+    /// [`Core::set_acl`]'s (by a caller who keeps set-group-ID).
     pub fn setxattr(&self, ino: u64, name: &[u8], value: &[u8], how: XattrSet) -> Result<()> {
         check_name(name)?;
+        if is_acl_name(name) {
+            return self.set_acl(ino, name, value, false);
+        }
         // Larger than the block could hold beside this name even alone:
         // E2BIG. One that fits alone but not beside the inode's other
         // attributes is ENOSPC, from encoding the new list.
@@ -115,7 +120,7 @@ impl<D: PmDevice> Core<D> {
             Some(s) => s.value(),
             None => value,
         };
-        self.change_xattrs(ino, |kind, attrs| {
+        self.change_xattrs(ino, |kind, attrs, _| {
             if setting.is_some() && !matches!(kind, FileKind::Regular | FileKind::Directory) {
                 // As Linux keeps user.* off other kinds; they have no
                 // data to be durable and no entries to pass it on to.
@@ -145,7 +150,7 @@ impl<D: PmDevice> Core<D> {
     /// Removes attribute `name`.
     pub fn removexattr(&self, ino: u64, name: &[u8]) -> Result<()> {
         check_name(name)?;
-        self.change_xattrs(ino, |_, attrs| {
+        self.change_xattrs(ino, |_, attrs, _| {
             let i = attrs
                 .iter()
                 .position(|a| a.name == name)
@@ -156,15 +161,18 @@ impl<D: PmDevice> Core<D> {
     }
 
     /// Writes a fresh attribute block holding what a new file inherits from
-    /// a directory with `durability` and `atomicity` (None when that is
-    /// nothing). Not fenced: the creating transaction's caller fences it
-    /// before the inode links it, and frees it if the creation fails.
+    /// a directory with `durability` and `atomicity`, and the ACLs `acls`
+    /// (None when that is nothing). Not fenced: the creating transaction's
+    /// caller fences it before the inode links it, and frees it if the
+    /// creation fails.
     pub(super) fn write_inherited(
         &self,
         durability: Durability,
         atomicity: Atomicity,
+        acls: Vec<Xattr>,
     ) -> Result<Option<u64>> {
-        let attrs = durability::inherited(durability, atomicity);
+        let mut attrs = durability::inherited(durability, atomicity);
+        attrs.extend(acls);
         if attrs.is_empty() {
             return Ok(None);
         }
@@ -174,15 +182,15 @@ impl<D: PmDevice> Core<D> {
         Ok(Some(b))
     }
 
-    /// Applies `f` (given the file's kind) to the attribute list and
-    /// commits the new block (a fresh block is written and fenced before
+    /// Applies `f` (given the file's kind, to change the list and the mode)
+    /// and commits the new block and mode together (a fresh block is written and fenced before
     /// the transaction links it; an emptied list frees the block after the
     /// transaction). The DRAM inode's durability and atomicity follow the
     /// committed list.
-    fn change_xattrs(
+    pub(super) fn change_xattrs(
         &self,
         ino: u64,
-        f: impl FnOnce(FileKind, &mut Vec<Xattr>) -> Result<()>,
+        f: impl FnOnce(FileKind, &mut Vec<Xattr>, &mut u32) -> Result<()>,
     ) -> Result<()> {
         self.check_writable()?;
         let r = self.inode(ino)?;
@@ -190,8 +198,14 @@ impl<D: PmDevice> Core<D> {
         live(&st)?;
         flags::unchangeable(&st)?;
         let mut attrs = self.xattrs_of(&st)?;
-        f(st.kind(), &mut attrs)?;
-        self.store_xattrs(&mut st, attrs)
+        let mut mode = st.disk.mode;
+        f(st.kind(), &mut attrs, &mut mode)?;
+        assert_eq!(
+            mode & !0o7777,
+            st.disk.mode & !0o7777,
+            "only permissions change"
+        );
+        self.store_xattrs(&mut st, attrs, mode)
     }
 
     /// Drops `security.capability` before a write changes the file, as
@@ -201,14 +215,16 @@ impl<D: PmDevice> Core<D> {
     pub(super) fn drop_capability(&self, st: &mut InodeState) -> Result<()> {
         let mut attrs = self.xattrs_of(st)?;
         attrs.retain(|a| a.name != CAPABILITY_XATTR);
-        self.store_xattrs(st, attrs)
+        let mode = st.disk.mode;
+        self.store_xattrs(st, attrs, mode)
     }
 
-    /// Commits `attrs` as the inode's attribute list.
-    fn store_xattrs(&self, st: &mut InodeState, attrs: Vec<Xattr>) -> Result<()> {
+    /// Commits `attrs` as the inode's attribute list, with `mode`.
+    fn store_xattrs(&self, st: &mut InodeState, attrs: Vec<Xattr>, mode: u32) -> Result<()> {
         let ino = st.ino;
         let mut d = st.disk.clone();
         d.ctime = self.now();
+        d.mode = mode;
         let mut tx = Tx::new();
         let old = st.disk.xattr_block;
         let mut fresh = None;

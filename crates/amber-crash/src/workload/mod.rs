@@ -127,6 +127,13 @@ pub enum Op {
         path: String,
         name: String,
     },
+    /// setfacl: the access ACL (or the default one) of `path` set to
+    /// `acl` in getfacl's short text form (empty: removed).
+    SetAcl {
+        path: String,
+        default: bool,
+        acl: String,
+    },
     /// fallocate: zeroed blocks over the range, growing the size unless
     /// `keep_size`.
     Fallocate {
@@ -239,6 +246,10 @@ impl fmt::Display for Op {
             } => write!(f, "setxattr {path} {name} len {len} seed {seed}"),
             Op::SetXattrTo { path, name, value } => write!(f, "setxattr {path} {name}={value}"),
             Op::RemoveXattr { path, name } => write!(f, "removexattr {path} {name}"),
+            Op::SetAcl { path, default, acl } => {
+                let which = if *default { "-d " } else { "" };
+                write!(f, "setfacl {which}{path} {acl:?}")
+            }
             Op::Fallocate {
                 path,
                 off,
@@ -326,6 +337,7 @@ pub const NAMES: &[&str] = &[
     "attrs",
     "orphan",
     "xattrs",
+    "acls",
     "fallocate",
     "buffered",
     "durability",
@@ -719,6 +731,39 @@ fn xattrs() -> Vec<Op> {
     ]
 }
 
+fn setfacl(p: &str, default: bool, acl: &str) -> Op {
+    Op::SetAcl {
+        path: s(p),
+        default,
+        acl: s(acl),
+    }
+}
+
+/// POSIX ACLs: a default ACL on a directory (its first attribute: the
+/// block is allocated), files and a directory created under it take their
+/// ACLs and modes in their creating transactions, an access ACL sets the
+/// mode with it, chmod rewrites the ACL with the mode, an ACL the mode
+/// says alone is removed, and the default is removed.
+fn acls() -> Vec<Op> {
+    vec![
+        mkdir("d"),
+        setfacl("d", true, "u::rwx,u:7:rwx,g::r-x,m::rwx,o::r-x"),
+        create("d/f"),
+        mkdir("d/sub"),
+        create("d/sub/g"),
+        setfacl("d/f", false, "u::rw-,u:7:r--,g::r--,g:9:rw-,m::rw-,o::---"),
+        Op::Chmod {
+            path: s("d/f"),
+            perm: 0o640,
+        },
+        setx("d/f", "user.x", 2000, 6),
+        setfacl("d/sub/g", false, "u::rwx,g::r--,o::---"),
+        setfacl("d", true, ""),
+        create("d/h"),
+        Op::Unlink { path: s("d/f") },
+    ]
+}
+
 /// fallocate: allocation with and without keep-size, filling holes inside
 /// the size, punching whole and partial blocks, zeroing ranges over data,
 /// holes and the end of the file.
@@ -1041,6 +1086,7 @@ pub fn named(name: &str, seed: u64) -> Option<Workload> {
         "attrs" => attrs(),
         "orphan" => orphan(),
         "xattrs" => xattrs(),
+        "acls" => acls(),
         "fallocate" => fallocates(),
         "buffered" => buffered(),
         "durability" => durability(),

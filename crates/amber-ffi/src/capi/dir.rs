@@ -43,7 +43,7 @@ pub unsafe extern "C" fn amberfs_opendir(
     // SAFETY: the caller's contract.
     let r = unsafe {
         on_path(fs, path, true, |p, f| {
-            let file = p.open_found(f, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+            let file = p.open_found(f, libc::O_RDONLY | libc::O_DIRECTORY, 0, 0)?;
             DirStream::new(Arc::new(file))
         })
     };

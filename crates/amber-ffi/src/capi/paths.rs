@@ -51,7 +51,7 @@ pub unsafe extern "C" fn amberfs_open(
     // SAFETY: the caller's contract.
     let r = unsafe {
         on_path(fs, path, follow, |p, found| {
-            let file = p.open_found(found, flags, mode)?;
+            let file = p.open_found(found, flags, mode, 0)?;
             p.install(file, true)
         })
     };
@@ -133,7 +133,7 @@ pub unsafe extern "C" fn amberfs_mkdir(
 ) -> c_int {
     // SAFETY: the caller's contract.
     ret(
-        unsafe { on_path(fs, path, false, |p, f| p.mkdir_found(f, mode)) }.map(|()| 0),
+        unsafe { on_path(fs, path, false, |p, f| p.mkdir_found(f, mode, 0)) }.map(|()| 0),
         -1,
     )
 }

@@ -28,9 +28,9 @@ impl Pool {
         Ok(self.core().getattr(ino)?)
     }
 
-    /// open(2) of `f` with `flags`; `mode` (umask applied) for a file it
-    /// creates.
-    pub fn open_found(&self, f: &Found, flags: i32, mode: u32) -> PResult<OpenFile> {
+    /// open(2) of `f` with `flags`; `mode` for a file it creates, less
+    /// `umask` unless the directory's default ACL replaces it (as Linux).
+    pub fn open_found(&self, f: &Found, flags: i32, mode: u32, umask: u32) -> PResult<OpenFile> {
         if flags & libc::O_TMPFILE == libc::O_TMPFILE {
             return Err(Errno(libc::EOPNOTSUPP));
         }
@@ -39,7 +39,7 @@ impl Pool {
             Some(_) if creat && flags & libc::O_EXCL != 0 => return Err(Errno(libc::EEXIST)),
             Some(ino) => ino,
             None if creat && f.dir_only => return Err(Errno(libc::EISDIR)),
-            None if creat => self.create(f, flags, mode)?,
+            None if creat => self.create(f, flags, mode, umask)?,
             None => return Err(Errno(libc::ENOENT)),
         };
         let a = self.attr(ino)?;
@@ -65,12 +65,13 @@ impl Pool {
 
     /// The file O_CREAT makes; one made meanwhile by another thread is
     /// opened instead unless O_EXCL.
-    fn create(&self, f: &Found, flags: i32, mode: u32) -> PResult<u64> {
+    fn create(&self, f: &Found, flags: i32, mode: u32, umask: u32) -> PResult<u64> {
         let name = f.entry(libc::EISDIR)?;
         let perm = mode & 0o7777;
+        let owner = self.owner().with_umask(umask);
         match self
             .core()
-            .mknod(f.parent, name, FileKind::Regular, perm, 0, self.owner())
+            .mknod(f.parent, name, FileKind::Regular, perm, 0, owner)
         {
             Ok(a) => Ok(a.ino),
             Err(FsError::AlreadyExists) if flags & libc::O_EXCL == 0 => {
@@ -80,13 +81,14 @@ impl Pool {
         }
     }
 
-    pub fn mkdir_found(&self, f: &Found, mode: u32) -> PResult<()> {
+    /// mkdir(2) of `f`: `mode` less `umask` unless a default ACL replaces it.
+    pub fn mkdir_found(&self, f: &Found, mode: u32, umask: u32) -> PResult<()> {
         if f.ino.is_some() {
             return Err(Errno(libc::EEXIST));
         }
         let name = f.entry(libc::EEXIST)?;
-        self.core()
-            .mkdir(f.parent, name, mode & 0o7777, self.owner())?;
+        let owner = self.owner().with_umask(umask);
+        self.core().mkdir(f.parent, name, mode & 0o7777, owner)?;
         Ok(())
     }
 

@@ -58,7 +58,7 @@ fn served_dir(pool: &Pool, fd: c_int) -> PResult<*mut DIR> {
 
 pub unsafe fn opendir(p: *const c_char) -> *mut DIR {
     let served = |pool: &'static Pool, f: &Found| {
-        let file = pool.open_found(f, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+        let file = pool.open_found(f, libc::O_RDONLY | libc::O_DIRECTORY, 0, 0)?;
         let fd = pool.install(file, true)?;
         served_dir(pool, fd).inspect_err(|_| {
             let _ = pool.close_fd(fd);

@@ -22,7 +22,7 @@ pub unsafe fn openat64(d: c_int, p: *const c_char, fl: c_int, m: mode_t) -> c_in
     let excl = libc::O_CREAT | libc::O_EXCL;
     let follow = fl & libc::O_NOFOLLOW == 0 && fl & excl != excl;
     let served = |pool: &'static Pool, f: &Found| {
-        let file = pool.open_found(f, fl, m & !state::umask())?;
+        let file = pool.open_found(f, fl, m, state::umask())?;
         pool.install(file, fl & libc::O_CLOEXEC != 0)
     };
     // SAFETY: the caller's contract.
@@ -102,7 +102,7 @@ pub unsafe fn rmdir(p: *const c_char) -> c_int {
 
 pub unsafe fn mkdirat(d: c_int, p: *const c_char, m: mode_t) -> c_int {
     let served =
-        |pool: &'static Pool, f: &Found| pool.mkdir_found(f, m & !state::umask()).map(|()| 0);
+        |pool: &'static Pool, f: &Found| pool.mkdir_found(f, m, state::umask()).map(|()| 0);
     // SAFETY: the caller's contract.
     unsafe { on_path(d, p, false, |k| real::mkdirat(d, k, m), served, -1) }
 }

@@ -194,7 +194,7 @@ pub unsafe fn fopen64(p: *const c_char, mode: *const c_char) -> *mut FILE {
     let fl = unsafe { mode_flags(mode) };
     let served = |pool: &'static Pool, f: &Found| {
         let fl = fl?;
-        let file = pool.open_found(f, fl, 0o666 & !state::umask())?;
+        let file = pool.open_found(f, fl, 0o666, state::umask())?;
         let fd = pool.install(file, fl & libc::O_CLOEXEC != 0)?;
         stream(fd, mode).inspect_err(|_| {
             let _ = pool.close_fd(fd);
