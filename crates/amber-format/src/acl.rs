@@ -35,6 +35,8 @@ pub const UNDEFINED_ID: u32 = u32::MAX;
 /// longer name (Linux bounds a value only by the file system's room).
 pub const ENTRIES_MAX: usize = (crate::xattr::value_max(DEFAULT_XATTR.len()) - HEADER) / ENTRY;
 
+const _: () = assert!(ENTRIES_MAX == 506);
+
 /// An entry as it lies in the value.
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 #[repr(C)]
