@@ -123,12 +123,34 @@ cycle
 diff <(listing "$src") <(listing "$mnt/cpdst")
 echo "cp -a ok"
 
-step "extended attributes through setfattr/getfattr"
+step "extended attributes through setfattr/getfattr: a thousand of them, 64 KiB values"
 touch "$mnt/x"
 setfattr -n user.color -v blue "$mnt/x"
 test "$(getfattr --only-values -n user.color "$mnt/x")" = blue
+# A thousand attributes and a 64 KiB value on one file (a run of blocks);
+# one byte more is E2BIG, as on ext4.
+python3 - "$mnt/x" <<'PY'
+import errno, os, sys
+f = sys.argv[1]
+for i in range(1000):
+    os.setxattr(f, f"user.attr{i:04}", str(i).encode())
+os.setxattr(f, "user.big", bytes(range(256)) * 256)
+try:
+    os.setxattr(f, "user.bigger", b"x" * 65537)
+    sys.exit("a 65537-byte value was accepted")
+except OSError as e:
+    assert e.errno == errno.E2BIG, e
+PY
 cycle
 test "$(getfattr --only-values -n user.color "$mnt/x")" = blue
+python3 - "$mnt/x" <<'PY'
+import os, sys
+f = sys.argv[1]
+names = os.listxattr(f)
+assert len(names) == 1002, len(names)
+assert os.getxattr(f, "user.attr0999") == b"999"
+assert os.getxattr(f, "user.big") == bytes(range(256)) * 256
+PY
 echo "xattr ok"
 
 step "per-file durability and atomicity: set, get, inherit, refuse"

@@ -48,6 +48,7 @@ use crate::split::{
     SplitRegions, FEATURE_LOG_RECORDS, FEATURE_OWN_RECORDS, FEATURE_SPLIT, REGION_ATTR_START,
     REGION_LI_BLOCKS,
 };
+use crate::xattr::FEATURE_XATTR_RUNS;
 use crate::zone::{
     FEATURE_ZONE, FEATURE_ZONE_EXTENTS, HEADER_BLOCKS, REGION_ZONE_BLOCKS, REGION_ZONE_START,
 };
@@ -68,7 +69,8 @@ pub const KNOWN_INCOMPAT: u64 = FEATURE_ZONE
     | FEATURE_LOG_RECORDS
     | FEATURE_NOVA
     | FEATURE_ZONE_EXTENTS
-    | FEATURE_OWN_RECORDS;
+    | FEATURE_OWN_RECORDS
+    | FEATURE_XATTR_RUNS;
 /// Read-only-compatible features this version understands.
 pub const KNOWN_RO_COMPAT: u64 = 0;
 /// Number of u64 region descriptors reserved for later features.
@@ -545,7 +547,7 @@ mod tests {
             "regions without feature"
         );
         let mut feat = s.clone();
-        feat.feature_incompat = 1 << 6;
+        feat.feature_incompat = 1 << 40;
         assert!(matches!(
             Superblock::decode(&feat.encode()),
             Err(FormatError::UnknownIncompatFeatures(_))

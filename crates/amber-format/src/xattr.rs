@@ -13,6 +13,24 @@
 //! ```
 //! The block is rewritten whole inside a journal transaction, so a set or
 //! remove is atomic.
+//!
+//! Attributes that outgrow one block (more than 4080 bytes of entries, or
+//! a value longer than 65535 bytes) take a **run** of 2 to
+//! [`RUN_BLOCKS_MAX`] contiguous blocks instead, named by the same field,
+//! under incompatible feature [`FEATURE_XATTR_RUNS`]:
+//!
+//! ```text
+//! off size field
+//!   0   4  magic "XAT2"
+//!   4   4  entry count
+//!   8   4  bytes of entries
+//!  12   4  CRC-32C of bytes 0..12, 16..32 and the entries
+//!  16   2  blocks in the run (2..=32)
+//!  18  14  reserved, zero
+//!  32   .  entries, packed: name length u8, 3 reserved bytes, value
+//!          length u32, name, value (the run's blocks read as one buffer)
+//! ```
+//! A run is written whole into fresh blocks and linked by a transaction.
 
 use crate::crc::{crc32c, crc32c_append};
 use crate::layout::BLOCK_SIZE;
@@ -26,6 +44,27 @@ pub const HEADER: usize = 16;
 pub const ENTRY_HEADER: usize = 4;
 /// Block magic.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"XAT1");
+/// Run magic.
+pub const RUN_MAGIC: u32 = u32::from_le_bytes(*b"XAT2");
+/// Incompatible feature bit: attribute runs may exist; a binary without
+/// it would judge a run's head damaged and lose its attributes.
+pub const FEATURE_XATTR_RUNS: u64 = 1 << 6;
+/// Longest run, in blocks: one inode's attributes take at most 128 KiB,
+/// which holds a value of [`VALUE_MAX`] beside a 255-byte name and more.
+pub const RUN_BLOCKS_MAX: u64 = 32;
+/// Longest value (Linux's XATTR_SIZE_MAX).
+pub const VALUE_MAX: usize = 65_536;
+/// Most bytes listxattr may return: names and their NULs (Linux's
+/// XATTR_LIST_MAX).
+pub const LIST_MAX: usize = 65_536;
+/// Run header bytes.
+pub const RUN_HEADER: usize = 32;
+/// Per-entry header bytes in a run.
+pub const RUN_ENTRY_HEADER: usize = 8;
+
+const _: () = assert!(
+    RUN_HEADER + RUN_ENTRY_HEADER + NAME_MAX + VALUE_MAX <= (RUN_BLOCKS_MAX * BLOCK_SIZE) as usize
+);
 /// Longest attribute name (XATTR_NAME_MAX).
 pub const NAME_MAX: usize = 255;
 /// Shortest attribute name: the shortest namespace prefix ("user.") and
@@ -81,6 +120,33 @@ pub struct Xattr {
     pub value: Vec<u8>,
 }
 
+/// The run's header as it lies on media (the second table above).
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct RawRunHeader {
+    magic: U32,
+    count: U32,
+    used: U32,
+    crc: U32,
+    blocks: U16,
+    reserved: [u8; 14],
+}
+
+assert_layout!(RawRunHeader, RUN_HEADER, {
+    magic: 0, count: 4, used: 8, crc: 12, blocks: 16, reserved: 18,
+});
+
+/// A run entry's header as it lies on media, its name and value following.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct RawRunEntry {
+    name_len: u8,
+    reserved: [u8; 3],
+    value_len: U32,
+}
+
+assert_layout!(RawRunEntry, RUN_ENTRY_HEADER, { name_len: 0, reserved: 1, value_len: 4 });
+
 /// Bytes `attrs` take in a block.
 pub fn footprint(attrs: &[Xattr]) -> usize {
     attrs
@@ -89,10 +155,28 @@ pub fn footprint(attrs: &[Xattr]) -> usize {
         .sum()
 }
 
-/// Encodes `attrs` into a block; None if they do not fit.
+/// Encodes `attrs` into one block if they fit, else into a run (2 or more
+/// whole blocks); None if not even the longest run holds them.
 pub fn encode(attrs: &[Xattr]) -> Option<Vec<u8>> {
+    encode_block(attrs).or_else(|| encode_run(attrs, 2))
+}
+
+/// Encodes `attrs` into exactly `blocks` blocks (a block when 1, else a
+/// run that long), as fsck rewrites a list in the blocks it had; None if
+/// they do not fit.
+pub fn encode_as(attrs: &[Xattr], blocks: u64) -> Option<Vec<u8>> {
+    let b = if blocks == 1 {
+        encode_block(attrs)
+    } else {
+        encode_run(attrs, blocks)
+    }?;
+    (b.len() as u64 == blocks * BLOCK_SIZE).then_some(b)
+}
+
+/// Encodes `attrs` into one block; None if they do not fit.
+fn encode_block(attrs: &[Xattr]) -> Option<Vec<u8>> {
     let used = footprint(attrs);
-    if used > SPACE {
+    if used > SPACE || attrs.iter().any(|a| a.value.len() > u16::MAX as usize) {
         return None;
     }
     let mut b = vec![0u8; BLOCK_SIZE as usize];
@@ -121,6 +205,74 @@ pub fn encode(attrs: &[Xattr]) -> Option<Vec<u8>> {
     Some(b)
 }
 
+/// Encodes `attrs` into a run of at least `min_blocks` (2 or more)
+/// blocks; None if longer than [`RUN_BLOCKS_MAX`].
+fn encode_run(attrs: &[Xattr], min_blocks: u64) -> Option<Vec<u8>> {
+    debug_assert!(min_blocks >= 2);
+    let used: usize = attrs
+        .iter()
+        .map(|a| RUN_ENTRY_HEADER + a.name.len() + a.value.len())
+        .sum();
+    let blocks = (RUN_HEADER + used)
+        .div_ceil(BLOCK_SIZE as usize)
+        .max(min_blocks as usize);
+    if blocks as u64 > RUN_BLOCKS_MAX {
+        return None;
+    }
+    let mut b = vec![0u8; blocks * BLOCK_SIZE as usize];
+    let mut at = RUN_HEADER;
+    for a in attrs {
+        assert!(!a.name.is_empty() && a.name.len() <= NAME_MAX);
+        let e = RawRunEntry {
+            name_len: a.name.len() as u8,
+            reserved: [0; 3],
+            value_len: (a.value.len() as u32).into(),
+        };
+        for part in [e.as_bytes(), &a.name, &a.value] {
+            b[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+    }
+    let mut h = RawRunHeader {
+        magic: RUN_MAGIC.into(),
+        count: (attrs.len() as u32).into(),
+        used: (used as u32).into(),
+        crc: U32::ZERO,
+        blocks: (blocks as u16).into(),
+        reserved: [0; 14],
+    };
+    h.crc = run_crc(h.as_bytes(), &b[RUN_HEADER..at]).into();
+    b[..RUN_HEADER].copy_from_slice(h.as_bytes());
+    Some(b)
+}
+
+/// The run checksum: the header but its CRC field, then the entries.
+fn run_crc(header: &[u8], entries: &[u8]) -> u32 {
+    let crc_at = offset_of!(RawRunHeader, crc);
+    let c = crc32c(&header[..crc_at]);
+    let c = crc32c_append(c, &header[crc_at + 4..RUN_HEADER]);
+    crc32c_append(c, entries)
+}
+
+/// How many blocks the attributes whose first block is `head` take: 1 for
+/// a block, the run's length for a run's head.
+pub fn blocks_of(head: &[u8]) -> Result<u64, XattrError> {
+    if head.len() != BLOCK_SIZE as usize {
+        return Err(XattrError::BadMagic);
+    }
+    if let Ok((h, _)) = RawRunHeader::ref_from_prefix(head) {
+        if h.magic.get() == RUN_MAGIC {
+            let n = u64::from(h.blocks.get());
+            return if (2..=RUN_BLOCKS_MAX).contains(&n) {
+                Ok(n)
+            } else {
+                Err(XattrError::BadEntry)
+            };
+        }
+    }
+    Ok(1)
+}
+
 /// Why a block is not a valid attribute block.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum XattrError {
@@ -145,8 +297,56 @@ impl std::fmt::Display for XattrError {
 
 impl std::error::Error for XattrError {}
 
-/// Decodes a block, checking every length against the block first.
+/// Decodes a block, or a whole run (its blocks as one buffer), checking
+/// every length against the buffer first.
 pub fn decode(b: &[u8]) -> Result<Vec<Xattr>, XattrError> {
+    match RawRunHeader::ref_from_prefix(b) {
+        Ok((h, _)) if h.magic.get() == RUN_MAGIC => decode_run(b),
+        _ => decode_block(b),
+    }
+}
+
+/// Decodes a run whose blocks are `b`.
+fn decode_run(b: &[u8]) -> Result<Vec<Xattr>, XattrError> {
+    let Ok((h, rest)) = RawRunHeader::ref_from_prefix(b) else {
+        return Err(XattrError::BadMagic);
+    };
+    let blocks = u64::from(h.blocks.get());
+    if !(2..=RUN_BLOCKS_MAX).contains(&blocks) || b.len() as u64 != blocks * BLOCK_SIZE {
+        return Err(XattrError::BadEntry);
+    }
+    let used = h.used.get() as usize;
+    if used > rest.len() {
+        return Err(XattrError::BadEntry);
+    }
+    let mut entries = &rest[..used];
+    if h.crc.get() != run_crc(&b[..RUN_HEADER], entries) {
+        return Err(XattrError::BadChecksum);
+    }
+    let count = h.count.get() as usize;
+    let mut out = Vec::with_capacity(count.min(used / RUN_ENTRY_HEADER));
+    for _ in 0..count {
+        let Ok((e, tail)) = RawRunEntry::ref_from_prefix(entries) else {
+            return Err(XattrError::BadEntry);
+        };
+        let (nl, vl) = (e.name_len as usize, e.value_len.get() as usize);
+        if nl == 0 || vl > tail.len() || nl + vl > tail.len() {
+            return Err(XattrError::BadEntry);
+        }
+        out.push(Xattr {
+            name: tail[..nl].to_vec(),
+            value: tail[nl..nl + vl].to_vec(),
+        });
+        entries = &tail[nl + vl..];
+    }
+    if !entries.is_empty() {
+        return Err(XattrError::BadEntry);
+    }
+    Ok(out)
+}
+
+/// Decodes one block.
+fn decode_block(b: &[u8]) -> Result<Vec<Xattr>, XattrError> {
     let Ok((h, rest)) = RawHeader::ref_from_prefix(b) else {
         return Err(XattrError::BadMagic);
     };
@@ -204,9 +404,11 @@ mod tests {
             let attrs: Vec<Xattr> =
                 attrs.into_iter().map(|(name, value)| Xattr { name, value }).collect();
             let Some(b) = encode(&attrs) else {
-                prop_assert!(footprint(&attrs) > SPACE);
+                prop_assert!(footprint(&attrs) > (RUN_BLOCKS_MAX * BLOCK_SIZE) as usize / 2);
                 return Ok(());
             };
+            prop_assert_eq!(b.len() == BLOCK_SIZE as usize, footprint(&attrs) <= SPACE);
+            prop_assert_eq!(blocks_of(&b[..BLOCK_SIZE as usize]), Ok(b.len() as u64 / BLOCK_SIZE));
             let back = decode(&b).expect("an encoded block decodes");
             prop_assert_eq!(encode(&back), Some(b));
             prop_assert_eq!(back, attrs);
@@ -238,12 +440,40 @@ mod tests {
                     value: vec![0; value_len],
                 }])
             };
-            assert!(alone(value_max(name_len)).is_some(), "{name_len}");
-            assert!(alone(value_max(name_len) + 1).is_none(), "{name_len}");
+            let one = alone(value_max(name_len)).unwrap();
+            assert_eq!(one.len(), BLOCK_SIZE as usize, "{name_len}");
+            let run = alone(value_max(name_len) + 1).unwrap();
+            assert_eq!(run.len(), 2 * BLOCK_SIZE as usize, "{name_len}");
+            let most = alone(VALUE_MAX).unwrap();
+            assert_eq!(decode(&most).unwrap()[0].value.len(), VALUE_MAX);
         }
+        let many: Vec<Xattr> = (0..1000)
+            .map(|i| Xattr {
+                name: format!("user.attr{i:04}").into_bytes(),
+                value: vec![i as u8; 32],
+            })
+            .collect();
+        let b = encode(&many).unwrap();
+        assert_eq!(blocks_of(&b[..4096]), Ok(13));
+        let padded = encode_as(&many, 20).unwrap();
+        assert_eq!(blocks_of(&padded[..4096]), Ok(20));
+        assert_eq!(decode(&padded).unwrap(), many);
+        assert_eq!(encode_as(&many, 1), None);
+        assert_eq!(decode(&b).unwrap(), many);
+        let huge = vec![Xattr {
+            name: b"user.big".to_vec(),
+            value: vec![0; (RUN_BLOCKS_MAX * BLOCK_SIZE) as usize],
+        }];
+        assert_eq!(encode(&huge), None);
         let mut bad = b.clone();
         bad[HEADER + 5] ^= 1;
         assert_eq!(decode(&bad), Err(XattrError::BadChecksum));
         assert_eq!(decode(&vec![0u8; 4096]), Err(XattrError::BadMagic));
+        let mut run = encode(&many).unwrap();
+        run[RUN_HEADER + 40] ^= 1;
+        assert_eq!(decode(&run), Err(XattrError::BadChecksum));
+        assert_eq!(decode(&run[..4096]), Err(XattrError::BadEntry));
+        run[16] = 99;
+        assert_eq!(blocks_of(&run[..4096]), Err(XattrError::BadEntry));
     }
 }

@@ -16,12 +16,12 @@ use amber_format::FileKind;
 use amber_pmem::PmDevice;
 
 /// Checks the ACLs among `attrs`, the attributes of inode `ino` (a `kind`
-/// with `mode`) held in block `block`.
+/// with `mode`) held in the blocks `run`.
 pub(super) fn check_acls<D: PmDevice>(
     cx: &mut Ctx<'_, D>,
     ino: u64,
     (kind, mode): (FileKind, u32),
-    block: u64,
+    run: &[u64],
     attrs: &[Xattr],
 ) {
     let mut fixed = attrs.to_vec();
@@ -60,9 +60,11 @@ pub(super) fn check_acls<D: PmDevice>(
     if found.is_empty() {
         return;
     }
-    // Removing or rewriting entries in place never grows the list.
-    let bytes = xattr::encode(&fixed).expect("a list no larger than a valid one fits");
-    let off = cx.layout.block_offset(block);
+    // Removing or rewriting entries in place never grows the list, so it
+    // is rewritten into the blocks it had (all of them stay the inode's).
+    let bytes = xattr::encode_as(&fixed, run.len() as u64)
+        .expect("a list no larger than a valid one fits its blocks");
+    let off = cx.layout.block_offset(run[0]);
     for (what, fix) in found {
         cx.fixable(what, fix, |f| f.write(off, &bytes));
     }

@@ -1,12 +1,12 @@
 //! The inode table and every block map: field sanity, pointers into the
 //! data area, single ownership of each block, and block counts.
 
-use super::acls::check_acls;
 use super::repair::inode_off;
+use super::xattrs::check_xattr;
 use super::Ctx;
 use amber_format::blockmap::{capacity_blocks, MAX_FILE_SIZE, MAX_HEIGHT};
 use amber_format::inode::{flags, INLINE_MAX, OFF_MAP_ROOT};
-use amber_format::{xattr, FileKind, Inode, BLOCK_SIZE, INODE_SIZE, ROOT_INO};
+use amber_format::{FileKind, Inode, BLOCK_SIZE, INODE_SIZE, ROOT_INO};
 use amber_pmem::PmDevice;
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
@@ -16,8 +16,6 @@ const SYMLINK_MAX: u64 = 4095;
 
 /// Reserved inode bytes a v1 pool leaves zero.
 const RESERVED: [(usize, usize); 2] = amber_format::inode::RESERVED;
-/// Byte offset of the xattr-block field.
-const OFF_XATTR: u64 = amber_format::inode::OFF_XATTR as u64;
 /// Byte offset of the flags field.
 const OFF_FLAGS: u64 = amber_format::inode::OFF_FLAGS as u64;
 
@@ -47,7 +45,7 @@ pub(super) struct Scan {
 
 /// Where each block was first claimed, to name both claimants of a block
 /// owned twice.
-type Owners = FxHashMap<u64, u64>;
+pub(super) type Owners = FxHashMap<u64, u64>;
 
 /// Reads every inode slot and walks every in-use inode's block map.
 pub(super) fn scan<D: PmDevice>(cx: &mut Ctx<'_, D>, was_clean: bool) -> Scan {
@@ -122,9 +120,9 @@ fn check_inode<D: PmDevice>(
     rec.data = walked.data;
     // The attribute block is owned but, by design, not counted in `blocks`.
     let count = rec.blocks.len() as u64;
-    if let Some(b) = check_xattr(cx, owners, ino, (kind, rec.disk.mode), rec.disk.xattr_block) {
-        rec.blocks.push(b);
-    }
+    let xattr = rec.disk.xattr_block;
+    let owned = check_xattr(cx, owners, ino, (kind, rec.disk.mode), xattr);
+    rec.blocks.extend(owned);
     // A split pool's regular files count their blocks in their attribute
     // logs (check::split), a nova pool's in their logs (check::nova).
     let counted = !((cx.split.is_some() || cx.nova) && kind == FileKind::Regular);
@@ -198,48 +196,6 @@ fn check_block_count<D: PmDevice>(
         };
         cx.note(format!("{what} (left by a crash); {done}"));
     }
-}
-
-/// Validates and claims an inode's attribute block and the ACLs in it
-/// (for its kind and mode); returns it if owned.
-fn check_xattr<D: PmDevice>(
-    cx: &mut Ctx<'_, D>,
-    owners: &mut Owners,
-    ino: u64,
-    kind_mode: (FileKind, u32),
-    b: u64,
-) -> Option<u64> {
-    if b == 0 {
-        return None;
-    }
-    let off = inode_off(&cx.layout, ino) + OFF_XATTR;
-    let (why, owned) = if !cx.layout.is_data_block(b) {
-        (
-            format!("inode {ino} has attribute block {b}, outside the data area"),
-            false,
-        )
-    } else if let Some(&first) = owners.get(&b) {
-        cx.unfixable(format!(
-            "block {b} (attribute block of inode {ino}) is also owned by inode {first}"
-        ));
-        return None;
-    } else {
-        owners.insert(b, ino);
-        match xattr::decode(&cx.media.block(b)) {
-            Err(e) => (format!("inode {ino}: {e} (block {b})"), true),
-            Ok(attrs) => {
-                check_acls(cx, ino, kind_mode, b, &attrs);
-                return Some(b);
-            }
-        }
-    };
-    cx.fixable(
-        why,
-        "the attribute block is detached (its attributes are lost)",
-        |f| f.zero(off, 8),
-    );
-    // Until repair detaches it, the block is still the inode's on media.
-    (owned && !cx.repair).then_some(b)
 }
 
 fn check_symlink<D: PmDevice>(cx: &mut Ctx<'_, D>, ino: u64, rec: &mut Rec) {

@@ -27,6 +27,7 @@ mod space;
 mod split;
 mod superblock;
 mod tree;
+mod xattrs;
 mod zone;
 
 use crate::error::FsError;

@@ -6,7 +6,7 @@ use super::{Problem, Severity};
 use crate::error::FsError;
 use crate::fs::read_superblock;
 use amber_format::superblock::SUPERBLOCK_SIZE;
-use amber_format::{FormatError, Superblock};
+use amber_format::{FormatError, PoolState, Superblock};
 use amber_pmem::PmDevice;
 
 /// Reserved bytes of a v1 superblock (after the state word, and after the
@@ -59,6 +59,18 @@ pub(super) fn check<D: PmDevice>(
 fn judge_copy(i: usize, bytes: &[u8; SUPERBLOCK_SIZE], sb: &Superblock) -> Option<(String, bool)> {
     let other = NAMES[1 - i];
     match Superblock::decode(bytes) {
+        // A crash while the pool was in use can tear the copy being
+        // rewritten (A then B, each made durable before the next):
+        // the other one is whole, and the next mount rewrites both.
+        Err(FormatError::BadChecksum) if sb.state != PoolState::Clean => Some((
+            format!(
+                "superblock copy {} fails its checksum: an update was interrupted while the \
+                 pool was in use; the pool is read through copy {other}, and the next mount \
+                 rewrites both copies",
+                NAMES[i]
+            ),
+            false,
+        )),
         Err(e) => {
             let why = match e {
                 FormatError::BadMagic => "bad magic".to_string(),

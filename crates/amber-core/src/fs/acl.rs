@@ -5,6 +5,7 @@
 //! change here is one journal transaction and atomic across a crash.
 
 use super::namespace::NewNode;
+use super::xattr_store::Staged;
 use super::Core;
 use crate::acl::{self, put};
 use crate::error::{FsError, Result};
@@ -13,7 +14,7 @@ use crate::journal::Tx;
 use amber_format::acl::{self as format_acl, Acl, ACCESS_XATTR, DEFAULT_XATTR};
 use amber_format::inode::mode;
 use amber_format::xattr::{self, Xattr};
-use amber_format::FileKind;
+use amber_format::{FileKind, Inode};
 use amber_pmem::PmDevice;
 
 /// Whether `name` is one of the two ACL attributes.
@@ -86,7 +87,7 @@ impl<D: PmDevice> Core<D> {
         if !is_acl_name(name) {
             return Err(FsError::InvalidArgument("not an ACL attribute"));
         }
-        if value.len() > xattr::value_max(name.len()) {
+        if value.len() > xattr::VALUE_MAX {
             return Err(FsError::AttributeTooLarge);
         }
         self.change_xattrs(ino, |kind, attrs, mode| {
@@ -96,24 +97,26 @@ impl<D: PmDevice> Core<D> {
         })
     }
 
-    /// After a chmod to `perm` within `tx`: rewrites the access ACL's
-    /// owner, mask (or group) and other entries to match, in the same
-    /// transaction, when the inode has one. Its size does not change, so
-    /// it is rewritten in place through the journal.
-    pub(super) fn chmod_acl(&self, st: &InodeState, perm: u32, tx: &mut Tx) -> Result<()> {
-        let block = st.disk.xattr_block;
-        if block == 0 {
-            return Ok(());
+    /// After a chmod to `perm`, whose new inode image is `d`: rewrites the
+    /// access ACL's owner, mask (or group) and other entries to match, in
+    /// the same transaction `tx`, when the inode has one (None otherwise).
+    pub(super) fn chmod_acl(
+        &self,
+        st: &InodeState,
+        perm: u32,
+        d: &mut Inode,
+        tx: &mut Tx,
+    ) -> Result<Option<Staged>> {
+        if st.disk.xattr_block == 0 {
+            return Ok(None);
         }
         let mut attrs = self.xattrs_of(st)?;
         let Some(mut acl) = stored(st.ino, &attrs, ACCESS_XATTR)? else {
-            return Ok(());
+            return Ok(None);
         };
         acl::chmod(&mut acl, perm);
         put(&mut attrs, ACCESS_XATTR, Some(acl.encode()));
-        let bytes = xattr::encode(&attrs).ok_or(FsError::NoSpace)?;
-        tx.write(self.layout.block_offset(block), &bytes);
-        Ok(())
+        self.stage_xattrs(st, &attrs, d, tx).map(Some)
     }
 
     /// What a node created in directory `p` takes from its default ACL:

@@ -7,7 +7,7 @@ use crate::inode::InodeState;
 use crate::journal::Tx;
 use crate::types::{Attr, SetAttr, TimeSet};
 use amber_format::inode::mode;
-use amber_format::FileKind;
+use amber_format::{FileKind, Inode};
 use amber_pmem::PmDevice;
 
 /// What the file's flags allow of `set`: times set to now on an
@@ -70,10 +70,8 @@ impl<D: PmDevice> Core<D> {
         }
         let mut d = st.disk.clone();
         let mut changed = false;
-        let mut tx = Tx::new();
         if let Some(p) = set.perm {
             d.mode = (d.mode & mode::S_IFMT) | (p & mode::PERM_MASK);
-            self.chmod_acl(&st, p, &mut tx)?;
             changed = true;
         }
         if set.uid.is_some() || set.gid.is_some() {
@@ -103,14 +101,28 @@ impl<D: PmDevice> Core<D> {
         }
         if changed {
             d.ctime = now;
-            let res = self
-                .policy
-                .setattr_tx(self.context(), &mut st, &mut d, &mut tx);
-            self.guard(res)?;
-            tx.inode(&self.layout, ino, &d);
-            self.commit(tx)?;
-            st.disk = d;
+            self.commit_attrs(&mut st, d, set.perm)?;
         }
         Ok(attr_of(&st))
+    }
+
+    /// Commits `st`'s new image `d` with what the policy owes and, after a
+    /// chmod to `perm`, its access ACL in step, in one transaction.
+    fn commit_attrs(&self, st: &mut InodeState, mut d: Inode, perm: Option<u32>) -> Result<()> {
+        let mut tx = Tx::new();
+        let res = self.policy.setattr_tx(self.context(), st, &mut d, &mut tx);
+        self.guard(res)?;
+        let staged = match perm {
+            Some(p) => self.chmod_acl(st, p, &mut d, &mut tx)?,
+            None => None,
+        };
+        tx.inode(&self.layout, st.ino, &d);
+        if let Err(e) = self.commit(tx) {
+            staged.into_iter().for_each(|s| s.abandon(self));
+            return Err(e);
+        }
+        staged.into_iter().for_each(|s| s.finish(self));
+        st.disk = d;
+        Ok(())
     }
 }

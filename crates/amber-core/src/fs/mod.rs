@@ -13,6 +13,7 @@ mod options;
 mod rename;
 mod salvage;
 mod xattr;
+mod xattr_store;
 
 pub(crate) use mount::write_superblock;
 pub use mount::{format, format_for_replay, mount, read_superblock, RecoveryReport};

@@ -12,7 +12,7 @@ use crate::data;
 use crate::data::registry::policies_for;
 use crate::error::{FsError, Result};
 use crate::filelog::FileLog;
-use crate::inode::{read_inode, walk, InodeCache};
+use crate::inode::{read_inode, walk, xattr_run, InodeCache};
 use crate::journal::{self, Journals, Tx};
 use crate::mapped::MapTable;
 use crate::split::{self, SplitMedia};
@@ -333,13 +333,7 @@ fn claim_inode<D: PmDevice>(
         )));
     }
     let t = walk(dev, l, i.map_root, i.map_height)?;
-    if i.xattr_block != 0 && !l.is_data_block(i.xattr_block) {
-        return Err(FsError::Corrupted(format!(
-            "inode {ino} has xattr block {}, outside the data area",
-            i.xattr_block
-        )));
-    }
-    let xattr = (i.xattr_block != 0).then_some(i.xattr_block);
+    let xattr = xattr_run(dev, l, ino, i.xattr_block)?;
     let data = t.data.iter().map(|(_, b)| *b);
     let regular = i.kind() == Some(FileKind::Regular);
     // Only a nova file has a log; replaying (or walking an empty one)

@@ -9,7 +9,7 @@ use super::{attr_of, check_name, flags, live, Core};
 use crate::dir::{DirIndex, DirSlot};
 use crate::durability::{Atomicity, Durability};
 use crate::error::{FsError, Result};
-use crate::inode::{read_inode, walk, BlockIndex, InodeRef, InodeState};
+use crate::inode::{read_inode, walk, xattr_run, BlockIndex, InodeRef, InodeState};
 use crate::journal::Tx;
 use crate::types::{Attr, DirEntry, Owner};
 use amber_format::dirent::{self, SLOTS_PER_BLOCK};
@@ -183,8 +183,8 @@ impl<D: PmDevice> Core<D> {
         } else {
             Default::default()
         };
-        let xattr_block = match self.write_inherited(durability, atomicity, acls) {
-            Ok(b) => b,
+        let xattr_run = match self.write_inherited(durability, atomicity, acls) {
+            Ok(r) => r.unwrap_or(0..0),
             Err(e) => {
                 self.inos.free(ino);
                 if let Some(b) = target_block {
@@ -193,8 +193,12 @@ impl<D: PmDevice> Core<D> {
                 return Err(e);
             }
         };
-        child.xattr_block = xattr_block.unwrap_or(0);
-        let fresh: Vec<u64> = target_block.into_iter().chain(xattr_block).collect();
+        child.xattr_block = if xattr_run.is_empty() {
+            0
+        } else {
+            xattr_run.start
+        };
+        let fresh: Vec<u64> = target_block.into_iter().chain(xattr_run).collect();
         let mut tx = Tx::new();
         let mut pd = p.disk.clone();
         let dtype = n.kind.dtype();
@@ -476,9 +480,12 @@ impl<D: PmDevice> Core<D> {
         )?;
         let mut blocks: Vec<u64> = t.data.iter().map(|(_, b)| *b).collect();
         blocks.extend(t.nodes);
-        if st.disk.xattr_block != 0 {
-            blocks.push(st.disk.xattr_block);
-        }
+        blocks.extend(xattr_run(
+            &*self.dev,
+            &self.layout,
+            st.ino,
+            st.disk.xattr_block,
+        )?);
         let mut free = Inode::free();
         free.generation = st.disk.generation;
         free.zone_seq = st.disk.zone_seq;

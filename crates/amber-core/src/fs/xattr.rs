@@ -15,6 +15,7 @@ use crate::journal::Tx;
 use amber_format::xattr::{self, Xattr, NAME_MAX};
 use amber_format::FileKind;
 use amber_pmem::PmDevice;
+use std::ops::Range;
 
 /// Namespaces an attribute name may start with.
 const NAMESPACES: [&[u8]; 4] = [b"user.", b"trusted.", b"security.", b"system."];
@@ -109,10 +110,9 @@ impl<D: PmDevice> Core<D> {
         if is_acl_name(name) {
             return self.set_acl(ino, name, value, false);
         }
-        // Larger than the block could hold beside this name even alone:
-        // E2BIG. One that fits alone but not beside the inode's other
-        // attributes is ENOSPC, from encoding the new list.
-        if value.len() > xattr::value_max(name.len()) {
+        // Larger than Linux's limit: E2BIG. One that does not fit beside
+        // the inode's other attributes is ENOSPC, from encoding the list.
+        if value.len() > xattr::VALUE_MAX {
             return Err(FsError::AttributeTooLarge);
         }
         let setting = durability::check_set(name, value, self.policy.atomic_writes())?;
@@ -160,33 +160,25 @@ impl<D: PmDevice> Core<D> {
         })
     }
 
-    /// Writes a fresh attribute block holding what a new file inherits from
-    /// a directory with `durability` and `atomicity`, and the ACLs `acls`
+    /// Writes fresh blocks holding what a new file inherits from a
+    /// directory with `durability` and `atomicity`, and the ACLs `acls`
     /// (None when that is nothing). Not fenced: the creating transaction's
-    /// caller fences it before the inode links it, and frees it if the
-    /// creation fails.
+    /// caller fences them before the inode links them, and frees them if
+    /// the creation fails.
     pub(super) fn write_inherited(
         &self,
         durability: Durability,
         atomicity: Atomicity,
         acls: Vec<Xattr>,
-    ) -> Result<Option<u64>> {
+    ) -> Result<Option<Range<u64>>> {
         let mut attrs = durability::inherited(durability, atomicity);
         attrs.extend(acls);
-        if attrs.is_empty() {
-            return Ok(None);
-        }
-        let bytes = xattr::encode(&attrs).ok_or(FsError::NoSpace)?;
-        let b = self.blocks.alloc(None).ok_or(FsError::NoSpace)?;
-        self.dev.write_nt(self.layout.block_offset(b), &bytes);
-        Ok(Some(b))
+        self.write_new_list(&attrs)
     }
 
     /// Applies `f` (given the file's kind, to change the list and the mode)
-    /// and commits the new block and mode together (a fresh block is written and fenced before
-    /// the transaction links it; an emptied list frees the block after the
-    /// transaction). The DRAM inode's durability and atomicity follow the
-    /// committed list.
+    /// and commits the new list and mode together (`xattr_store.rs`). The
+    /// DRAM inode's durability and atomicity follow the committed list.
     pub(super) fn change_xattrs(
         &self,
         ino: u64,
@@ -221,40 +213,17 @@ impl<D: PmDevice> Core<D> {
 
     /// Commits `attrs` as the inode's attribute list, with `mode`.
     fn store_xattrs(&self, st: &mut InodeState, attrs: Vec<Xattr>, mode: u32) -> Result<()> {
-        let ino = st.ino;
         let mut d = st.disk.clone();
         d.ctime = self.now();
         d.mode = mode;
         let mut tx = Tx::new();
-        let old = st.disk.xattr_block;
-        let mut fresh = None;
-        if attrs.is_empty() {
-            d.xattr_block = 0;
-        } else {
-            let bytes = xattr::encode(&attrs).ok_or(FsError::NoSpace)?;
-            if old == 0 {
-                let b = self.blocks.alloc(None).ok_or(FsError::NoSpace)?;
-                self.dev.write_nt(self.layout.block_offset(b), &bytes);
-                if let Err(e) = self.drain() {
-                    self.blocks.free(b);
-                    return Err(e);
-                }
-                d.xattr_block = b;
-                fresh = Some(b);
-            } else {
-                tx.write(self.layout.block_offset(old), &bytes);
-            }
-        }
-        tx.inode(&self.layout, ino, &d);
+        let staged = self.stage_xattrs(st, &attrs, &mut d, &mut tx)?;
+        tx.inode(&self.layout, st.ino, &d);
         if let Err(e) = self.commit(tx) {
-            if let Some(b) = fresh {
-                self.blocks.free(b);
-            }
+            staged.abandon(self);
             return Err(e);
         }
-        if old != 0 && d.xattr_block == 0 {
-            self.blocks.free(old);
-        }
+        staged.finish(self);
         st.disk = d;
         (st.durability, st.atomicity) = durability::of(&attrs);
         st.capability = has_capability(&attrs);

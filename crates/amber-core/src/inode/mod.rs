@@ -20,6 +20,7 @@ use amber_format::xattr::{self, Xattr};
 use amber_format::{FileKind, Inode, Layout, BLOCK_SIZE, INODE_SIZE};
 use amber_pmem::PmDevice;
 use std::any::Any;
+use std::ops::Range;
 
 /// One inode in DRAM: what every data policy is handed, under the
 /// inode's lock, for the file it works on.
@@ -85,23 +86,46 @@ pub(crate) fn has_capability(attrs: &[Xattr]) -> bool {
     attrs.iter().any(|a| a.name == CAPABILITY_XATTR)
 }
 
-/// The extended attributes in block `block` of inode `ino` (none if 0).
+/// The blocks of inode `ino`'s attributes, whose first block is `block`
+/// (none if 0): one block, or a run its head counts. Each is checked to
+/// be a data block before anything trusts it.
+pub fn xattr_run<D: PmDevice>(
+    dev: &D,
+    layout: &Layout,
+    ino: u64,
+    block: u64,
+) -> Result<Range<u64>> {
+    if block == 0 {
+        return Ok(0..0);
+    }
+    let outside = || FsError::Corrupted(format!("inode {ino} has xattr block {block}"));
+    if !layout.is_data_block(block) {
+        return Err(outside());
+    }
+    let mut head = vec![0u8; BLOCK_SIZE as usize];
+    dev.read(layout.block_offset(block), &mut head);
+    let n = xattr::blocks_of(&head).map_err(|e| FsError::Corrupted(format!("inode {ino}: {e}")))?;
+    let run = block..block + n;
+    if !run.clone().all(|b| layout.is_data_block(b)) {
+        return Err(outside());
+    }
+    Ok(run)
+}
+
+/// The extended attributes of inode `ino`, whose first attribute block is
+/// `block` (none if 0).
 pub fn read_xattrs<D: PmDevice>(
     dev: &D,
     layout: &Layout,
     ino: u64,
     block: u64,
 ) -> Result<Vec<Xattr>> {
-    if block == 0 {
+    let run = xattr_run(dev, layout, ino, block)?;
+    if run.is_empty() {
         return Ok(Vec::new());
     }
-    if !layout.is_data_block(block) {
-        return Err(FsError::Corrupted(format!(
-            "inode {ino} has xattr block {block}"
-        )));
-    }
-    let mut buf = vec![0u8; BLOCK_SIZE as usize];
-    dev.read(layout.block_offset(block), &mut buf);
+    let mut buf = vec![0u8; ((run.end - run.start) * BLOCK_SIZE) as usize];
+    dev.read(layout.block_offset(run.start), &mut buf);
     xattr::decode(&buf).map_err(|e| FsError::Corrupted(format!("inode {ino}: {e}")))
 }
 

@@ -704,14 +704,22 @@ fn setx(p: &str, name: &str, len: usize, seed: u64) -> Op {
 }
 
 /// Extended attributes: the first one allocates the block, later ones
-/// rewrite it in place through the journal, the last removal frees it; on
-/// a file, a directory and a symlink.
+/// rewrite it in place through the journal, one that outgrows the block
+/// moves the list to a run (the pool's first: its feature bit is set) and
+/// another run, a removal brings it back to one block, the last removal
+/// frees it; on a file, a directory and a symlink.
 fn xattrs() -> Vec<Op> {
     vec![
         mkdir("d"),
         create("d/f"),
         setx("d/f", "user.a", 10, 1),
         setx("d/f", "user.b", 1000, 2),
+        setx("d/f", "user.big", 5000, 7),
+        setx("d/f", "user.big", 9000, 8),
+        Op::RemoveXattr {
+            path: s("d/f"),
+            name: s("user.big"),
+        },
         setx("d/f", "user.a", 3000, 3),
         setx("d", "trusted.t", 5, 4),
         Op::RemoveXattr {
