@@ -206,6 +206,21 @@ static void fork_child(void) {
     CHECK(read(fd, &c, 1) == 1 && c == 'l' && close(fd) == 0);
 }
 
+/* statx shows chattr's append-only flag as ext4 does: "flagged" was made
+ * append-only by the test before this ran; a new file has no flag. */
+static void statx_attributes(void) {
+    struct statx x;
+    CHECK(statx(AT_FDCWD, at("flagged"), 0, STATX_BASIC_STATS, &x) == 0);
+    CHECK(x.stx_attributes_mask & STATX_ATTR_APPEND);
+    CHECK(x.stx_attributes_mask & STATX_ATTR_IMMUTABLE);
+    CHECK(x.stx_attributes & STATX_ATTR_APPEND);
+    CHECK(!(x.stx_attributes & STATX_ATTR_IMMUTABLE));
+    int fd = open(at("plain"), O_CREAT | O_WRONLY, 0644);
+    CHECK(fd >= 0 && close(fd) == 0);
+    CHECK(statx(AT_FDCWD, at("plain"), 0, STATX_BASIC_STATS, &x) == 0);
+    CHECK(!(x.stx_attributes & (STATX_ATTR_APPEND | STATX_ATTR_IMMUTABLE)));
+}
+
 int main(int argc, char **argv) {
     CHECK(argc == 2);
     snprintf(M, sizeof M, "%s", argv[1]);
@@ -216,6 +231,7 @@ int main(int argc, char **argv) {
     descriptors();
     fork_child();
     standard_streams();
+    statx_attributes();
     printf("calls.c: ok\n");
     unflushed_at_exit();
     return 0;

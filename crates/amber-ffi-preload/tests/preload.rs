@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use amber_core::{Fs, MountOptions};
+use amber_format::inode::flags::APPEND;
 use amber_format::FormatParams;
 use amber_pmem::{MapOptions, MmapDevice};
 
@@ -121,6 +122,11 @@ fn every_covered_call_under_the_interposer() {
     cc.args(["-Wall", "-Werror", "-o"]).arg(&exe).arg(src);
     ok(cc);
     let p = pool("calls");
+    with_pool(&p, |fs| {
+        fs.write("/flagged", b"log").unwrap();
+        let ino = fs.metadata("/flagged").unwrap().attr().ino;
+        fs.core().set_flags(ino, APPEND).unwrap();
+    });
     // The mount directory need not exist in the kernel at all.
     let mount = work.path().join("not-in-the-kernel");
     let mut c = preloaded(exe.to_str().unwrap(), &p, &mount);

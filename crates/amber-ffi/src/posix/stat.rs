@@ -2,6 +2,7 @@
 //! attributes.
 
 use amber_core::{Attr, StatFs};
+use amber_format::inode::flags;
 use amber_format::{Timespec, BLOCK_SIZE};
 
 /// The device number every served file reports: tools that compare
@@ -51,9 +52,21 @@ fn sx_ts(t: Timespec) -> libc::statx_timestamp {
     x
 }
 
+/// statx's view of `a`, with the append-only and immutable flags as
+/// attributes (what ext4 reports for `chattr +a` and `+i`).
 pub fn statx(a: &Attr) -> libc::statx {
     let mut x: libc::statx = zeroed();
     x.stx_mask = libc::STATX_BASIC_STATS | libc::STATX_BTIME;
+    let shown = [
+        (flags::APPEND, libc::STATX_ATTR_APPEND as u64),
+        (flags::IMMUTABLE, libc::STATX_ATTR_IMMUTABLE as u64),
+    ];
+    x.stx_attributes_mask = shown.iter().fold(0, |m, (_, attr)| m | attr);
+    for (flag, attr) in shown {
+        if a.flags & flag != 0 {
+            x.stx_attributes |= attr;
+        }
+    }
     x.stx_blksize = BLOCK_SIZE as u32;
     x.stx_nlink = a.nlink;
     x.stx_uid = a.uid;
