@@ -59,23 +59,5 @@ for rep in $(seq 1 "$reps"); do
   done
 done
 
-python3 - "$out" "$reps" <<'PY'
-import json, statistics, sys, os
-out, reps = sys.argv[1], int(sys.argv[2])
-jobs = ["seq-write-4k", "rand-write-4k-fsync", "rand-overwrite-128b-fsync", "rand-read-4k"]
-targets = ["amber", "ext4", "tmpfs"]
-def metric(path):
-    j = json.load(open(path))["jobs"][0]
-    side = j["write"] if j["write"]["io_bytes"] > 0 else j["read"]
-    return side["iops"], side["bw_bytes"] / 2**20
-print("| job | target | IOPS (median) | MiB/s (median) | amber / ext4 |")
-print("|---|---|---|---|---|")
-for job in jobs:
-    med = {}
-    for t in targets:
-        vals = [metric(os.path.join(out, f"{job}.{t}.{r}.json")) for r in range(1, reps + 1)]
-        med[t] = (statistics.median(v[0] for v in vals), statistics.median(v[1] for v in vals))
-    for t in targets:
-        ratio = f"{med['amber'][0] / med['ext4'][0]:.2f}x" if t == "amber" else ""
-        print(f"| {job} | {t} | {med[t][0]:,.0f} | {med[t][1]:,.1f} | {ratio} |")
-PY
+python3 "$top/bench/fio_table.py" "$out" "$reps" \
+    seq-write-4k,rand-write-4k-fsync,rand-overwrite-128b-fsync,rand-read-4k amber,ext4,tmpfs

@@ -14,6 +14,7 @@ use crate::journal::Tx;
 use crate::types::{Attr, DirEntry, Owner};
 use amber_format::dirent::{self, SLOTS_PER_BLOCK};
 use amber_format::inode::{mode, INLINE_MAX};
+use amber_format::xattr::Xattr;
 use amber_format::{FileKind, Inode, BLOCK_SIZE};
 use amber_pmem::PmDevice;
 
@@ -162,43 +163,14 @@ impl<D: PmDevice> Core<D> {
         let now = self.now();
         let mut child = self.new_inode(ino, &p, &n, now);
         let mut map = BlockIndex::default();
-        let mut target_block = None;
-        if let Some(t) = n.target {
-            match self.store_target(&mut child, &mut map, t) {
-                Ok(b) => target_block = b,
-                Err(e) => {
-                    self.inos.free(ino);
-                    return Err(e);
-                }
-            }
-        }
-        // Durability and atomicity pass from the directory to a new file
-        // or directory in the same transaction as its creation (no crash
-        // shows the file without them), as do its ACLs; other kinds take
-        // no user. attributes (as on Linux) and have no data or entries
-        // to use them.
-        let inherits = matches!(n.kind, FileKind::Regular | FileKind::Directory);
-        let (durability, atomicity) = if inherits {
-            (p.durability, p.atomicity)
-        } else {
-            Default::default()
-        };
-        let xattr_run = match self.write_inherited(durability, atomicity, acls) {
-            Ok(r) => r.unwrap_or(0..0),
+        let written = self.write_node_blocks(&p, &n, acls, &mut child, &mut map);
+        let (fresh, durability, atomicity) = match written {
+            Ok(w) => w,
             Err(e) => {
                 self.inos.free(ino);
-                if let Some(b) = target_block {
-                    self.blocks.free(b);
-                }
                 return Err(e);
             }
         };
-        child.xattr_block = if xattr_run.is_empty() {
-            0
-        } else {
-            xattr_run.start
-        };
-        let fresh: Vec<u64> = target_block.into_iter().chain(xattr_run).collect();
         let mut tx = Tx::new();
         let mut pd = p.disk.clone();
         let dtype = n.kind.dtype();
@@ -229,6 +201,43 @@ impl<D: PmDevice> Core<D> {
         p.disk = pd;
         self.apply_add_entry(&mut p, place, name, ino, dtype);
         Ok(self.cache_new(ino, child, map, durability, atomicity))
+    }
+
+    /// Writes what a new node `child` links besides itself, unfenced: a
+    /// long symlink's target, and the attributes it takes from directory
+    /// `p` in its creating transaction (no crash shows it without them) —
+    /// durability and atomicity for a file or directory (other kinds take
+    /// no user. attributes, as on Linux, and have no data or entries to
+    /// use them) and its ACLs `acls`. Returns those blocks and the
+    /// durability and atomicity; on failure frees what it took.
+    fn write_node_blocks(
+        &self,
+        p: &InodeState,
+        n: &NewNode<'_>,
+        acls: Vec<Xattr>,
+        child: &mut Inode,
+        map: &mut BlockIndex,
+    ) -> Result<(Vec<u64>, Durability, Atomicity)> {
+        let target_block = match n.target {
+            Some(t) => self.store_target(child, map, t)?,
+            None => None,
+        };
+        let inherits = matches!(n.kind, FileKind::Regular | FileKind::Directory);
+        let (durability, atomicity) = if inherits {
+            (p.durability, p.atomicity)
+        } else {
+            Default::default()
+        };
+        let run = match self.write_inherited(durability, atomicity, acls) {
+            Ok(r) => r.unwrap_or(0..0),
+            Err(e) => {
+                target_block.into_iter().for_each(|b| self.blocks.free(b));
+                return Err(e);
+            }
+        };
+        child.xattr_block = if run.is_empty() { 0 } else { run.start };
+        let fresh = target_block.into_iter().chain(run).collect();
+        Ok((fresh, durability, atomicity))
     }
 
     /// Stores a symlink's target in the new inode `child`: inline when it
