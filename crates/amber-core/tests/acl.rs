@@ -5,26 +5,17 @@
 
 use amber_core::acl::{from_text, to_text};
 use amber_core::check::{check, CheckOptions};
-use amber_core::fs::{format, mount, XattrSet};
+use amber_core::fs::{mount, XattrSet};
 use amber_core::{Core, FsError, Owner, SetAttr};
 use amber_format::acl::{ACCESS_XATTR, DEFAULT_XATTR, VERSION};
 use amber_format::FileKind;
 use amber_format::ROOT_INO;
-use amber_pmem::{MapOptions, MmapDevice};
-use std::sync::Arc;
+use amber_pmem::MmapDevice;
 
 mod common;
-use common::{classic_params, direct};
+use common::{direct, fresh_core};
 
 const ME: Owner = Owner::new(1000, 1000);
-
-fn fresh() -> (Arc<MmapDevice>, Core<MmapDevice>) {
-    let size = 32 << 20;
-    let dev = Arc::new(MmapDevice::anonymous(size, &MapOptions::default()).unwrap());
-    format(&*dev, &classic_params(size)).unwrap();
-    let (fs, _) = mount(dev.clone(), direct()).unwrap();
-    (dev, fs)
-}
 
 fn acl(text: &str) -> Vec<u8> {
     from_text(text).unwrap().encode()
@@ -44,7 +35,7 @@ fn perm(fs: &Core<MmapDevice>, ino: u64) -> u32 {
 
 #[test]
 fn an_access_acl_is_the_mode_and_chmod_keeps_them_in_step() {
-    let (_dev, fs) = fresh();
+    let (_dev, fs) = fresh_core();
     let f = fs
         .mknod(ROOT_INO, b"f", FileKind::Regular, 0o2644, 0, ME)
         .unwrap()
@@ -108,7 +99,7 @@ fn an_access_acl_is_the_mode_and_chmod_keeps_them_in_step() {
 
 #[test]
 fn bad_acls_are_refused() {
-    let (_dev, fs) = fresh();
+    let (_dev, fs) = fresh_core();
     let f = fs
         .mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, ME)
         .unwrap()
@@ -141,7 +132,7 @@ fn bad_acls_are_refused() {
 
 #[test]
 fn a_default_acl_replaces_the_umask_and_passes_to_directories() {
-    let (_dev, fs) = fresh();
+    let (_dev, fs) = fresh_core();
     let masked = ME.with_umask(0o077);
     let plain = fs.mkdir(ROOT_INO, b"plain", 0o777, masked).unwrap();
     assert_eq!(plain.perm, 0o700);
@@ -176,7 +167,7 @@ fn a_default_acl_replaces_the_umask_and_passes_to_directories() {
 
 #[test]
 fn acls_survive_remount_and_crash_with_a_clean_fsck() {
-    let (dev, fs) = fresh();
+    let (dev, fs) = fresh_core();
     let d = fs.mkdir(ROOT_INO, b"d", 0o755, ME).unwrap().ino;
     fs.set_acl(
         d,

@@ -11,21 +11,13 @@ use amber_pmem::{MapOptions, MmapDevice};
 use std::sync::Arc;
 
 mod common;
-use common::{classic_params, direct};
+use common::{direct, fresh_core};
 
 const ME: Owner = Owner::new(0, 0);
 
-fn fresh() -> (Arc<MmapDevice>, Core<MmapDevice>) {
-    let size = 32 << 20;
-    let dev = Arc::new(MmapDevice::anonymous(size, &MapOptions::default()).unwrap());
-    format(&*dev, &classic_params(size)).unwrap();
-    let (fs, _) = mount(dev.clone(), direct()).unwrap();
-    (dev, fs)
-}
-
 #[test]
 fn xattrs_set_get_list_remove_and_survive_remount_and_crash() {
-    let (dev, fs) = fresh();
+    let (dev, fs) = fresh_core();
     let f = fs
         .mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, ME)
         .unwrap();
@@ -83,7 +75,7 @@ fn xattrs_set_get_list_remove_and_survive_remount_and_crash() {
 /// a clean fsck.
 #[test]
 fn xattrs_beyond_one_block_take_a_run() {
-    let (dev, fs) = fresh();
+    let (dev, fs) = fresh_core();
     let f = fs
         .mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, ME)
         .unwrap()
@@ -144,7 +136,7 @@ fn xattrs_beyond_one_block_take_a_run() {
 
 #[test]
 fn fallocate_keep_size_punch_and_seek() {
-    let (dev, fs) = fresh();
+    let (dev, fs) = fresh_core();
     let f = fs
         .mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, ME)
         .unwrap();
@@ -197,7 +189,7 @@ fn fallocate_keep_size_punch_and_seek() {
 
 #[test]
 fn extending_over_preallocated_blocks_reads_zeros() {
-    let (_dev, fs) = fresh();
+    let (_dev, fs) = fresh_core();
     let f = fs
         .mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, ME)
         .unwrap();
@@ -214,7 +206,7 @@ fn extending_over_preallocated_blocks_reads_zeros() {
 /// as it was.
 #[test]
 fn allocating_more_than_the_pool_fails_cleanly() {
-    let (_dev, fs) = fresh();
+    let (_dev, fs) = fresh_core();
     let f = fs
         .mknod(ROOT_INO, b"f", FileKind::Regular, 0o644, 0, ME)
         .unwrap();
@@ -333,7 +325,7 @@ fn a_write_drops_file_capabilities() {
         (dev, MountOptions::default())
     };
     let direct_dev = || {
-        let (dev, _) = fresh();
+        let (dev, _) = fresh_core();
         (dev, direct())
     };
     for (dev, opts) in [amber_dev(), direct_dev()] {

@@ -188,10 +188,7 @@ fn encode_block(attrs: &[Xattr]) -> Option<Vec<u8>> {
             reserved: 0,
             value_len: (a.value.len() as u16).into(),
         };
-        for part in [e.as_bytes(), &a.name, &a.value] {
-            b[at..at + part.len()].copy_from_slice(part);
-            at += part.len();
-        }
+        at = put_entry(&mut b, at, e.as_bytes(), a);
     }
     let mut h = RawHeader {
         magic: MAGIC.into(),
@@ -203,6 +200,16 @@ fn encode_block(attrs: &[Xattr]) -> Option<Vec<u8>> {
     h.crc = crc32c_append(crc32c(&h.as_bytes()[..CRC_COVERS]), &b[HEADER..at]).into();
     b[..HEADER].copy_from_slice(h.as_bytes());
     Some(b)
+}
+
+/// Writes an entry (its header, name and value) into `b` at `at`;
+/// returns where the next one starts.
+fn put_entry(b: &mut [u8], mut at: usize, header: &[u8], a: &Xattr) -> usize {
+    for part in [header, &a.name, &a.value] {
+        b[at..at + part.len()].copy_from_slice(part);
+        at += part.len();
+    }
+    at
 }
 
 /// Encodes `attrs` into a run of at least `min_blocks` (2 or more)
@@ -228,10 +235,7 @@ fn encode_run(attrs: &[Xattr], min_blocks: u64) -> Option<Vec<u8>> {
             reserved: [0; 3],
             value_len: (a.value.len() as u32).into(),
         };
-        for part in [e.as_bytes(), &a.name, &a.value] {
-            b[at..at + part.len()].copy_from_slice(part);
-            at += part.len();
-        }
+        at = put_entry(&mut b, at, e.as_bytes(), a);
     }
     let mut h = RawRunHeader {
         magic: RUN_MAGIC.into(),
@@ -319,17 +323,33 @@ fn decode_run(b: &[u8]) -> Result<Vec<Xattr>, XattrError> {
     if used > rest.len() {
         return Err(XattrError::BadEntry);
     }
-    let mut entries = &rest[..used];
+    let entries = &rest[..used];
     if h.crc.get() != run_crc(&b[..RUN_HEADER], entries) {
         return Err(XattrError::BadChecksum);
     }
-    let count = h.count.get() as usize;
-    let mut out = Vec::with_capacity(count.min(used / RUN_ENTRY_HEADER));
+    read_entries(entries, h.count.get() as usize, RUN_ENTRY_HEADER, |h| {
+        let e = RawRunEntry::ref_from_bytes(h).ok()?;
+        Some((e.name_len as usize, e.value_len.get() as usize))
+    })
+}
+
+/// Reads `count` entries packed in `entries`: each a `header`-byte
+/// header whose name and value lengths `lens` reads, then the name and
+/// the value. Every length is checked against what is left, and the
+/// entries must fill `entries` exactly.
+fn read_entries(
+    mut entries: &[u8],
+    count: usize,
+    header: usize,
+    lens: impl Fn(&[u8]) -> Option<(usize, usize)>,
+) -> Result<Vec<Xattr>, XattrError> {
+    let mut out = Vec::with_capacity(count.min(entries.len() / header));
     for _ in 0..count {
-        let Ok((e, tail)) = RawRunEntry::ref_from_prefix(entries) else {
+        if entries.len() < header {
             return Err(XattrError::BadEntry);
-        };
-        let (nl, vl) = (e.name_len as usize, e.value_len.get() as usize);
+        }
+        let (h, tail) = entries.split_at(header);
+        let (nl, vl) = lens(h).ok_or(XattrError::BadEntry)?;
         if nl == 0 || vl > tail.len() || nl + vl > tail.len() {
             return Err(XattrError::BadEntry);
         }
@@ -358,29 +378,14 @@ fn decode_block(b: &[u8]) -> Result<Vec<Xattr>, XattrError> {
     if used > SPACE {
         return Err(XattrError::BadEntry);
     }
-    let mut entries = &rest[..used];
+    let entries = &rest[..used];
     if h.crc.get() != crc32c_append(crc32c(&b[..CRC_COVERS]), entries) {
         return Err(XattrError::BadChecksum);
     }
-    let mut out = Vec::with_capacity(count.min(SPACE / ENTRY_HEADER));
-    for _ in 0..count {
-        let Ok((e, tail)) = RawEntry::ref_from_prefix(entries) else {
-            return Err(XattrError::BadEntry);
-        };
-        let (nl, vl) = (e.name_len as usize, e.value_len.get() as usize);
-        if nl == 0 || nl + vl > tail.len() {
-            return Err(XattrError::BadEntry);
-        }
-        out.push(Xattr {
-            name: tail[..nl].to_vec(),
-            value: tail[nl..nl + vl].to_vec(),
-        });
-        entries = &tail[nl + vl..];
-    }
-    if !entries.is_empty() {
-        return Err(XattrError::BadEntry);
-    }
-    Ok(out)
+    read_entries(entries, count, ENTRY_HEADER, |h| {
+        let e = RawEntry::ref_from_bytes(h).ok()?;
+        Some((e.name_len as usize, e.value_len.get() as usize))
+    })
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 #![allow(dead_code)]
 
 use amber_core::check::{check, CheckOptions, CheckReport, Severity};
-use amber_core::{File, Fs, MountOptions, OpenOptions};
+use amber_core::{Core, File, Fs, MountOptions, OpenOptions};
 use amber_format::{FormatParams, PoolLayout};
 use amber_pmem::{MapOptions, MmapDevice};
 use std::sync::Arc;
@@ -61,6 +61,16 @@ pub fn formatted_for(opts: &MountOptions, size: u64) -> Arc<MmapDevice> {
     };
     Fs::format(&*dev, &params).unwrap();
     dev
+}
+
+/// A fresh 32 MiB classic pool on an anonymous device, mounted under
+/// `direct` through the inode-level API.
+pub fn fresh_core() -> (Arc<MmapDevice>, Core<MmapDevice>) {
+    let size = 32 << 20;
+    let dev = Arc::new(MmapDevice::anonymous(size, &MapOptions::default()).unwrap());
+    amber_core::fs::format(&*dev, &classic_params(size)).unwrap();
+    let (fs, _) = amber_core::fs::mount(dev.clone(), direct()).unwrap();
+    (dev, fs)
 }
 
 /// The mounted policy's counter `name`.
