@@ -71,6 +71,15 @@ layout=()
 "$amberfs" mkfs "$pool" --size 2G --inodes 262144 "${layout[@]}"
 mount_pool
 
+step "statx attributes through FUSE (README: the kernel drops a daemon's)"
+cc -O2 -Wall -Werror -o "$work/statx_probe" "$here/statx_probe.c" -lpthread
+mkdir "$work/probe"
+probe=$("$work/statx_probe" "$work/probe")
+echo "$probe"
+if grep -q "append shown" <<<"$probe"; then
+    echo "this kernel passes statx attributes: README's note is stale; answer FUSE_STATX"; exit 1
+fi
+
 step "pjdfstest $("$pjd" --version 2>/dev/null || true)"
 mkdir "$mnt/pjd"
 chmod 0777 "$mnt/pjd"
