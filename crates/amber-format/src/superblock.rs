@@ -71,6 +71,27 @@ pub const KNOWN_INCOMPAT: u64 = FEATURE_ZONE
     | FEATURE_ZONE_EXTENTS
     | FEATURE_OWN_RECORDS
     | FEATURE_XATTR_RUNS;
+/// The incompatible features by the names `amberfs info` shows.
+pub const INCOMPAT_NAMES: [(u64, &str); 7] = [
+    (FEATURE_ZONE, "zone"),
+    (FEATURE_SPLIT, "split"),
+    (FEATURE_LOG_RECORDS, "log-records"),
+    (FEATURE_NOVA, "nova"),
+    (FEATURE_ZONE_EXTENTS, "zone-extents"),
+    (FEATURE_OWN_RECORDS, "own-records"),
+    (FEATURE_XATTR_RUNS, "xattr-runs"),
+];
+
+const _: () = {
+    let mut all = 0;
+    let mut i = 0;
+    while i < INCOMPAT_NAMES.len() {
+        all |= INCOMPAT_NAMES[i].0;
+        i += 1;
+    }
+    assert!(all == KNOWN_INCOMPAT, "every known feature has a name");
+};
+
 /// Read-only-compatible features this version understands.
 pub const KNOWN_RO_COMPAT: u64 = 0;
 /// Number of u64 region descriptors reserved for later features.

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use amber_format::split::FEATURE_OWN_RECORDS;
+use amber_format::superblock::INCOMPAT_NAMES;
 use amber_format::{PoolLayout, PoolState, Superblock, BLOCK_SIZE};
 use amber_pmem::MapInfo;
 use serde::Serialize;
@@ -271,11 +272,19 @@ fn print_identity(i: &Info) -> CliResult<()> {
     let f = &i.features;
     row("pool", i.pool.clone())?;
     row("format version", i.version.to_string())?;
+    let named: Vec<&str> = INCOMPAT_NAMES
+        .iter()
+        .filter(|(bit, _)| f.incompat & bit != 0)
+        .map(|(_, name)| *name)
+        .collect();
     row(
         "features",
         format!(
-            "compat {:#x}, incompat {:#x}, ro_compat {:#x}",
-            f.compat, f.incompat, f.ro_compat
+            "compat {:#x}, incompat {:#x} ({}), ro_compat {:#x}",
+            f.compat,
+            f.incompat,
+            named.join(", "),
+            f.ro_compat
         ),
     )?;
     row("layout", i.layout.to_string())?;
