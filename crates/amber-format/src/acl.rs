@@ -244,6 +244,26 @@ pub fn decode(value: &[u8]) -> Result<Option<Acl>, AclError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any value a user or the media hands in is refused or is an ACL
+        /// that encodes back to the same bytes.
+        #[test]
+        fn values_are_refused_or_round_trip(
+            entries in proptest::collection::vec((0u16..0x41, 0u16..9, any::<u32>()), 0..12),
+        ) {
+            let mut value = VERSION.to_le_bytes().to_vec();
+            for (tag, perm, id) in entries {
+                value.extend_from_slice(&tag.to_le_bytes());
+                value.extend_from_slice(&perm.to_le_bytes());
+                value.extend_from_slice(&id.to_le_bytes());
+            }
+            if let Ok(Some(acl)) = decode(&value) {
+                prop_assert_eq!(acl.encode(), value);
+            }
+        }
+    }
 
     fn e(tag: Tag, perm: u8, id: u32) -> AclEntry {
         AclEntry { tag, perm, id }

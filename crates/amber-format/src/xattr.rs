@@ -394,6 +394,28 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        /// Bytes from media with a run's magic never panic the decoder,
+        /// whatever the header claims, and what it accepts encodes back.
+        #[test]
+        fn garbage_runs_are_refused_or_sound(
+            blocks in 2usize..5,
+            claimed in any::<u16>(),
+            count in any::<u32>(),
+            used in any::<u32>(),
+            seed in proptest::collection::vec(any::<u8>(), 64),
+        ) {
+            let mut b: Vec<u8> = seed.iter().cycle().take(blocks * BLOCK_SIZE as usize).copied().collect();
+            b[..4].copy_from_slice(&RUN_MAGIC.to_le_bytes());
+            b[4..8].copy_from_slice(&count.to_le_bytes());
+            b[8..12].copy_from_slice(&used.to_le_bytes());
+            b[16..18].copy_from_slice(&claimed.to_le_bytes());
+            let _ = blocks_of(&b[..BLOCK_SIZE as usize]);
+            if let Ok(attrs) = decode(&b) {
+                let again = encode(&attrs).expect("what decoded fits");
+                prop_assert_eq!(decode(&again), Ok(attrs));
+            }
+        }
+
         /// Every set of attributes that fits a block decodes to itself,
         /// and the block encodes back unchanged.
         #[test]

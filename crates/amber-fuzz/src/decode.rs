@@ -13,7 +13,7 @@ use amber_format::split::{AttrEntry, LogicalInfo, Record};
 use amber_format::superblock::SUPERBLOCK_SIZE;
 use amber_format::zone::{Descriptor, ZoneGeometry, DESC_SIZE, HEADER_LEN};
 use amber_format::zone_extent::{Extent, EXTENT_SIZE};
-use amber_format::{xattr, Inode, Superblock, BLOCK_SIZE, INODE_SIZE};
+use amber_format::{acl, xattr, Inode, Superblock, BLOCK_SIZE, INODE_SIZE};
 
 /// Longest input looked at: a journal's largest size.
 const MAX_INPUT: usize = 256 * BLOCK_SIZE as usize;
@@ -36,11 +36,22 @@ pub fn decode_all(data: &[u8]) {
     inodes(&block);
     dirents(&block);
     records(&block);
-    if let Ok(attrs) = xattr::decode(&block) {
-        let again = xattr::encode(&attrs).expect("decoded attributes fit a block");
+    attributes(data, &block);
+    journal_of(data);
+}
+
+/// Attribute blocks and runs (as many blocks as the head claims, when
+/// the input has them), and POSIX ACL values.
+fn attributes(data: &[u8], block: &[u8]) {
+    let blocks = xattr::blocks_of(block).unwrap_or(1) as usize;
+    let whole = data.get(..blocks * BLOCK_SIZE as usize).unwrap_or(block);
+    if let Ok(attrs) = xattr::decode(whole) {
+        let again = xattr::encode(&attrs).expect("decoded attributes fit a run");
         assert_eq!(xattr::decode(&again), Ok(attrs), "xattr round trip");
     }
-    journal_of(data);
+    if let Ok(Some(acl)) = acl::decode(data.get(..BLOCK_SIZE as usize).unwrap_or(data)) {
+        assert_eq!(acl::decode(&acl.encode()), Ok(Some(acl)), "ACL round trip");
+    }
 }
 
 fn superblocks(data: &[u8]) {
