@@ -61,9 +61,13 @@ pub(super) fn check_acls<D: PmDevice>(
         return;
     }
     // Removing or rewriting entries in place never grows the list, so it
-    // is rewritten into the blocks it had (all of them stay the inode's).
-    let bytes = xattr::encode_as(&fixed, run.len() as u64)
-        .expect("a list no larger than a valid one fits its blocks");
+    // fits the blocks it had (all of them stay the inode's).
+    let Some(bytes) = xattr::encode_as(&fixed, run.len() as u64) else {
+        for (what, _) in found {
+            cx.unfixable(format!("{what}; its attributes cannot be rewritten in place"));
+        }
+        return;
+    };
     let off = cx.layout.block_offset(run[0]);
     for (what, fix) in found {
         cx.fixable(what, fix, |f| f.write(off, &bytes));
