@@ -64,7 +64,9 @@ pub(super) fn check_acls<D: PmDevice>(
     // fits the blocks it had (all of them stay the inode's).
     let Some(bytes) = xattr::encode_as(&fixed, run.len() as u64) else {
         for (what, _) in found {
-            cx.unfixable(format!("{what}; its attributes cannot be rewritten in place"));
+            cx.unfixable(format!(
+                "{what}; its attributes cannot be rewritten in place"
+            ));
         }
         return;
     };
