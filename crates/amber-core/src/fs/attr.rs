@@ -106,18 +106,22 @@ impl<D: PmDevice> Core<D> {
         Ok(attr_of(&st))
     }
 
-    /// Commits `st`'s new image `d` with what the policy owes and, after a
-    /// chmod to `perm`, its access ACL in step, in one transaction.
+    /// Commits `st`'s new image `d` with, after a chmod to `perm`, its
+    /// access ACL in step, and what the policy owes, in one transaction.
+    /// The ACL is staged first: it may fail (no space for its blocks)
+    /// before the policy has changed anything.
     fn commit_attrs(&self, st: &mut InodeState, mut d: Inode, perm: Option<u32>) -> Result<()> {
         let mut tx = Tx::new();
-        let res = self.policy.setattr_tx(self.context(), st, &mut d, &mut tx);
-        self.guard(res)?;
         let staged = match perm {
             Some(p) => self.chmod_acl(st, p, &mut d, &mut tx)?,
             None => None,
         };
-        tx.inode(&self.layout, st.ino, &d);
-        if let Err(e) = self.commit(tx) {
+        let res = self.policy.setattr_tx(self.context(), st, &mut d, &mut tx);
+        let res = self.guard(res).and_then(|()| {
+            tx.inode(&self.layout, st.ino, &d);
+            self.commit(tx)
+        });
+        if let Err(e) = res {
             staged.into_iter().for_each(|s| s.abandon(self));
             return Err(e);
         }
