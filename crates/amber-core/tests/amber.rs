@@ -295,6 +295,46 @@ fn buffered_blocks(fs: &Fs<MmapDevice>, ino: u64) -> u64 {
         .unwrap()
 }
 
+/// A buffered small overwrite of blocks the file holds on PM, its size
+/// unchanged, goes back in place under one journal transaction (design
+/// §18): WAL frames and a lone header do; a change that grew the file, one
+/// over a hole and one of more than two blocks' worth of lines go out of
+/// place. Everything fsync'd is there after a crash, and fsck is clean.
+#[test]
+fn small_buffered_overwrites_go_back_in_place() {
+    let fs = mount_buffered(fresh_device(), "");
+    let (f, mut model) = four_synced_blocks(&fs);
+    let in_place = |fs: &Fs<MmapDevice>| stat(fs, "buffer_in_place_write_backs");
+    let before = in_place(&fs);
+    for (i, at) in [32usize, 4152, 32].into_iter().enumerate() {
+        put(&f, &mut model, at, &pattern(24, 10 + i as u8));
+        put(&f, &mut model, at + 24, &pattern(4096, 20 + i as u8));
+        f.sync_data().unwrap();
+    }
+    put(&f, &mut model, 0, &pattern(32, 30));
+    f.sync_data().unwrap();
+    assert_eq!(in_place(&fs), before + 4, "three frames and a header");
+    // Past the size, over a hole, and more than two blocks' lines.
+    put(&f, &mut model, 16380, &pattern(10, 31));
+    f.sync_data().unwrap();
+    put(&f, &mut model, 9 * 4096, &pattern(100, 32));
+    f.sync_data().unwrap();
+    put(&f, &mut model, 5 * 4096, &pattern(10, 33));
+    f.sync_data().unwrap();
+    put(&f, &mut model, 100, &pattern(9000, 34));
+    f.sync_data().unwrap();
+    assert_eq!(in_place(&fs), before + 4, "none of those in place");
+    put(&f, &mut model, 4000, &pattern(200, 35));
+    f.sync_data().unwrap();
+    assert_eq!(in_place(&fs), before + 5);
+    assert_eq!(fs.read("/f").unwrap(), model);
+    drop(f);
+    let dev = device_of(fs, false);
+    let fs = mount_buffered(dev, "");
+    assert_eq!(fs.read("/f").unwrap(), model, "fsync'd, then a crash");
+    assert_clean(&device_of(fs, true));
+}
+
 /// Buffered writes and appends are read back at once (over the blocks
 /// on PM, and as zeros in a hole below the size), SEEK_DATA/SEEK_HOLE
 /// see them, and nothing of them reaches the data logs until fsync.

@@ -79,20 +79,26 @@ pub fn entry_footprint(len: usize) -> usize {
     ENTRY_HEADER + len.next_multiple_of(8)
 }
 
+/// Appends one entry (its header, `data`, zeros to a multiple of 8) to a
+/// payload under construction.
+pub fn push_entry(payload: &mut Vec<u8>, offset: u64, data: &[u8]) {
+    let h = RawEntry {
+        offset: offset.into(),
+        len: (data.len() as u32).into(),
+        reserved: [0; 4],
+    };
+    let end = payload.len() + entry_footprint(data.len());
+    payload.extend_from_slice(h.as_bytes());
+    payload.extend_from_slice(data);
+    payload.resize(end, 0);
+}
+
 /// Encodes the payload (entries) of a transaction.
 pub fn encode_payload(entries: &[Entry]) -> Vec<u8> {
     let total: usize = entries.iter().map(|e| entry_footprint(e.data.len())).sum();
-    let mut p = vec![0u8; total];
-    let mut at = 0;
+    let mut p = Vec::with_capacity(total);
     for e in entries {
-        let h = RawEntry {
-            offset: e.offset.into(),
-            len: (e.data.len() as u32).into(),
-            reserved: [0; 4],
-        };
-        p[at..at + ENTRY_HEADER].copy_from_slice(h.as_bytes());
-        p[at + ENTRY_HEADER..at + ENTRY_HEADER + e.data.len()].copy_from_slice(&e.data);
-        at += entry_footprint(e.data.len());
+        push_entry(&mut p, e.offset, &e.data);
     }
     p
 }

@@ -20,6 +20,11 @@ use amber_pmem::PmDevice;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Entries this long or longer are applied with non-temporal stores: a
+/// block's worth of file data would otherwise be written into the cache
+/// and flushed line by line.
+const STREAMED_MIN: usize = 256;
+
 /// The journals of a mounted pool.
 pub struct Journals {
     slots: Vec<Padded<Mutex<()>>>,
@@ -48,8 +53,7 @@ impl Journals {
         if tx.is_empty() {
             return Ok(());
         }
-        let entries = tx.into_entries();
-        let payload = journal::encode_payload(&entries);
+        let (payload, spans) = tx.parts();
         assert!(
             (HEADER_SIZE + payload.len()) as u64 <= layout.journal_bytes(),
             "transaction of {} bytes exceeds the journal",
@@ -64,17 +68,23 @@ impl Journals {
             .unwrap_or_else(|| (home, self.slots[home].lock()));
         let base = layout.journal_offset(j as u32);
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        let header = journal::encode_header(seq, entries.len() as u32, &payload);
+        let header = journal::encode_header(seq, spans.len() as u32, payload);
 
         // 1. Commit: header + payload durable; the checksum decides.
-        dev.write_nt(base + HEADER_SIZE as u64, &payload);
+        dev.write_nt(base + HEADER_SIZE as u64, payload);
         dev.write(base, &header);
         dev.flush(base, HEADER_SIZE as u64);
         dev.drain()?;
-        // 2. Apply in place.
-        for e in &entries {
-            dev.write(e.offset, &e.data);
-            dev.flush(e.offset, e.data.len() as u64);
+        // 2. Apply in place: metadata through the cache (it is read again
+        // soon), file data (amber's in-place write-back) streamed past it.
+        for s in spans {
+            let data = &payload[s.start..s.start + s.len];
+            if s.len >= STREAMED_MIN {
+                dev.write_nt(s.offset, data);
+            } else {
+                dev.write(s.offset, data);
+                dev.flush(s.offset, s.len as u64);
+            }
         }
         dev.drain()?;
         // 3. Retire before any lock covering these bytes is released.

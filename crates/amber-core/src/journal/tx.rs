@@ -1,14 +1,24 @@
 //! A transaction under construction: the new bytes of every metadata range
 //! an operation changes, collected in DRAM and committed at once.
 
-use amber_format::journal::{entry_footprint, Entry, HEADER_SIZE, MAX_ENTRIES};
+use amber_format::journal::{entry_footprint, push_entry, ENTRY_HEADER, HEADER_SIZE, MAX_ENTRIES};
 use amber_format::{Inode, Layout};
 
-/// Redo entries of one operation.
+/// Redo entries of one operation, encoded as they are added: the
+/// commit streams the payload as it is, with no copy in between.
 #[derive(Default)]
 pub struct Tx {
-    entries: Vec<Entry>,
-    bytes: usize,
+    payload: Vec<u8>,
+    /// Each entry's target offset and where its bytes lie in `payload`.
+    spans: Vec<Span>,
+}
+
+/// Where one entry's new bytes go, and where they are in the payload.
+#[derive(Clone, Copy)]
+pub(crate) struct Span {
+    pub offset: u64,
+    pub start: usize,
+    pub len: usize,
 }
 
 /// Largest transaction any operation builds (a rename exchange of two
@@ -23,6 +33,16 @@ impl Tx {
         Tx::default()
     }
 
+    /// An empty transaction with room for `payload` bytes of entries
+    /// (`entry_footprint` of each), so a large one is not copied as it
+    /// grows.
+    pub fn with_capacity(payload: usize) -> Tx {
+        Tx {
+            payload: Vec::with_capacity(payload.min(MAX_TX_BYTES)),
+            spans: Vec::new(),
+        }
+    }
+
     /// Encoded bytes (header included) of the largest transaction the
     /// journals of `layout` take: what a caller sizing a transaction from
     /// its data (finelog) must stay within.
@@ -33,19 +53,21 @@ impl Tx {
     /// Records new bytes for `[offset, offset + data.len())`.
     pub fn write(&mut self, offset: u64, data: &[u8]) {
         assert!(!data.is_empty());
-        self.bytes += entry_footprint(data.len());
-        self.entries.push(Entry {
-            offset,
-            data: data.to_vec(),
-        });
         assert!(
-            self.entries.len() <= MAX_ENTRIES,
+            self.spans.len() < MAX_ENTRIES,
             "transaction has too many entries"
         );
         assert!(
-            self.bytes + HEADER_SIZE <= MAX_TX_BYTES,
+            self.payload.len() + entry_footprint(data.len()) + HEADER_SIZE <= MAX_TX_BYTES,
             "transaction too large"
         );
+        let start = self.payload.len() + ENTRY_HEADER;
+        push_entry(&mut self.payload, offset, data);
+        self.spans.push(Span {
+            offset,
+            start,
+            len: data.len(),
+        });
     }
 
     /// Records a little-endian u64.
@@ -60,10 +82,11 @@ impl Tx {
 
     /// Whether no range has been added.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.spans.is_empty()
     }
 
-    pub(crate) fn into_entries(self) -> Vec<Entry> {
-        self.entries
+    /// The encoded entries, and where each one's bytes go.
+    pub(crate) fn parts(&self) -> (&[u8], &[Span]) {
+        (&self.payload, &self.spans)
     }
 }

@@ -25,6 +25,7 @@ use super::super::cost::bbm::{Costs, FileModel};
 use super::super::cost::{calibrate, lines_of};
 use super::super::lawn::read_over;
 use super::super::{block_runs, BufferOptions, DataPolicy};
+use super::redo;
 use super::table::Table;
 use super::AmberBuffer;
 use super::{AmberHunter, Engines};
@@ -62,6 +63,9 @@ pub(super) struct FileBuf {
     /// be read back from PM, where the write-back just streamed it past
     /// the cache.
     tail: Option<u64>,
+    /// Whether a buffered write moved the size since the last write-back:
+    /// then the change cannot go back in place (`redo::plan`).
+    grew: bool,
 }
 
 /// What amber keeps per file with hunter's state: the file's buffer, made
@@ -122,6 +126,8 @@ pub(super) struct Buffer {
     buffered_writes: AtomicU64,
     write_backs: AtomicU64,
     blocks_written_back: AtomicU64,
+    /// Write-backs that went in place under a journal transaction.
+    in_place: AtomicU64,
     unbuffered_full: AtomicU64,
 }
 
@@ -169,6 +175,7 @@ impl Buffer {
             buffered_writes: AtomicU64::new(0),
             write_backs: AtomicU64::new(0),
             blocks_written_back: AtomicU64::new(0),
+            in_place: AtomicU64::new(0),
             unbuffered_full: AtomicU64::new(0),
         }
     }
@@ -432,6 +439,7 @@ impl Buffer {
             }
         }
         file.tail = Some(last);
+        file.grew |= end > size;
         if was_empty {
             self.oldest.lock().insert(st.ino, Instant::now());
         }
@@ -458,21 +466,33 @@ impl Buffer {
         if file.blocks.is_empty() {
             return Ok(0);
         }
-        let images: Vec<(u64, &[u8])> = file
+        let dirty: Vec<redo::Dirty<'_>> = file
             .blocks
             .iter()
             .filter(|(_, b)| b.dirty != 0)
-            .map(|(fb, b)| (fb, &b.image[..]))
+            .map(|(fb, b)| (fb, &b.image[..], b.dirty))
             .collect();
-        let written = images.len() as u64;
+        let written = dirty.len() as u64;
         if written > 0 {
-            for (first, n) in block_runs(images.iter().map(|&(fb, _)| fb)) {
+            for (first, n) in block_runs(dirty.iter().map(|&(fb, _, _)| fb)) {
                 eng.lawn.flush_blocks(fs, st, first, first + n - 1)?;
             }
-            eng.hunter.write_blocks(fs, st, &images, false)?;
+            if let Some(mut tx) = redo::plan(fs, st, &dirty, file.grew) {
+                // The queue persisted first: the blocks durable where the
+                // index says, no own-commit record vouching for their old
+                // bytes; the times commit with the bytes.
+                eng.hunter.attrs_in_tx(fs, st, &mut tx)?;
+                fs.commit(tx)?;
+                self.in_place.fetch_add(1, Relaxed);
+            } else {
+                let images: Vec<(u64, &[u8])> =
+                    dirty.iter().map(|&(fb, image, _)| (fb, image)).collect();
+                eng.hunter.write_blocks(fs, st, &images, false)?;
+            }
             self.write_backs.fetch_add(1, Relaxed);
             self.blocks_written_back.fetch_add(written, Relaxed);
         }
+        file.grew = false;
         let kept = match (keep_tail, file.tail.take()) {
             (true, Some(fb)) => file.blocks.remove(fb).map(|b| (fb, b)),
             _ => None,
@@ -797,6 +817,7 @@ impl Buffer {
                 "buffer_blocks_written_back",
                 self.blocks_written_back.load(Relaxed),
             ),
+            ("buffer_in_place_write_backs", self.in_place.load(Relaxed)),
             ("buffer_bytes_held", self.held.load(Relaxed) * BLOCK_SIZE),
             ("buffer_full_unbuffered", self.unbuffered_full.load(Relaxed)),
             ("l_dram_ps", (c.l_dram_ns * 1000.0) as u64),

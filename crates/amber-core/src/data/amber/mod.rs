@@ -28,6 +28,7 @@
 
 mod buffer;
 pub(crate) mod options;
+mod redo;
 mod table;
 
 use super::cost::{self, calibrate};

@@ -23,6 +23,7 @@ use super::{
 use crate::data::Context;
 use crate::error::Result;
 use crate::inode::InodeState;
+use crate::journal::Tx;
 use amber_format::BLOCK_SIZE;
 use amber_pmem::PmDevice;
 
@@ -160,6 +161,21 @@ impl<X: PerFile> Hunter<X> {
         st: &mut InodeState,
     ) -> Result<()> {
         note_write(fs, st)
+    }
+
+    /// Persists the file's queued updates, as `settle` does, and puts an
+    /// attribute entry of its DRAM size and times into `tx`: the change
+    /// `tx` commits then carries them, and nothing is left to queue
+    /// (amber's in-place write-back, design.md §18).
+    pub(in crate::data) fn attrs_in_tx<D: PmDevice>(
+        &self,
+        fs: Context<'_, D>,
+        st: &mut InodeState,
+        tx: &mut Tx,
+    ) -> Result<()> {
+        self.entry_in_tx(fs, st, tx, None)?;
+        st.times_dirty = false;
+        Ok(())
     }
 
     /// Queues the file's current attributes (times a zone write changed

@@ -529,6 +529,30 @@ fn merged_block<D: PmDevice, X>(
 }
 
 impl<X: PerFile> Hunter<X> {
+    /// Persists the file's queue, then puts an attribute entry of its DRAM
+    /// attributes (with `times` for mtime and ctime, if given) into `tx`,
+    /// under a seq of its own.
+    fn entry_in_tx<D: PmDevice>(
+        &self,
+        fs: Context<'_, D>,
+        st: &mut InodeState,
+        tx: &mut crate::journal::Tx,
+        times: Option<(Timespec, Timespec)>,
+    ) -> Result<()> {
+        self.with_file(fs, st, |hf, st| {
+            let seq = hf.take_seq();
+            let mut snap = snapshot(hf, st, seq);
+            if let Some((mtime, ctime)) = times {
+                (snap.mtime, snap.ctime) = (mtime, ctime);
+            }
+            let sh = &self.shared;
+            sh.queues
+                .entry_in_tx(fs, &sh.stats, st.ino, st.disk.generation, snap, tx)
+        })
+    }
+}
+
+impl<X: PerFile> Hunter<X> {
     /// Writes `data` at `off` into the file's own blocks, which it maps
     /// (an append inside the last block, or blocks a mapping pins), zeroing
     /// first what the write exposes past the size in the last block;
@@ -962,17 +986,7 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
         if st.kind() != FileKind::Regular || new.mtime == st.disk.mtime {
             return Ok(());
         }
-        self.with_file(fs, st, |hf, st| {
-            let seq = hf.take_seq();
-            let snap = Snapshot {
-                mtime: new.mtime,
-                ctime: new.ctime,
-                ..snapshot(hf, st, seq)
-            };
-            let sh = &self.shared;
-            sh.queues
-                .entry_in_tx(fs, &sh.stats, st.ino, st.disk.generation, snap, tx)
-        })
+        self.entry_in_tx(fs, st, tx, Some((new.mtime, new.ctime)))
     }
 
     fn sync_all(&self, fs: Context<'_, D>) -> Result<()> {
