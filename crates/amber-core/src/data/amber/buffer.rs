@@ -25,6 +25,7 @@ use super::super::cost::bbm::{Costs, FileModel};
 use super::super::cost::{calibrate, lines_of};
 use super::super::lawn::read_over;
 use super::super::{block_runs, BufferOptions, DataPolicy};
+use super::image::{edge_lines, fetch_range, Block, ALL};
 use super::redo;
 use super::table::Table;
 use super::AmberBuffer;
@@ -42,15 +43,6 @@ use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
-
-/// One buffered block: the file block's newest bytes, and the lines
-/// written since it was buffered (the model's Ncf at an fsync). A block
-/// with no line written is a clean copy of what PM holds, kept after an
-/// fsync's write-back (`FileBuf::tail`).
-struct Block {
-    image: Box<[u8]>,
-    dirty: u64,
-}
 
 /// One file's buffered blocks and its Buffer Benefit Model.
 #[derive(Default)]
@@ -142,6 +134,18 @@ pub(super) fn read_unbuffered<D: PmDevice>(
     read_over(fs, st, off, buf, &|pos, b| {
         DataPolicy::<D>::read(&eng.hunter, fs, st, pos, b)
     })
+}
+
+/// The file's `dirty` blocks as a write-back takes them: file block,
+/// image, dirty lines.
+fn changed<'a>(file: &'a FileBuf, dirty: &[u64]) -> Vec<redo::Dirty<'a>> {
+    dirty
+        .iter()
+        .map(|&fb| {
+            let b = file.blocks.get(fb).expect("a dirty block is held");
+            (fb, &b.image[..], b.dirty)
+        })
+        .collect()
 }
 
 /// Records in the model a write that goes through to PM: the ghost lines
@@ -364,11 +368,11 @@ impl Buffer {
         );
     }
 
-    /// Puts the write's bytes into the file's images: first each of the
-    /// `fresh` blocks it does not hold yet gets
-    /// the block's newest bytes (those the write leaves) and zeros past
-    /// the size; all fallible steps come before any block is added, so an
-    /// error leaves the entry as it was.
+    /// Puts the write's bytes into the file's images: first the lines it
+    /// covers in part and no image holds are fetched (`edge_lines`: at
+    /// most two), the blocks it does not hold yet made (`Block::fresh`);
+    /// all fallible steps come before any block is added, so an error
+    /// leaves the entry as it was.
     fn fill<D: PmDevice>(
         &self,
         fs: Context<'_, D>,
@@ -381,7 +385,8 @@ impl Buffer {
         let end = off + data.len() as u64;
         let (first, last) = (off / BLOCK_SIZE, (end - 1) / BLOCK_SIZE);
         let size = st.disk.size;
-        let mut images = self.images(fresh.len());
+        let within = |fb: u64| size.saturating_sub(fb * BLOCK_SIZE).min(BLOCK_SIZE);
+        let mut edges = Vec::with_capacity(2);
         let prepared = (|| {
             if end > size {
                 // As a growing log write does: the slice holding the old
@@ -391,49 +396,42 @@ impl Buffer {
                 eng.lawn.flush_from(fs, st, size)?;
                 eng.hunter.zero_past_size(fs, st, end)?;
             }
-            for (&fb, image) in fresh.iter().zip(&mut images) {
-                let bstart = fb * BLOCK_SIZE;
-                if off <= bstart && end >= bstart + BLOCK_SIZE {
-                    continue;
+            for (fb, line) in edge_lines(off, end) {
+                let held = match file_of(st).and_then(|f| f.blocks.get(fb)) {
+                    Some(b) => b.held,
+                    None => Block::fresh_lines(within(fb)),
+                };
+                if held >> line & 1 == 0 {
+                    edges.push((
+                        fb,
+                        line,
+                        self.fetch_line(fs, eng, st, fb, line, within(fb))?,
+                    ));
                 }
-                // PM's bytes below the size where the write leaves them
-                // (the write's own part is copied in below): a WAL page's
-                // head in its second block is half of it on average, and
-                // that block's old bytes are not in the cache.
-                let n = size.saturating_sub(bstart).min(BLOCK_SIZE) as usize;
-                let s = (off.max(bstart) - bstart) as usize;
-                let e = (end.min(bstart + BLOCK_SIZE) - bstart) as usize;
-                for (a, b) in [(0, s.min(n)), (e.min(n), n)] {
-                    if a < b {
-                        read_unbuffered(fs, eng, st, bstart + a as u64, &mut image[a..b])?;
-                    }
-                }
-                image[n..].fill(0);
             }
             eng.hunter.note_write(fs, st)?;
             file_mut(fs, eng, st).map(drop)
         })();
-        if let Err(e) = prepared {
-            self.recycle(images.into_iter().rev());
-            return Err(e);
-        }
+        prepared?;
+        let images = self.images(fresh.len());
         let model = self.modelled();
         let was_empty = file_of(st).is_none_or(|f| f.blocks.is_empty());
         let file = file_mut(fs, eng, st)?;
         for (&fb, image) in fresh.iter().zip(images) {
-            file.blocks.insert(fb, Block { image, dirty: 0 });
+            file.blocks.insert(fb, Block::fresh(image, within(fb)));
+        }
+        for (fb, line, bytes) in &edges {
+            let b = file.blocks.get_mut(*fb).expect("an edge's block is held");
+            b.hold_line(*line, bytes);
         }
         for fb in first..=last {
             let bstart = fb * BLOCK_SIZE;
             let (s, e) = (off.max(bstart), end.min(bstart + BLOCK_SIZE));
-            let lines = lines_of(s - bstart, e - bstart);
             let b = file
                 .blocks
                 .get_mut(fb)
                 .expect("every block of a buffered write is held");
-            b.image[(s - bstart) as usize..(e - bstart) as usize]
-                .copy_from_slice(&data[(s - off) as usize..(e - off) as usize]);
-            b.dirty |= lines;
+            let lines = b.write(s - bstart, &data[(s - off) as usize..(e - off) as usize]);
             if model {
                 file.model.record_write(fb, lines, false);
             }
@@ -446,6 +444,26 @@ impl Buffer {
         st.disk.size = size.max(end);
         self.buffered_writes.fetch_add(1, Relaxed);
         Ok(())
+    }
+
+    /// Line `line` of file block `fb` from PM (the zone's slices over the
+    /// file's block): its bytes below `n`, the file's size within the
+    /// block, and zeros past it.
+    fn fetch_line<D: PmDevice>(
+        &self,
+        fs: Context<'_, D>,
+        eng: &Engines,
+        st: &InodeState,
+        fb: u64,
+        line: u64,
+        n: u64,
+    ) -> Result<[u8; 64]> {
+        let mut bytes = [0u8; 64];
+        let bstart = fb * BLOCK_SIZE;
+        fetch_range(line * 64, n, &mut bytes, &mut |at, out| {
+            read_unbuffered(fs, eng, st, bstart + at, out).map(drop)
+        })?;
+        Ok(bytes)
     }
 
     /// Writes every dirty buffered block of the file out of place as one
@@ -466,29 +484,18 @@ impl Buffer {
         if file.blocks.is_empty() {
             return Ok(0);
         }
-        let dirty: Vec<redo::Dirty<'_>> = file
+        let dirty: Vec<u64> = file
             .blocks
             .iter()
             .filter(|(_, b)| b.dirty != 0)
-            .map(|(fb, b)| (fb, &b.image[..], b.dirty))
+            .map(|(fb, _)| fb)
             .collect();
         let written = dirty.len() as u64;
         if written > 0 {
-            for (first, n) in block_runs(dirty.iter().map(|&(fb, _, _)| fb)) {
+            for (first, n) in block_runs(dirty.iter().copied()) {
                 eng.lawn.flush_blocks(fs, st, first, first + n - 1)?;
             }
-            if let Some(mut tx) = redo::plan(fs, st, &dirty, file.grew) {
-                // The queue persisted first: the blocks durable where the
-                // index says, no own-commit record vouching for their old
-                // bytes; the times commit with the bytes.
-                eng.hunter.attrs_in_tx(fs, st, &mut tx)?;
-                fs.commit(tx)?;
-                self.in_place.fetch_add(1, Relaxed);
-            } else {
-                let images: Vec<(u64, &[u8])> =
-                    dirty.iter().map(|&(fb, image, _)| (fb, image)).collect();
-                eng.hunter.write_blocks(fs, st, &images, false)?;
-            }
+            self.write_dirty(fs, eng, st, file, &dirty)?;
             self.write_backs.fetch_add(1, Relaxed);
             self.blocks_written_back.fetch_add(written, Relaxed);
         }
@@ -518,6 +525,41 @@ impl Buffer {
             }
         }
         Ok(left)
+    }
+
+    /// Writes the file's `dirty` blocks to PM as one change: in place
+    /// under one journal transaction if it is a small overwrite (§18),
+    /// else out of place, every line of their images fetched first.
+    fn write_dirty<D: PmDevice>(
+        &self,
+        fs: Context<'_, D>,
+        eng: &Engines,
+        st: &mut InodeState,
+        file: &mut FileBuf,
+        dirty: &[u64],
+    ) -> Result<()> {
+        if let Some(mut tx) = redo::plan(fs, st, &changed(file, dirty), file.grew) {
+            // The queue persisted first: the blocks durable where the
+            // index says, no own-commit record vouching for their old
+            // bytes; the times commit with the bytes.
+            eng.hunter.attrs_in_tx(fs, st, &mut tx)?;
+            fs.commit(tx)?;
+            self.in_place.fetch_add(1, Relaxed);
+            return Ok(());
+        }
+        for &fb in dirty {
+            let bstart = fb * BLOCK_SIZE;
+            let n = st.disk.size.saturating_sub(bstart).min(BLOCK_SIZE);
+            let b = file.blocks.get_mut(fb).expect("a dirty block is held");
+            b.fetch(ALL, n, |at, out| {
+                read_unbuffered(fs, eng, st, bstart + at, out).map(drop)
+            })?;
+        }
+        let images: Vec<(u64, &[u8])> = changed(file, dirty)
+            .into_iter()
+            .map(|(fb, image, _)| (fb, image))
+            .collect();
+        eng.hunter.write_blocks(fs, st, &images, false)
     }
 
     /// Writes the file's buffer back, if it holds any: before anything
@@ -628,8 +670,10 @@ impl Buffer {
             let Some(b) = file.blocks.get(first) else {
                 return read_unbuffered(fs, eng, st, off, &mut buf[..n]);
             };
-            let s = (off - first * BLOCK_SIZE) as usize;
-            buf[..n].copy_from_slice(&b.image[s..s + n]);
+            let bstart = first * BLOCK_SIZE;
+            b.read(off - bstart, &mut buf[..n], |at, out| {
+                read_unbuffered(fs, eng, st, bstart + at, out).map(drop)
+            })?;
             return Ok(n);
         }
         let mut pos = off;
@@ -647,8 +691,10 @@ impl Buffer {
                     &mut buf[(pos - off) as usize..(s - off) as usize],
                 )?;
             }
-            buf[(s - off) as usize..(e - off) as usize]
-                .copy_from_slice(&b.image[(s - bstart) as usize..(e - bstart) as usize]);
+            let out = &mut buf[(s - off) as usize..(e - off) as usize];
+            b.read(s - bstart, out, |at, out| {
+                read_unbuffered(fs, eng, st, bstart + at, out).map(drop)
+            })?;
             pos = e;
         }
         if pos < end {

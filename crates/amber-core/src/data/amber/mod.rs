@@ -27,6 +27,7 @@
 //! entry of their write's seq or later, which is persisted after them.
 
 mod buffer;
+mod image;
 pub(crate) mod options;
 mod redo;
 mod table;

@@ -21,6 +21,7 @@
 //! transaction into the same blocks, which are still the file's.
 
 use super::buffer;
+use super::image::line_runs;
 use crate::data::hunter;
 use crate::data::Context;
 use crate::inode::InodeState;
@@ -41,24 +42,6 @@ const LINE: u64 = 64;
 /// One dirty block of a write-back: its file block, its image and the
 /// mask of its lines written since it was buffered.
 pub(super) type Dirty<'a> = (u64, &'a [u8], u64);
-
-/// The runs of set bits in a block's mask of dirty lines, as (first
-/// line, lines).
-fn line_runs(mut mask: u64) -> impl Iterator<Item = (u64, u64)> {
-    let mut base = 0;
-    std::iter::from_fn(move || {
-        if mask == 0 {
-            return None;
-        }
-        let skip = u64::from(mask.trailing_zeros());
-        mask >>= skip;
-        let run = u64::from(mask.trailing_ones());
-        let first = base + skip;
-        mask = mask.checked_shr(run as u32).unwrap_or(0);
-        base = first + run;
-        Some((first, run))
-    })
-}
 
 /// The transaction writing the dirty lines of `blocks` in place, or None
 /// when the change may not go in place: too large, or a block not yet
@@ -101,20 +84,4 @@ pub(super) fn plan<D: PmDevice>(
         }
     }
     Some(tx)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::line_runs;
-
-    #[test]
-    fn runs_of_dirty_lines() {
-        let runs = |m| line_runs(m).collect::<Vec<_>>();
-        assert_eq!(runs(0), []);
-        assert_eq!(runs(1), [(0, 1)]);
-        assert_eq!(runs(u64::MAX), [(0, 64)]);
-        assert_eq!(runs(0b1011_0110), [(1, 2), (4, 2), (7, 1)]);
-        assert_eq!(runs(1 << 63), [(63, 1)]);
-        assert_eq!(runs((u64::MAX << 60) | 3), [(0, 2), (60, 4)]);
-    }
 }
