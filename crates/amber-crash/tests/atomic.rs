@@ -306,6 +306,20 @@ fn amber_images_folded_back_by_hunter() {
     }
 }
 
+/// A write of `len` seeded bytes at `off`.
+fn write(path: &str, off: u64, len: u64, seed: u64) -> Op {
+    Op::Write {
+        path: path.into(),
+        at: WriteAt::Offset(off),
+        len,
+        seed,
+    }
+}
+
+fn fsync(path: &str) -> Op {
+    Op::Fsync { path: path.into() }
+}
+
 /// Whole-block overwrites of a fsync'd file under `amber`, which commit
 /// themselves (design.md §13.6): the block and its checksummed record
 /// under one fence. Crashes fall inside each, tearing the data lines and
@@ -319,13 +333,6 @@ fn amber_images_folded_back_by_hunter() {
 /// queued write. The settling before a zone write is pinned by
 /// amber-core's tests/hunter.rs too.
 fn own_commits() -> Workload {
-    let write = |path: &str, off, len, seed| Op::Write {
-        path: path.into(),
-        at: WriteAt::Offset(off),
-        len,
-        seed,
-    };
-    let fsync = |path: &str| Op::Fsync { path: path.into() };
     let mut ops = vec![
         Op::Create { path: "f".into() },
         write("f", 0, 16384, 1),
@@ -416,13 +423,6 @@ fn amber_wal_frames() {
 /// taken by another file, and the file unlinked. Crashes fall inside
 /// every commit, apply and retire, and inside the moves after them.
 fn wal_moves() -> Workload {
-    let write = |path: &str, off, len, seed| Op::Write {
-        path: path.into(),
-        at: WriteAt::Offset(off),
-        len,
-        seed,
-    };
-    let fsync = |path: &str| Op::Fsync { path: path.into() };
     let frame = |at, seed| {
         vec![
             write("w", at, 24, seed),

@@ -1,8 +1,10 @@
 //! amber's DRAM write buffer (docs/design.md §13.4): writes POSIX lets
-//! persist lazily are held in DRAM as whole-block images where buffering
-//! pays on this device (HiNFS's calibration and Buffer Benefit Model), and
-//! a file's buffered blocks go to PM together, as one hunter change
-//! (`Hunter::write_blocks`, hunter/engine.rs), so every write() stays atomic across a crash.
+//! persist lazily are held in DRAM as block images (`image.rs`) where
+//! buffering pays on this device (HiNFS's calibration and Buffer Benefit
+//! Model), and a file's buffered blocks go to PM together as one change —
+//! in place under a journal transaction (`redo.rs`) or out of place as one
+//! hunter change (`Hunter::write_blocks`, hunter/engine.rs) — so every
+//! write() stays atomic across a crash.
 //!
 //! Invariant: while a file has buffered blocks, nothing else of it goes to
 //! PM first. Every other write, truncate, fallocate, setattr, fsync and
@@ -466,9 +468,9 @@ impl Buffer {
         Ok(bytes)
     }
 
-    /// Writes every dirty buffered block of the file out of place as one
-    /// change, after the zone's slices of those blocks went back (a slot
-    /// must not lie over the new block with older bytes), and empties the
+    /// Writes every dirty buffered block of the file to PM as one change
+    /// (`write_dirty`), after the zone's slices of those blocks went back
+    /// (a slot must not lie over the block with older bytes), and empties the
     /// file's buffer but for, with `keep_tail`, a clean image of its tail
     /// block; returns how many blocks left it. All or nothing, never part
     /// of a file: a durable size covering a block still in DRAM would show
