@@ -221,6 +221,26 @@ static void statx_attributes(void) {
     CHECK(!(x.stx_attributes & (STATX_ATTR_APPEND | STATX_ATTR_IMMUTABLE)));
 }
 
+/* A path pointer that cannot be the process's fails with EFAULT, as
+ * libc's own wrappers do, instead of crashing the interposer that reads
+ * it (pjdfstest's EFAULT cases pass NULL and (char *)-1). */
+static void bad_pointers(void) {
+    const char *bad[] = {NULL, (const char *)-1, (const char *)16};
+    struct stat st;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK(unlink(bad[i]) == -1 && errno == EFAULT);
+        CHECK(open(bad[i], O_RDONLY) == -1 && errno == EFAULT);
+        CHECK(stat(bad[i], &st) == -1 && errno == EFAULT);
+        CHECK(mkdir(bad[i], 0755) == -1 && errno == EFAULT);
+        CHECK(rename(bad[i], at("x")) == -1 && errno == EFAULT);
+    }
+    int fd = open(at("bad-buffers"), O_CREAT | O_RDWR, 0644);
+    CHECK(fd >= 0);
+    CHECK(write(fd, (const void *)-1, 8) == -1 && errno == EFAULT);
+    CHECK(read(fd, (void *)-1, 8) == -1 && errno == EFAULT);
+    CHECK(close(fd) == 0 && unlink(at("bad-buffers")) == 0);
+}
+
 int main(int argc, char **argv) {
     CHECK(argc == 2);
     snprintf(M, sizeof M, "%s", argv[1]);
@@ -232,6 +252,7 @@ int main(int argc, char **argv) {
     fork_child();
     standard_streams();
     statx_attributes();
+    bad_pointers();
     printf("calls.c: ok\n");
     unflushed_at_exit();
     return 0;

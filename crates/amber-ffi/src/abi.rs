@@ -24,13 +24,36 @@ pub fn ret<T>(r: PResult<T>, fail: T) -> T {
     })
 }
 
-/// The bytes of C string `s`.
+/// Lowest address a user pointer may have: the first page is never
+/// mapped (`vm.mmap_min_addr` is at least 4096).
+const USER_LOW: usize = 4096;
+
+/// Past the highest address user space has on x86-64 Linux, with five
+/// page-table levels (2^56 less a guard page; 2^47 with four): from here
+/// up an address is the kernel's or not canonical.
+const USER_HIGH: usize = (1 << 56) - 4096;
+
+/// Whether `p` cannot point into this process's memory: NULL, the first
+/// page, or outside user space (`usize::MAX`, a sign-extended -1). Such a
+/// pointer goes to the kernel untouched, which fails the call with
+/// EFAULT as libc's own wrapper would; reading it here would crash the
+/// caller instead (pjdfstest's EFAULT cases). A wild pointer inside user
+/// space that maps nothing still faults when read, as in any libc
+/// function that reads a string.
+#[inline]
+pub fn outside_user_space<T>(p: *const T) -> bool {
+    let a = p as usize;
+    !(USER_LOW..USER_HIGH).contains(&a)
+}
+
+/// The bytes of C string `s`; EFAULT for a pointer that cannot be the
+/// process's (`outside_user_space`), without reading it.
 ///
 /// # Safety
-/// `s` is NULL or a NUL-terminated string that outlives the call.
+/// `s` is such a pointer or a NUL-terminated string that outlives the call.
 #[inline]
 pub unsafe fn bytes<'a>(s: *const c_char) -> PResult<&'a [u8]> {
-    if s.is_null() {
+    if outside_user_space(s) {
         return Err(Errno(libc::EFAULT));
     }
     // SAFETY: non-null and NUL-terminated by the caller's contract.
@@ -45,7 +68,7 @@ pub unsafe fn buf<'a>(p: *const c_void, len: usize) -> PResult<&'a [u8]> {
     if len == 0 {
         return Ok(&[]);
     }
-    if p.is_null() {
+    if outside_user_space(p) {
         return Err(Errno(libc::EFAULT));
     }
     // SAFETY: the caller's contract; len > 0 and p non-null.
@@ -61,7 +84,7 @@ pub unsafe fn buf_mut<'a>(p: *mut c_void, len: usize) -> PResult<&'a mut [u8]> {
     if len == 0 {
         return Ok(&mut []);
     }
-    if p.is_null() {
+    if outside_user_space(p) {
         return Err(Errno(libc::EFAULT));
     }
     // SAFETY: the caller's contract; len > 0 and p non-null.
@@ -79,7 +102,7 @@ pub unsafe fn iovecs<'a>(iov: *const libc::iovec, cnt: c_int) -> PResult<&'a [li
     if cnt == 0 {
         return Ok(&[]);
     }
-    if iov.is_null() {
+    if outside_user_space(iov) {
         return Err(Errno(libc::EFAULT));
     }
     // SAFETY: the caller's contract; cnt in 1..=IOV_MAX.

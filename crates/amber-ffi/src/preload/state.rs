@@ -130,7 +130,10 @@ pub fn own(cfg: &Config) -> Option<&'static Pool> {
             }
             Err(e) => {
                 OPEN_FAILED.store(e.errno.0, Ordering::Relaxed);
-                if e.errno != Errno(libc::EBUSY) {
+                // With a FUSE mount up the kernel serves every call (a
+                // process that may not open the pool file, as another
+                // user, is one of its clients): nothing to say.
+                if e.errno != Errno(libc::EBUSY) && !fuse_mounted(&cfg.mount) {
                     eprintln!("amberfs: {}", e.message);
                 }
             }

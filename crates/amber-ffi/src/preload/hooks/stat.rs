@@ -8,6 +8,7 @@ use libc::AT_FDCWD;
 use std::sync::Arc;
 
 use super::on_fd;
+use crate::abi::outside_user_space;
 use crate::posix::file::OpenFile;
 use crate::posix::resolve::Found;
 use crate::posix::{stat, Errno, PResult, Pool};
@@ -44,8 +45,11 @@ pub unsafe fn fstat(fd: c_int, st: *mut libc::stat64) -> c_int {
 
 #[inline]
 pub unsafe fn fstatat64(d: c_int, p: *const c_char, st: *mut libc::stat64, fl: c_int) -> c_int {
-    // SAFETY: the caller's contract for `p`.
-    if fl & libc::AT_EMPTY_PATH != 0 && !p.is_null() && unsafe { CStr::from_ptr(p) }.is_empty() {
+    // SAFETY: a user-space pointer, NUL-terminated by the caller's contract.
+    let empty = fl & libc::AT_EMPTY_PATH != 0
+        && !outside_user_space(p)
+        && unsafe { CStr::from_ptr(p) }.is_empty();
+    if empty {
         // SAFETY: forwarded contract.
         return unsafe { fstat64(d, st) };
     }
@@ -100,7 +104,7 @@ pub unsafe fn statx(
     sx: *mut libc::statx,
 ) -> c_int {
     // SAFETY: the caller's contract for `p`.
-    let empty = !p.is_null() && unsafe { CStr::from_ptr(p) }.is_empty();
+    let empty = !outside_user_space(p) && unsafe { CStr::from_ptr(p) }.is_empty();
     if fl & libc::AT_EMPTY_PATH != 0 && empty {
         let served = |_: &Pool, f: &Arc<OpenFile>| {
             // SAFETY: the caller's contract for `sx`.

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use libc::{off64_t, size_t, ssize_t, FILE};
 use parking_lot::Mutex;
 
-use crate::abi::ret;
+use crate::abi::{outside_user_space, ret};
 use crate::posix::errno::tell_once;
 use crate::posix::resolve::Found;
 use crate::posix::{Errno, PResult, Pool};
@@ -229,9 +229,9 @@ pub unsafe fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
 pub unsafe fn freopen64(p: *const c_char, mode: *const c_char, s: *mut FILE) -> *mut FILE {
     let Some(cookie) = cookie_of(s) else {
         // SAFETY: the caller's contract for `p`.
-        let to_pool = !p.is_null()
+        let to_pool = !outside_user_space(p)
             && state::config().is_some_and(|cfg| {
-                // SAFETY: non-null and NUL-terminated by the caller's contract.
+                // SAFETY: a user-space pointer, NUL-terminated by the caller's contract.
                 let b = unsafe { CStr::from_ptr(p) }.to_bytes();
                 crate::posix::resolve::under_mount(&cfg.mount, b).is_some()
                     && state::own(cfg).is_some()
