@@ -1,0 +1,71 @@
+# The programs of tests/multiproc/run.sh, each under `pre` (the
+# interposer preloaded) in $mnt; sourced by it, with $work, $mnt, $here,
+# $pgbin and step() set.
+
+step "a shell script of a few hundred file commands, against a plain directory"
+# The same script on the mount, preloaded, and in a directory of /tmp,
+# not: outputs and trees must be identical.
+python3 "$here/shell_script.py" 300 > "$work/script.sh"
+mkdir "$mnt/sh" "$work/sh-plain"
+( cd "$mnt/sh" && pre bash "$work/script.sh" ) > "$work/sh-amber.out" 2>&1
+( cd "$work/sh-plain" && bash "$work/script.sh" ) > "$work/sh-plain.out" 2>&1
+diff "$work/sh-plain.out" "$work/sh-amber.out"
+diff -r "$work/sh-plain" "$mnt/sh"
+echo "$(wc -l < "$work/script.sh") commands, same output and tree"
+
+step "make -j2 of a small C project"
+mkdir "$mnt/proj"
+for i in $(seq 1 24); do
+    printf 'int f%d(int x) { return x * %d + 1; }\n' "$i" "$i" > "$mnt/proj/f$i.c"
+done
+{
+    for i in $(seq 1 24); do printf 'int f%d(int);\n' "$i"; done
+    printf '#include <stdio.h>\nint main(void) {\n    long s = 0;\n'
+    for i in $(seq 1 24); do printf '    s += f%d(%d);\n' "$i" "$i"; done
+    printf '    printf("%%ld\\n", s);\n    return 0;\n}\n'
+} > "$mnt/proj/main.c"
+cat > "$mnt/proj/Makefile" <<'EOF'
+SRCS := $(wildcard *.c)
+OBJS := $(SRCS:.c=.o)
+prog: $(OBJS)
+	$(CC) -o $@ $(OBJS)
+%.o: %.c
+	$(CC) -O1 -c -o $@ $<
+EOF
+pre make -s -j2 -C "$mnt/proj"
+want=$(python3 -c 'print(sum(i * i + 1 for i in range(1, 25)))')
+[ "$(pre "$mnt/proj/prog")" = "$want" ] || { echo "make: wrong program"; exit 1; }
+pre make -q -C "$mnt/proj" prog || { echo "make: not up to date after a build"; exit 1; }
+
+step "git: init, add, commit, status, log, clone, gc, fsck"
+(
+    cd "$mnt"
+    export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t
+    pre git init -q repo
+    cd repo
+    for i in 1 2 3; do
+        cp -r "$mnt/proj" "src$i"
+        pre git add "src$i"
+        pre git commit -q -m "commit $i"
+    done
+    [ -z "$(pre git status --porcelain)" ] || { echo "git: tree not clean"; exit 1; }
+    [ "$(pre git log --oneline | wc -l)" = 3 ] || { echo "git: log"; exit 1; }
+    cd ..
+    pre git clone -q repo clone
+    pre git -C clone gc -q
+    pre git -C clone fsck --strict --no-progress
+    diff -r -x .git repo clone
+)
+
+step "Python multiprocessing: four workers write and read each other's files"
+pre python3 "$here/workers.py" "$mnt/mp" 4 200
+
+step "fio: two job processes, random writes verified by crc32c"
+pre fio --name=mp --directory="$mnt" --numjobs=2 --size=16m --bs=4k --rw=randwrite \
+    --ioengine=psync --fsync=16 --verify=crc32c --do_verify=1 --group_reporting \
+    --output="$work/fio.txt" >/dev/null
+grep -E "WRITE:|err=" "$work/fio.txt" | head -3
+grep -q "err= 0" "$work/fio.txt" || { echo "fio: errors"; exit 1; }
+
+step "PostgreSQL: initdb, pgbench, kill -9 of the postmaster mid-run, recovery, amcheck"
+source "$here/postgres.sh"

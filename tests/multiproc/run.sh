@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Many processes, one pool (issue 32, point 5): real multi-process
+# programs on an `amberfs mount` with every process under the LD_PRELOAD
+# interposer (AMBERFS_POOL and AMBERFS_MOUNT naming the pool and the
+# mount, as README's "Many processes" says): pjdfstest, a shell script of
+# a few hundred file commands compared with the same script on a plain
+# directory, make -j2, git, Python multiprocessing, fio with two job
+# processes verifying crc32c, and PostgreSQL (initdb, pgbench, kill -9 of
+# the postmaster in the middle of a run, recovery, pgbench's balance
+# invariants and pg_amcheck). Then unmount and a clean fsck.
+#
+# What it pins today: with the mount up the interposer hands every call
+# under it to the kernel (design.md §17.8; the leases of §17.1-§17.7 that
+# would serve a client's reads and writes in-process are not built), and
+# none of these programs may notice it is preloaded. The same programs
+# are the suite the leases must pass.
+#
+#   bash tests/multiproc/run.sh [BIN_DIR]     (default target/debug)
+#
+# Needs root and /dev/fuse; without them it says so and exits 0
+# (skipped). Installs what it needs (Debian: postgresql, fio, make, gcc,
+# git; pjdfstest from crates.io, as tests/fuse/run.sh does).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+bin=$(cd "${1:-$top/target/debug}" && pwd)
+amberfs=$bin/amberfs
+lib=$bin/libamberfs_preload.so
+
+if [ "$(id -u)" != 0 ] || [ ! -e /dev/fuse ]; then
+    echo "tests/multiproc: skipped: needs root and /dev/fuse"
+    exit 0
+fi
+[ -x "$amberfs" ] && [ -f "$lib" ] || {
+    echo "tests/multiproc: build first: cargo build -p amber-cli -p amber-ffi-preload"; exit 1; }
+
+pgbin=/usr/lib/postgresql/15/bin
+need_apt=()
+[ -x "$pgbin/initdb" ] || need_apt+=(postgresql)
+command -v fio >/dev/null || need_apt+=(fio)
+command -v make >/dev/null || need_apt+=(make)
+command -v cc >/dev/null || need_apt+=(gcc)
+command -v git >/dev/null || need_apt+=(git)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+pjd=${PJDFSTEST:-$(command -v pjdfstest || true)}
+if [ -z "$pjd" ]; then
+    [ -x "$top/target/tools/bin/pjdfstest" ] ||
+        cargo install --quiet --locked pjdfstest --version 0.2.2 --root "$top/target/tools"
+    pjd=$top/target/tools/bin/pjdfstest
+fi
+getent group tests >/dev/null || groupadd tests
+getent passwd tests >/dev/null || useradd -g tests -M -N -s /usr/sbin/nologin tests
+
+work=$(mktemp -d /tmp/amberfs-multiproc.XXXXXX)
+chmod 0755 "$work"
+pool=/dev/shm/amberfs-multiproc-$$.pool
+mnt=$work/mnt
+mkdir -p "$mnt"
+pg_pid_file=$work/pg.pid
+cleanup() {
+    [ -f "$pg_pid_file" ] && kill -9 "$(cat "$pg_pid_file")" 2>/dev/null || true
+    "$amberfs" umount "$mnt" >/dev/null 2>&1 || umount -l "$mnt" >/dev/null 2>&1 || true
+    rm -f "$pool"
+    rm -rf "$work"
+}
+trap cleanup EXIT
+step() { printf '\n== %s\n' "$*"; }
+
+# Runs "$@" with the interposer preloaded over the pool and its mount.
+pre() { LD_PRELOAD=$lib AMBERFS_POOL=$pool AMBERFS_MOUNT=$mnt "$@"; }
+
+step "mkfs and mount; the interposer is loaded in every child"
+"$amberfs" mkfs "$pool" --size 2G --inodes 262144 >/dev/null
+"$amberfs" mount "$pool" "$mnt" --log "$work/daemon.log"
+pre bash -c 'grep -q libamberfs_preload /proc/$$/maps && sh -c "grep -q libamberfs_preload /proc/\$\$/maps"'
+# A user who may not open the pool file is the mount's like any other,
+# and the interposer says nothing about it.
+echo shared > "$mnt/shared"
+chmod 0644 "$mnt/shared"
+[ "$(runuser -u tests -- env LD_PRELOAD="$lib" AMBERFS_POOL="$pool" AMBERFS_MOUNT="$mnt" \
+    cat "$mnt/shared" 2>"$work/err")" = shared ]
+[ ! -s "$work/err" ] || { cat "$work/err"; echo "the interposer spoke for a mount client"; exit 1; }
+
+step "pjdfstest, preloaded"
+mkdir "$mnt/pjd"
+chmod 0777 "$mnt/pjd"
+secondary=$(mktemp -d /dev/shm/amberfs-pjd-secondary.XXXXXX)
+chmod 0777 "$secondary"
+( cd "$mnt/pjd" && pre "$pjd" -c "$top/tests/fuse/pjdfstest.toml" -p "$mnt/pjd" -s "$secondary" ) \
+    > "$work/pjd.log" 2>&1 || true
+rm -rf "$secondary"
+grep -v '  ok$' "$work/pjd.log" | grep -v '^$' | head -n 40
+grep '^Summary' "$work/pjd.log" || true
+grep -q '^Summary: 0 failed' "$work/pjd.log" || { echo "pjdfstest failed preloaded"; exit 1; }
+rm -rf "$mnt/pjd"
+
+source "$here/programs.sh"
+
+step "unmount, fsck"
+"$amberfs" umount "$mnt"
+"$amberfs" fsck "$pool"
+echo
+echo "tests/multiproc: all passed"
