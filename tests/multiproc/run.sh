@@ -34,9 +34,10 @@ fi
 [ -x "$amberfs" ] && [ -f "$lib" ] || {
     echo "tests/multiproc: build first: cargo build -p amber-cli -p amber-ffi-preload"; exit 1; }
 
-pgbin=/usr/lib/postgresql/15/bin
+# Debian's server binaries, of whichever major version it ships.
+pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
 need_apt=()
-[ -x "$pgbin/initdb" ] || need_apt+=(postgresql)
+[ -n "$(pg_bin)" ] || need_apt+=(postgresql)
 command -v fio >/dev/null || need_apt+=(fio)
 command -v make >/dev/null || need_apt+=(make)
 command -v cc >/dev/null || need_apt+=(gcc)
@@ -44,6 +45,7 @@ command -v git >/dev/null || need_apt+=(git)
 if [ ${#need_apt[@]} -gt 0 ]; then
     apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
+pgbin=$(pg_bin)
 pjd=${PJDFSTEST:-$(command -v pjdfstest || true)}
 if [ -z "$pjd" ]; then
     [ -x "$top/target/tools/bin/pjdfstest" ] ||
