@@ -32,13 +32,8 @@ command -v git >/dev/null || need_apt+=(git)
 if [ ${#need_apt[@]} -gt 0 ]; then
     apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
-pjd=${PJDFSTEST:-$(command -v pjdfstest || true)}
-if [ -z "$pjd" ]; then
-    cargo install --quiet --locked pjdfstest --version 0.2.2 --root "$top/target/tools"
-    pjd=$top/target/tools/bin/pjdfstest
-fi
-getent group tests >/dev/null || groupadd tests
-getent passwd tests >/dev/null || useradd -g tests -M -N -s /usr/sbin/nologin tests
+source "$here/pjd.sh"
+pjd_setup
 
 work=$(mktemp -d /tmp/amberfs-fuse.XXXXXX)
 # pjdfstest switches to unprivileged users, who must reach the mount.
@@ -81,19 +76,7 @@ if grep -q "append shown" <<<"$probe"; then
 fi
 
 step "pjdfstest $("$pjd" --version 2>/dev/null || true)"
-mkdir "$mnt/pjd"
-chmod 0777 "$mnt/pjd"
-# A directory on another file system, for the EXDEV tests.
-secondary=$(mktemp -d /dev/shm/amberfs-pjd-secondary.XXXXXX)
-chmod 0777 "$secondary"
-( cd "$mnt/pjd" && "$pjd" -c "$here/pjdfstest.toml" -p "$mnt/pjd" -s "$secondary" ) > "$work/pjd.log" 2>&1 || true
-rm -rf "$secondary"
-grep -v '  ok$' "$work/pjd.log" | grep -v '^$' | head -n 60
-grep '^Summary' "$work/pjd.log" || true
-if ! grep -q '^Summary: 0 failed' "$work/pjd.log"; then
-    echo "pjdfstest reported failures (or did not finish)"; exit 1
-fi
-rm -rf "$mnt/pjd"
+pjd_run "$mnt/pjd" "$work/pjd.log"
 
 bash "$here/apps.sh" "$amberfs" "$pool" "$mnt" "$work"
 echo

@@ -46,14 +46,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 pgbin=$(pg_bin)
-pjd=${PJDFSTEST:-$(command -v pjdfstest || true)}
-if [ -z "$pjd" ]; then
-    [ -x "$top/target/tools/bin/pjdfstest" ] ||
-        cargo install --quiet --locked pjdfstest --version 0.2.2 --root "$top/target/tools"
-    pjd=$top/target/tools/bin/pjdfstest
-fi
-getent group tests >/dev/null || groupadd tests
-getent passwd tests >/dev/null || useradd -g tests -M -N -s /usr/sbin/nologin tests
+source "$top/tests/fuse/pjd.sh"
+pjd_setup
 
 work=$(mktemp -d /tmp/amberfs-multiproc.XXXXXX)
 chmod 0755 "$work"
@@ -86,17 +80,7 @@ chmod 0644 "$mnt/shared"
 [ ! -s "$work/err" ] || { cat "$work/err"; echo "the interposer spoke for a mount client"; exit 1; }
 
 step "pjdfstest, preloaded"
-mkdir "$mnt/pjd"
-chmod 0777 "$mnt/pjd"
-secondary=$(mktemp -d /dev/shm/amberfs-pjd-secondary.XXXXXX)
-chmod 0777 "$secondary"
-( cd "$mnt/pjd" && pre "$pjd" -c "$top/tests/fuse/pjdfstest.toml" -p "$mnt/pjd" -s "$secondary" ) \
-    > "$work/pjd.log" 2>&1 || true
-rm -rf "$secondary"
-grep -v '  ok$' "$work/pjd.log" | grep -v '^$' | head -n 40
-grep '^Summary' "$work/pjd.log" || true
-grep -q '^Summary: 0 failed' "$work/pjd.log" || { echo "pjdfstest failed preloaded"; exit 1; }
-rm -rf "$mnt/pjd"
+pjd_run "$mnt/pjd" "$work/pjd.log" env LD_PRELOAD="$lib" AMBERFS_POOL="$pool" AMBERFS_MOUNT="$mnt"
 
 source "$here/programs.sh"
 
