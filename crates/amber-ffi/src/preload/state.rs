@@ -122,6 +122,15 @@ pub fn own(cfg: &Config) -> Option<&'static Pool> {
         return None;
     }
     DECIDED.get_or_init(|| {
+        if fuse_mounted(&cfg.mount) {
+            // A FUSE mount there is the pool's daemon, which holds it:
+            // the kernel serves this process (`unserved`), and trying the
+            // pool first cost every short-lived process of a shell over
+            // the mount its options, its CPUs and its memory read from
+            // /proc before the lock said no.
+            OPEN_FAILED.store(libc::EBUSY, Ordering::Relaxed);
+            return;
+        }
         let _inside = Inside::enter();
         match Pool::open(&cfg.pool, &cfg.options, &cfg.emulate) {
             Ok(pool) => {
@@ -130,10 +139,7 @@ pub fn own(cfg: &Config) -> Option<&'static Pool> {
             }
             Err(e) => {
                 OPEN_FAILED.store(e.errno.0, Ordering::Relaxed);
-                // With a FUSE mount up the kernel serves every call (a
-                // process that may not open the pool file, as another
-                // user, is one of its clients): nothing to say.
-                if e.errno != Errno(libc::EBUSY) && !fuse_mounted(&cfg.mount) {
+                if e.errno != Errno(libc::EBUSY) {
                     eprintln!("amberfs: {}", e.message);
                 }
             }
