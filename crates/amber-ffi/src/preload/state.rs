@@ -16,7 +16,7 @@ use std::cell::Cell;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use crate::posix::errno::tell_once;
@@ -46,6 +46,15 @@ static FORK_TOLD: AtomicBool = AtomicBool::new(false);
 /// tried), and whether a call under the mount was told so.
 static OPEN_FAILED: AtomicI32 = AtomicI32::new(0);
 static UNSERVED_TOLD: AtomicBool = AtomicBool::new(false);
+/// Until when (CLOCK_MONOTONIC_COARSE, ns) a FUSE mount seen at the mount
+/// directory is taken to be there without asking again (`fuse_mounted`).
+static MOUNT_SEEN_UNTIL: AtomicU64 = AtomicU64::new(0);
+
+/// How long a FUSE mount seen at the mount directory is trusted: statfs
+/// of a FUSE path is a round trip to its daemon (FUSE_STATFS), which,
+/// asked before every call the kernel then served, cost git 1.6x its time
+/// on the plain mount; a mount that goes away is noticed within this.
+const MOUNT_TRUSTED_NS: u64 = 1_000_000_000;
 
 /// `statfs`'s type of a FUSE mount.
 const FUSE_SUPER_MAGIC: libc::c_long = 0x6573_5546;
@@ -179,8 +188,33 @@ pub fn unserved(cfg: &Config) -> PResult<()> {
 }
 
 /// Whether a FUSE file system is mounted at `dir` (an `amberfs mount` of
-/// the pool, whose daemon then serves every process).
+/// the pool, whose daemon then serves every process); once seen, it is
+/// taken to be there for `MOUNT_TRUSTED_NS`.
 fn fuse_mounted(dir: &[u8]) -> bool {
+    let now = coarse_now_ns();
+    if now < MOUNT_SEEN_UNTIL.load(Ordering::Relaxed) {
+        return true;
+    }
+    let mounted = statfs_is_fuse(dir);
+    if mounted {
+        MOUNT_SEEN_UNTIL.store(now + MOUNT_TRUSTED_NS, Ordering::Relaxed);
+    }
+    mounted
+}
+
+/// CLOCK_MONOTONIC_COARSE in ns: a read of the vDSO's page, no syscall.
+fn coarse_now_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a timespec we own for the call to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &raw mut t) };
+    (t.tv_sec as u64).saturating_mul(1_000_000_000) + t.tv_nsec as u64
+}
+
+/// Whether statfs says `dir` is on a FUSE file system.
+fn statfs_is_fuse(dir: &[u8]) -> bool {
     let Ok(path) = std::ffi::CString::new(dir) else {
         return false;
     };
