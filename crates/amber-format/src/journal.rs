@@ -17,11 +17,12 @@
 //!  12   4  reserved, zero
 //!  16   n  new bytes, padded with zeros to a multiple of 8
 //! ```
-//! Commit protocol (docs/design.md): write header and entries, flush,
-//! fence — the transaction is committed iff the checksum matches; apply the
-//! entries in place, flush, fence; retire by storing 0 over bytes 0..8,
-//! flush, fence. Recovery replays every committed transaction (redo is
-//! idempotent) and retires it.
+//! Commit protocol (docs/design.md §4): stream entries and header, fence —
+//! the transaction is committed iff the checksum matches; apply the
+//! entries in place, fence; retire by streaming zeros over the header's
+//! line, fence (a partly zeroed header is empty or fails its checksum).
+//! Recovery replays every committed transaction (redo is idempotent) and
+//! retires it.
 
 use crate::crc::{crc32c, crc32c_append};
 use std::mem::offset_of;
