@@ -42,6 +42,7 @@ command -v fio >/dev/null || need_apt+=(fio)
 command -v make >/dev/null || need_apt+=(make)
 command -v cc >/dev/null || need_apt+=(gcc)
 command -v git >/dev/null || need_apt+=(git)
+command -v pgrep >/dev/null || need_apt+=(procps)
 if [ ${#need_apt[@]} -gt 0 ]; then
     apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
