@@ -24,7 +24,7 @@
 
 use super::super::control::Control;
 use super::super::cost::bbm::{Costs, FileModel};
-use super::super::cost::{calibrate, lines_of};
+use super::super::cost::{calibrate, lines_of, LINE};
 use super::super::lawn::read_over;
 use super::super::{block_runs, BufferOptions, DataPolicy};
 use super::image::{edge_lines, fetch_range, Block, ALL};
@@ -459,10 +459,10 @@ impl Buffer {
         fb: u64,
         line: u64,
         n: u64,
-    ) -> Result<[u8; 64]> {
-        let mut bytes = [0u8; 64];
+    ) -> Result<[u8; LINE as usize]> {
+        let mut bytes = [0u8; LINE as usize];
         let bstart = fb * BLOCK_SIZE;
-        fetch_range(line * 64, n, &mut bytes, &mut |at, out| {
+        fetch_range(line * LINE, n, &mut bytes, &mut |at, out| {
             read_unbuffered(fs, eng, st, bstart + at, out).map(drop)
         })?;
         Ok(bytes)

@@ -13,12 +13,9 @@
 //! buffer's invariant), and a block past the size was zeroed on PM by the
 //! write that grew the file over it.
 
-use super::super::cost::lines_of;
+use super::super::cost::{lines_of, LINE};
 use crate::error::Result;
 use amber_format::BLOCK_SIZE;
-
-/// Bytes of a line, the unit of `dirty` and `held`.
-const LINE: u64 = 64;
 
 /// Every line of a block.
 pub(super) const ALL: u64 = u64::MAX;

@@ -20,6 +20,7 @@
 //! the block with older bytes). Replay redoes a committed, unapplied
 //! transaction into the same blocks, which are still the file's.
 
+use super::super::cost::LINE;
 use super::buffer;
 use super::image::line_runs;
 use crate::data::hunter;
@@ -34,10 +35,7 @@ use amber_pmem::PmDevice;
 /// Most dirty bytes a write-back takes in place: a WAL frame's page and
 /// header straddle two blocks. Larger changes go out of place, where
 /// writing them once beats logging them twice.
-pub(super) const REDO_MAX: u64 = 2 * BLOCK_SIZE;
-
-/// Bytes of a cache line, the buffer's unit of dirtiness.
-const LINE: u64 = 64;
+const REDO_MAX: u64 = 2 * BLOCK_SIZE;
 
 /// One dirty block of a write-back: its file block, its image and the
 /// mask of its lines written since it was buffered.
