@@ -3,6 +3,15 @@
 
 use amber_format::journal::{entry_footprint, push_entry, ENTRY_HEADER, HEADER_SIZE, MAX_ENTRIES};
 use amber_format::{Inode, Layout};
+use std::cell::Cell;
+
+thread_local! {
+    /// The buffers of the thread's last finished transaction, for its
+    /// next one: a transaction per fsync (amber's in-place write-back)
+    /// otherwise allocates and frees a block's worth of payload each
+    /// time. One per thread, at most `MAX_TX_BYTES` of payload.
+    static SPARE: Cell<(Vec<u8>, Vec<Span>)> = const { Cell::new((Vec::new(), Vec::new())) };
+}
 
 /// Redo entries of one operation, encoded as they are added: the
 /// commit streams the payload as it is, with no copy in between.
@@ -30,16 +39,19 @@ pub const MAX_TX_BYTES: usize = 24 * 1024;
 impl Tx {
     /// An empty transaction; committing it writes nothing.
     pub fn new() -> Tx {
-        Tx::default()
+        Tx::with_capacity(0)
     }
 
     /// An empty transaction with room for `payload` bytes of entries
     /// (`entry_footprint` of each), so a large one is not copied as it
     /// grows.
     pub fn with_capacity(payload: usize) -> Tx {
+        let (mut bytes, spans) = SPARE.try_with(Cell::take).unwrap_or_default();
+        debug_assert!(bytes.is_empty() && spans.is_empty());
+        bytes.reserve(payload.min(MAX_TX_BYTES));
         Tx {
-            payload: Vec::with_capacity(payload.min(MAX_TX_BYTES)),
-            spans: Vec::new(),
+            payload: bytes,
+            spans,
         }
     }
 
@@ -88,5 +100,22 @@ impl Tx {
     /// The encoded entries, and where each one's bytes go.
     pub(crate) fn parts(&self) -> (&[u8], &[Span]) {
         (&self.payload, &self.spans)
+    }
+}
+
+impl Drop for Tx {
+    /// Gives the buffers to the thread's next transaction (`SPARE`),
+    /// emptied; a thread being torn down just frees them.
+    fn drop(&mut self) {
+        if self.payload.capacity() > MAX_TX_BYTES {
+            return;
+        }
+        let mut bufs = (
+            std::mem::take(&mut self.payload),
+            std::mem::take(&mut self.spans),
+        );
+        bufs.0.clear();
+        bufs.1.clear();
+        let _ = SPARE.try_with(|s| s.set(bufs));
     }
 }

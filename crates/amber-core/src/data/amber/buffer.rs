@@ -206,9 +206,11 @@ impl Buffer {
         }
     }
 
-    /// Whether HiNFS's model decides which blocks are buffered.
+    /// Whether HiNFS's model decides which blocks are buffered: under
+    /// `model`, and under `auto` where buffering pays. Elsewhere nothing
+    /// reads the model, so writes are not recorded in it.
     fn modelled(&self) -> bool {
-        matches!(self.mode, AmberBuffer::Auto | AmberBuffer::Model)
+        matches!(self.mode, AmberBuffer::Auto | AmberBuffer::Model) && self.buffering()
     }
 
     /// Whether the file holds buffered blocks.
@@ -261,7 +263,7 @@ impl Buffer {
     ) -> (bool, bool) {
         let regular = st.kind() == FileKind::Regular;
         let pays = self.buffering();
-        let modelled = regular && pays && self.modelled();
+        let modelled = regular && self.modelled();
         let coalesce = self.mode == AmberBuffer::Auto
             && !pays
             && (stream
@@ -601,7 +603,7 @@ impl Buffer {
         eng: &Engines,
         st: &mut InodeState,
     ) -> Result<()> {
-        if !self.modelled() || !self.pays.load(Relaxed) {
+        if !self.modelled() {
             return self.write_back(fs, eng, st, true).map(drop);
         }
         let costs = *self.costs.lock();
