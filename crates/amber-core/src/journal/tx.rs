@@ -97,6 +97,15 @@ impl Tx {
         self.spans.is_empty()
     }
 
+    /// Pads the payload with zeros to a multiple of `line` bytes (the
+    /// header's size: a payload after it then ends on a line boundary),
+    /// after its last entry; returns the length of the entries.
+    pub(crate) fn pad_to(&mut self, line: usize) -> usize {
+        let len = self.payload.len();
+        self.payload.resize(len.next_multiple_of(line), 0);
+        len
+    }
+
     /// The encoded entries, and where each one's bytes go.
     pub(crate) fn parts(&self) -> (&[u8], &[Span]) {
         (&self.payload, &self.spans)
