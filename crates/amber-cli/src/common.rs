@@ -340,6 +340,10 @@ impl PmDevice for PoolDevice {
         delegate!(self, d => d.populate(off, len))
     }
 
+    fn prefetch(&self, off: u64, len: u64) {
+        delegate!(self, d => d.prefetch(off, len))
+    }
+
     fn pages(&self) -> Option<&PoolPages> {
         delegate!(self, d => d.pages())
     }

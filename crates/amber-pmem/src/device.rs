@@ -145,6 +145,14 @@ pub trait PmDevice: Send + Sync + 'static {
         check_range(self.size(), off, len);
     }
 
+    /// Starts loading `[off, off + len)` into the CPU cache, ahead of a
+    /// read expected soon: a line about to be read back cold (evicted by
+    /// the non-temporal stores that wrote it) otherwise stalls the read
+    /// for a memory access. A hint only, like `populate`.
+    fn prefetch(&self, off: u64, len: u64) {
+        check_range(self.size(), off, len);
+    }
+
     /// The pool's pages, for showing a file's blocks to a program that
     /// maps the file (a [`crate::Window`]): `None` where the pool is not
     /// something the kernel can map again — anonymous memory, a DRAM

@@ -232,6 +232,10 @@ impl<D: PmDevice> PmDevice for Emulated<D> {
         self.inner.populate(off, len)
     }
 
+    fn prefetch(&self, off: u64, len: u64) {
+        self.inner.prefetch(off, len)
+    }
+
     /// Stores through a window bypass the emulator: they cost what the
     /// DRAM under it costs (README, "Mapped files").
     fn pages(&self) -> Option<&PoolPages> {

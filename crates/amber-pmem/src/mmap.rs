@@ -399,6 +399,10 @@ impl PmDevice for MmapDevice {
         self.region.populate(off, len)
     }
 
+    fn prefetch(&self, off: u64, len: u64) {
+        self.region.prefetch(off, len)
+    }
+
     fn pages(&self) -> Option<&PoolPages> {
         self.pages.as_ref()
     }

@@ -242,6 +242,11 @@ impl PmDevice for Region {
         }
     }
 
+    fn prefetch(&self, off: u64, len: u64) {
+        check_range(self.size, off, len);
+        flush::prefetch_lines(self.at(off), len as usize);
+    }
+
     fn load_u64(&self, off: u64) -> u64 {
         let p = self.aligned_word(off, 8);
         // SAFETY: aligned, inside the mapping, accessed atomically by others.

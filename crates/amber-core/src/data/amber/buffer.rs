@@ -33,6 +33,7 @@ use super::table::Table;
 use super::AmberBuffer;
 use super::{AmberHunter, Engines};
 use crate::data::control::spawn as spawn_thread;
+use crate::data::hunter;
 use crate::data::Context;
 use crate::error::Result;
 use crate::fs::Core;
@@ -60,6 +61,10 @@ pub(super) struct FileBuf {
     /// Whether a buffered write moved the size since the last write-back:
     /// then the change cannot go back in place (`redo::plan`).
     grew: bool,
+    /// Where the last buffered write ended, and where the last one before
+    /// the previous fsync did (`prefetch_next`).
+    last_end: u64,
+    synced_end: u64,
 }
 
 /// What amber keeps per file with hunter's state: the file's buffer, made
@@ -148,6 +153,31 @@ fn changed<'a>(file: &'a FileBuf, dirty: &[u64]) -> Vec<redo::Dirty<'a>> {
             (fb, &b.image[..], b.dirty)
         })
         .collect()
+}
+
+/// After an fsync wrote the file's buffer back: a file written as a
+/// stream of records with an fsync after each (a log; SQLite's WAL, whose
+/// frames are 4,120 bytes) will end its next record as far past this
+/// one's end as this one is past the last's. Where that is mid-line, the
+/// next record's write must read that line (`fill`'s edge fetch), cold on
+/// PM; its load starts now, while the program works on the record.
+fn prefetch_next<D: PmDevice>(fs: Context<'_, D>, st: &mut InodeState) {
+    let size = st.disk.size;
+    let Some(file) = existing_mut(st) else {
+        return;
+    };
+    let end = file.last_end;
+    let stride = end.saturating_sub(std::mem::replace(&mut file.synced_end, end));
+    let at = end + stride;
+    // Past the size a block's lines are zeros, held without a read.
+    if stride == 0 || at.is_multiple_of(LINE) || at >= size {
+        return;
+    }
+    if let Some(b) = hunter::block_of::<FileState>(st, at / BLOCK_SIZE) {
+        let line = at % BLOCK_SIZE / LINE * LINE;
+        fs.device()
+            .prefetch(fs.layout().block_offset(b) + line, LINE);
+    }
 }
 
 /// Records in the model a write that goes through to PM: the ghost lines
@@ -441,6 +471,7 @@ impl Buffer {
             }
         }
         file.tail = Some(last);
+        file.last_end = end;
         file.grew |= end > size;
         if was_empty {
             self.oldest.lock().insert(st.ino, Instant::now());
@@ -603,20 +634,19 @@ impl Buffer {
         eng: &Engines,
         st: &mut InodeState,
     ) -> Result<()> {
-        if !self.modelled() {
-            return self.write_back(fs, eng, st, true).map(drop);
-        }
-        let costs = *self.costs.lock();
-        let holds = {
+        if self.modelled() {
+            let costs = *self.costs.lock();
             let file = file_mut(fs, eng, st)?;
             let blocks = &file.blocks;
             file.model.sync(fs.clock().monotonic_ns(), costs, |fb| {
                 blocks.get(fb).map_or(0, |b| b.dirty)
             });
-            !file.blocks.is_empty()
-        };
-        if holds {
-            self.write_back(fs, eng, st, true)?;
+            if file.blocks.is_empty() {
+                return Ok(());
+            }
+        }
+        if self.write_back(fs, eng, st, true)? > 0 {
+            prefetch_next(fs, st);
         }
         Ok(())
     }
