@@ -167,17 +167,25 @@ fn prefetch_next<D: PmDevice>(fs: Context<'_, D>, st: &mut InodeState) {
         return;
     };
     let end = file.last_end;
-    let stride = end.saturating_sub(std::mem::replace(&mut file.synced_end, end));
-    let at = end + stride;
-    // Past the size a block's lines are zeros, held without a read.
-    if stride == 0 || at.is_multiple_of(LINE) || at >= size {
+    let last = std::mem::replace(&mut file.synced_end, end);
+    let Some(at) = next_record_end(last, end, size) else {
         return;
-    }
+    };
     if let Some(b) = hunter::block_of::<FileState>(st, at / BLOCK_SIZE) {
         let line = at % BLOCK_SIZE / LINE * LINE;
         fs.device()
             .prefetch(fs.layout().block_offset(b) + line, LINE);
     }
+}
+
+/// Where the next record of a stream ends if it is as long as the one
+/// that ended at `end` after one that ended at `last`, when that is inside
+/// a line the next write will read: mid-line and below the file's `size`
+/// (past it a block's lines are zeros, held without a read).
+fn next_record_end(last: u64, end: u64, size: u64) -> Option<u64> {
+    let stride = end.checked_sub(last).filter(|&s| s > 0)?;
+    let at = end.checked_add(stride)?;
+    (!at.is_multiple_of(LINE) && at < size).then_some(at)
 }
 
 /// Records in the model a write that goes through to PM: the ghost lines
@@ -906,5 +914,25 @@ impl Buffer {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A WAL after its checkpoint: frames of 4,120 bytes from offset 32,
+    /// each fsync'd; the stream backing up (a new pass), standing still,
+    /// landing on a line boundary or past the size gives nothing.
+    #[test]
+    fn the_next_record_of_a_stream() {
+        let frame = |n: u64| 32 + n * 4120;
+        let size = frame(1000);
+        assert_eq!(next_record_end(frame(5), frame(6), size), Some(frame(7)));
+        assert_eq!(next_record_end(frame(998), frame(999), size), None);
+        assert_eq!(next_record_end(frame(900), frame(2), size), None);
+        assert_eq!(next_record_end(frame(2), frame(2), size), None);
+        assert_eq!(next_record_end(0, 64, size), None);
+        assert_eq!(next_record_end(0, u64::MAX - 1, u64::MAX), None);
     }
 }
