@@ -9,7 +9,7 @@ thread_local! {
     /// The buffers of the thread's last finished transaction, for its
     /// next one: a transaction per fsync (amber's in-place write-back)
     /// otherwise allocates and frees a block's worth of payload each
-    /// time. One per thread, at most `MAX_TX_BYTES` of payload.
+    /// time. One per thread, at most `MAX_TX_BYTES` of payload and its padding.
     static SPARE: Cell<(Vec<u8>, Vec<Span>)> = const { Cell::new((Vec::new(), Vec::new())) };
 }
 
@@ -48,7 +48,9 @@ impl Tx {
     pub fn with_capacity(payload: usize) -> Tx {
         let (mut bytes, spans) = SPARE.try_with(Cell::take).unwrap_or_default();
         debug_assert!(bytes.is_empty() && spans.is_empty());
-        bytes.reserve(payload.min(MAX_TX_BYTES));
+        // With room for the commit's padding to a line (`pad_to`), which
+        // would otherwise grow the buffer, copying it, at each commit.
+        bytes.reserve(payload.min(MAX_TX_BYTES) + HEADER_SIZE);
         Tx {
             payload: bytes,
             spans,
@@ -116,7 +118,7 @@ impl Drop for Tx {
     /// Gives the buffers to the thread's next transaction (`SPARE`),
     /// emptied; a thread being torn down just frees them.
     fn drop(&mut self) {
-        if self.payload.capacity() > MAX_TX_BYTES {
+        if self.payload.capacity() > MAX_TX_BYTES + HEADER_SIZE {
             return;
         }
         let mut bufs = (
