@@ -9,11 +9,12 @@
 # the postmaster in the middle of a run, recovery, pgbench's balance
 # invariants and pg_amcheck). Then unmount and a clean fsck.
 #
-# What it pins today: with the mount up the interposer hands every call
-# under it to the kernel (design.md §17.8; the leases of §17.1-§17.7 that
-# would serve a client's reads and writes in-process are not built), and
-# none of these programs may notice it is preloaded. The same programs
-# are the suite the leases must pass.
+# What it pins today: with the mount up the interposer opens, writes and
+# changes through the kernel, and reads a file it reads again and again
+# from its own mapping of the pool under a read lease (design.md §17.3;
+# the write leases of §17.4 are not built); none of these programs may
+# notice it is preloaded. leases.py checks the leases themselves, on a
+# mount of its own.
 #
 #   bash tests/multiproc/run.sh [BIN_DIR]     (default target/debug)
 #
@@ -84,6 +85,11 @@ step "pjdfstest, preloaded"
 pjd_run "$mnt/pjd" "$work/pjd.log" env LD_PRELOAD="$lib" AMBERFS_POOL="$pool" AMBERFS_MOUNT="$mnt"
 
 source "$here/programs.sh"
+# What the programs above leased (the daemon's counters).
+"$amberfs" stats "$mnt" | grep '^leases\.'
+
+step "read leases: coherence across processes, forks, kill -9, a stopped lessee, a dead daemon"
+python3 "$here/leases.py" "$bin"
 
 step "unmount, fsck"
 "$amberfs" umount "$mnt"

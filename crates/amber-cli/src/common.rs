@@ -244,6 +244,12 @@ impl MountConfig {
         }
     }
 
+    /// The emulator spec the pool runs behind, as `--emulate` takes it;
+    /// empty for none.
+    pub fn emulate_spec(&self) -> String {
+        self.emulate.map(|s| s.to_string()).unwrap_or_default()
+    }
+
     /// Whether the mount is read-only (`-o ro`).
     pub fn read_only(&self) -> bool {
         self.options.read_only

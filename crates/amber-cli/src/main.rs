@@ -7,6 +7,7 @@ mod common;
 mod control;
 mod copytree;
 mod daemon_log;
+mod leasing;
 mod output;
 
 use std::process::ExitCode;

@@ -50,13 +50,14 @@ mod dir;
 mod errno;
 mod handles;
 mod ioctl;
+mod leases;
 mod privs;
 mod xattr;
 
 use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -143,6 +144,8 @@ pub struct AmberFuse<D: PmDevice> {
     /// How regular files are opened: FOPEN_DIRECT_IO when every write is
     /// atomic (see the crate doc), so the kernel does not split a write.
     file_open: FopenFlags,
+    /// The read leases this mount grants to preloaded processes, if any.
+    granting: Option<leases::Granting>,
 }
 
 impl<D: PmDevice> AmberFuse<D> {
@@ -158,7 +161,22 @@ impl<D: PmDevice> AmberFuse<D> {
             handles: Handles::default(),
             writes_complete,
             file_open,
+            granting: None,
         }
+    }
+
+    /// Grants read leases from `leases` (whose socket, `socket`, the root's
+    /// `user.amberfs.control` names): every change of a file then recalls
+    /// the leases on it first.
+    #[must_use]
+    pub fn with_leases(mut self, leases: Arc<amber_lease::Leases>, socket: PathBuf) -> Self {
+        self.granting = Some(leases::Granting { leases, socket });
+        self
+    }
+
+    /// Recalls the leases on `ino` for a change of it (`leases::changing`).
+    fn changing(&self, ino: u64) -> Result<Option<amber_lease::Exclusive<'_>>, Errno> {
+        leases::changing(self.granting.as_ref(), ino)
     }
 
     /// Opens `ino` and replies with its handle, opened as `how`.
@@ -177,11 +195,19 @@ impl<D: PmDevice> AmberFuse<D> {
 
     /// Drops handle `fh`: the core frees an unlinked inode at its last
     /// release.
+    /// An unlinked file's last release frees its blocks, so its leases
+    /// are recalled first.
     fn release_handle(&self, fh: FileHandle, reply: ReplyEmpty) {
-        match self.handles.remove(fh.0) {
-            Some(ino) => empty(reply, self.core.release(ino)),
-            None => reply.error(Errno::EBADF),
-        }
+        let Some(ino) = self.handles.remove(fh.0) else {
+            return reply.error(Errno::EBADF);
+        };
+        let unlinked =
+            self.granting.is_some() && self.core.getattr(ino).is_ok_and(|a| a.nlink == 0);
+        let _change = match unlinked.then(|| self.changing(ino)).transpose() {
+            Ok(g) => g,
+            Err(e) => return reply.error(e),
+        };
+        empty(reply, self.core.release(ino));
     }
 }
 
@@ -359,6 +385,10 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
             atime: atime.map(time_set),
             mtime: mtime.map(time_set),
         };
+        let _change = match size.map(|_| self.changing(ino.0)).transpose() {
+            Ok(g) => g,
+            Err(e) => return reply.error(e),
+        };
         attr_reply(reply, self.core.setattr(ino.0, &set));
     }
 
@@ -412,6 +442,14 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let victim = self
+            .granting
+            .as_ref()
+            .and_then(|_| leases::victim(&self.core, parent.0, name.as_bytes()));
+        let _change = match victim.map(|v| self.changing(v)).transpose() {
+            Ok(g) => g,
+            Err(e) => return reply.error(e),
+        };
         empty(reply, self.core.unlink(parent.0, name.as_bytes()));
     }
 
@@ -451,6 +489,14 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         const NOREPLACE: RenameFlags = RenameFlags::RENAME_NOREPLACE;
         let (old, new) = (name.as_bytes(), newname.as_bytes());
         let (p, np) = (parent.0, newparent.0);
+        let victim = self
+            .granting
+            .as_ref()
+            .and_then(|_| leases::victim(&self.core, np, new));
+        let _change = match victim.map(|v| self.changing(v)).transpose() {
+            Ok(g) => g,
+            Err(e) => return reply.error(e),
+        };
         let r = match flags {
             f if f.is_empty() => self.core.rename(p, old, np, new, RenameMode::Replace),
             NOREPLACE => self.core.rename(p, old, np, new, RenameMode::NoReplace),
@@ -532,6 +578,10 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         // O_SYNC includes the O_DSYNC bit on Linux.
         let sync = self.writes_complete || flags.0 & libc::O_DSYNC != 0;
         let at = if append { None } else { Some(offset) };
+        let _change = match self.changing(ino.0) {
+            Ok(g) => g,
+            Err(e) => return reply.error(e),
+        };
         match self.core.write(ino.0, at, data, sync) {
             Ok((n, _)) => reply.written(n as u32),
             Err(e) => reply.error(errno(&e)),
@@ -691,6 +741,9 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         if let Err(e) = xattr::check(name, kind, req.uid(), Access::Read) {
             return reply.error(e);
         }
+        if let Some(v) = leases::control_value(self.granting.as_ref(), ino.0, name) {
+            return xattr::reply_sized(&v, size, reply);
+        }
         match self.core.getxattr(ino.0, name) {
             Ok(v) => xattr::reply_sized(&v, size, reply),
             Err(e) => reply.error(errno(&e)),
@@ -790,6 +843,10 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         if length == 0 {
             return reply.error(Errno::EINVAL);
         }
+        let _change = match self.changing(ino.0) {
+            Ok(g) => g,
+            Err(e) => return reply.error(e),
+        };
         let done = self.core.fallocate(ino.0, offset, length, how);
         empty(
             reply,

@@ -46,6 +46,13 @@ impl PoolLock {
         }
     }
 
+    /// `file` without a lock: a lease reader's view of a pool a running
+    /// daemon holds exclusively (`MmapDevice::open_for_lessee`). The
+    /// daemon's lease, not a lock, vouches for what it reads.
+    pub(crate) fn unlocked(file: File) -> PoolLock {
+        PoolLock { file }
+    }
+
     /// The locked file, for mapping and sizing it.
     pub(crate) fn file(&self) -> &File {
         &self.file

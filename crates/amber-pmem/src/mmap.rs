@@ -98,7 +98,7 @@ impl MmapDevice {
     /// Opens and maps an existing pool: a regular file or a device-DAX
     /// character device.
     pub fn open(path: &Path, options: &MapOptions) -> Result<MmapDevice, MapError> {
-        MmapDevice::open_with(path, options, false)
+        MmapDevice::open_with(path, options, Access::ExclusiveLock)
     }
 
     /// Opens and maps an existing pool read-only (`O_RDONLY`, `PROT_READ`,
@@ -107,14 +107,24 @@ impl MmapDevice {
     /// store is refused ([`PmDevice::read_only`]); nothing can reach the
     /// pool through this device.
     pub fn open_read_only(path: &Path, options: &MapOptions) -> Result<MmapDevice, MapError> {
-        MmapDevice::open_with(path, options, true)
+        MmapDevice::open_with(path, options, Access::SharedLock)
+    }
+
+    /// Maps a pool that a running daemon holds, read-only and without a
+    /// lock, for a process the daemon granted read leases (design.md
+    /// §17.3): the daemon's exclusive lock stays, and a lease — recalled
+    /// before the daemon changes the file it covers — vouches for the
+    /// blocks read. Every store is refused, as for `open_read_only`.
+    pub fn open_for_lessee(path: &Path, options: &MapOptions) -> Result<MmapDevice, MapError> {
+        MmapDevice::open_with(path, options, Access::Lessee)
     }
 
     fn open_with(
         path: &Path,
         options: &MapOptions,
-        read_only: bool,
+        access: Access,
     ) -> Result<MmapDevice, MapError> {
+        let read_only = access != Access::ExclusiveLock;
         let meta = std::fs::metadata(path).map_err(|e| MapError::io(path, "inspect", e))?;
         let file_type = meta.file_type();
         let (kind, size, granule) = if file_type.is_file() {
@@ -140,7 +150,10 @@ impl MmapDevice {
             .write(!read_only)
             .open(path)
             .map_err(|e| MapError::io(path, "open", e))?;
-        let lock = PoolLock::acquire(file, path, read_only)?;
+        let lock = match access {
+            Access::Lessee => PoolLock::unlocked(file),
+            _ => PoolLock::acquire(file, path, read_only)?,
+        };
         let target = Target {
             path,
             size,
@@ -182,6 +195,16 @@ impl MmapDevice {
     pub(crate) fn region(&self) -> &Region {
         &self.region
     }
+}
+
+/// How a pool is opened: to write it, holding it alone; to read it,
+/// sharing it with other readers; or to read what a daemon's leases
+/// vouch for, with no lock at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    ExclusiveLock,
+    SharedLock,
+    Lessee,
 }
 
 /// What `map_file` maps: the pool's path, size, kind, the alignment its

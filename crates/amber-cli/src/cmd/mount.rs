@@ -18,7 +18,7 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -365,11 +365,16 @@ fn serve(
     let (fs, report) = mount_pool(pool, config)?;
     log(&format!("{}: {report}", pool.shown()));
     log_counters(&fs, "at mount");
-    let adapter = AmberFuse::new(fs.core().clone());
+    let leasing = crate::leasing::start(&fs, pool, config);
+    let mut adapter = AmberFuse::new(fs.core().clone());
+    if let Some((leases, server)) = &leasing {
+        adapter = adapter.with_leases(Arc::clone(leases), server.path().to_path_buf());
+    }
     let session_options = session_options(pool, config, threads, kernel_flags);
     let session = match fuser::Session::new(adapter, dir, &session_options) {
         Ok(s) => s,
         Err(e) => {
+            drop(leasing);
             let clean = fs.unmount();
             drop(pid_file);
             return Err(CliError::new(format!(
@@ -393,9 +398,11 @@ fn serve(
             ""
         }
     ));
-    let control = start_control(&fs, pool, dir, report.to_string());
+    let leases = leasing.as_ref().map(|(l, _)| Arc::clone(l));
+    let control = start_control(&fs, pool, dir, report.to_string(), leases);
     let served = run_until_stopped(session, signals, dir);
     drop(control);
+    drop(leasing);
     if let Err(e) = served {
         // A worker that failed (or panicked) may have stopped inside an
         // operation; marking the pool clean would skip the recovery that
@@ -447,13 +454,20 @@ fn session_options(
 
 /// The control socket `amberfs stats` reads the live counters from; a
 /// mount without one still serves (said in the log).
-fn start_control(fs: &PoolFs, pool: &Path, dir: &Path, opened: String) -> Option<ControlSocket> {
+fn start_control(
+    fs: &PoolFs,
+    pool: &Path,
+    dir: &Path,
+    opened: String,
+    leases: Option<Arc<amber_lease::Leases>>,
+) -> Option<ControlSocket> {
     let core = fs.core().clone();
     let session = super::stats::Session {
         pool: pool.to_path_buf(),
         dir: dir.to_path_buf(),
         opened,
         since: std::time::Instant::now(),
+        leases,
     };
     let stats = move || super::stats::snapshot(&core, &session);
     ControlSocket::start(dir, stats)

@@ -90,6 +90,8 @@ pub struct Session {
     pub dir: PathBuf,
     pub opened: String,
     pub since: Instant,
+    /// The read leases the mount grants, if it does.
+    pub leases: Option<Arc<amber_lease::Leases>>,
 }
 
 /// What the daemon answers a `stats` request with: the session and the
@@ -128,6 +130,20 @@ pub fn snapshot<D: PmDevice>(core: &Arc<Core<D>>, session: &Session) -> Value {
             "zone_slots_used": zone_used,
         },
         "policy_counters": policy,
+        "leases": session.leases.as_deref().map_or(json!({}), leases),
+    })
+}
+
+/// The read leases' counters since the mount, and how many are held now.
+fn leases(l: &amber_lease::Leases) -> Value {
+    use std::sync::atomic::Ordering::Relaxed;
+    let c = &l.counters;
+    json!({
+        "granted": c.granted.load(Relaxed),
+        "refused": c.refused.load(Relaxed),
+        "recalled": c.recalled.load(Relaxed),
+        "cut_off": c.cut_off.load(Relaxed),
+        "held": l.held(),
     })
 }
 
@@ -142,7 +158,7 @@ fn text(stats: &Value) -> String {
         stats["uptime_seconds"].as_f64().unwrap_or(0.0),
         s("opened")
     );
-    for section in ["pm", "space", "policy_counters"] {
+    for section in ["pm", "space", "policy_counters", "leases"] {
         if let Some(map) = stats[section].as_object() {
             for (k, v) in map {
                 let _ = write!(out, "\n{section}.{k} {v}");
@@ -158,7 +174,11 @@ fn prometheus(stats: &Value) -> String {
     let label = |k: &str| escape_label(stats[k].as_str().unwrap_or(""));
     let labels = format!("pool=\"{}\",mount=\"{}\"", label("pool"), label("mount"));
     let mut out = String::new();
-    for (section, kind, suffix) in [("pm", "counter", "_total"), ("space", "gauge", "")] {
+    for (section, kind, suffix) in [
+        ("pm", "counter", "_total"),
+        ("space", "gauge", ""),
+        ("leases", "untyped", ""),
+    ] {
         for (k, v) in stats[section].as_object().into_iter().flatten() {
             let name = format!("amberfs_{section}_{k}{suffix}");
             let _ = writeln!(out, "# TYPE {name} {kind}\n{name}{{{labels}}} {v}");

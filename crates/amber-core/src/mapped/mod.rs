@@ -21,6 +21,7 @@
 //! the calls front ends make (`ops`).
 
 mod file;
+mod lease;
 mod ops;
 mod place;
 mod sync;
@@ -28,6 +29,7 @@ mod table;
 mod write;
 
 pub(crate) use file::FileMaps;
+pub use lease::{LeaseView, Run};
 pub(crate) use table::MapTable;
 
 /// A mapping's number, unique in the mount.

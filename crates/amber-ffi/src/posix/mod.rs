@@ -17,4 +17,4 @@ pub mod vectored;
 pub mod xattr;
 
 pub use errno::{Errno, PResult};
-pub use pool::{Dev, Pool};
+pub use pool::{detach_descriptors_but, Dev, Pool};

@@ -51,13 +51,23 @@ fn open_error(errno: i32, message: String) -> OpenError {
 /// see its end): so where close_range(2) is missing (Linux before 5.9)
 /// the table is not unshared at all and the thread shares it as before.
 fn detach_descriptors() {
-    let close_from = |first: u32| {
+    detach(None);
+}
+
+/// As the pool's threads do, for a thread that keeps one descriptor of
+/// its own: the interposer's lease thread and its socket, `keep`.
+pub fn detach_descriptors_but(keep: std::os::fd::RawFd) {
+    detach(u32::try_from(keep).ok());
+}
+
+fn detach(keep: Option<u32>) {
+    let close_range = |first: u32, last: u32| {
         // SAFETY: close_range(2) takes plain integers; the caller decides
         // whose table it closes in.
-        unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32) }
+        unsafe { libc::syscall(libc::SYS_close_range, first, last, 0u32) }
     };
     // A probe that closes nothing: no descriptor has the largest number.
-    if close_from(u32::MAX) != 0 {
+    if close_range(u32::MAX, u32::MAX) != 0 {
         return;
     }
     // SAFETY: unshare(2) affects only the calling thread's own task.
@@ -66,7 +76,15 @@ fn detach_descriptors() {
     }
     // The table is now this thread's alone (unshare succeeded), so this
     // leaves the program's untouched.
-    close_from(0);
+    match keep {
+        None => close_range(0, u32::MAX),
+        Some(k) => {
+            if k > 0 {
+                close_range(0, k - 1);
+            }
+            close_range(k.saturating_add(1), u32::MAX)
+        }
+    };
 }
 
 impl Pool {

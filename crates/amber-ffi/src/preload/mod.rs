@@ -4,6 +4,7 @@
 //! own functions, and `hooks` has one function per covered libc call.
 
 pub mod hooks;
+pub mod lessee;
 pub mod real;
 pub mod route;
 pub mod state;

@@ -17,15 +17,16 @@ use crate::posix::errno::tell_once;
 use crate::posix::file::OpenFile;
 use crate::posix::resolve::Found;
 use crate::posix::{reserve, Errno, PResult, Pool};
-use crate::preload::real;
 use crate::preload::route::{self, on_path, pool_path};
 use crate::preload::state::{self, Inside};
+use crate::preload::{lessee, real};
 
 static LOCK_TOLD: AtomicBool = AtomicBool::new(false);
 static FCNTL_TOLD: AtomicBool = AtomicBool::new(false);
 
 #[inline]
 pub unsafe fn close(fd: c_int) -> c_int {
+    lessee::forget(fd);
     if state::forked() {
         // An inherited served descriptor: forget it without touching the
         // parent's pool.
@@ -130,6 +131,7 @@ pub unsafe fn dup3(old: c_int, new: c_int, fl: c_int) -> c_int {
         // SAFETY: no pointers.
         let r = unsafe { real::dup3(old, new, fl) };
         if r >= 0 {
+            lessee::forget(new);
             forget_range(new as u32, new as u32);
         }
         r

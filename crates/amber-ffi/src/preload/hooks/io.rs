@@ -12,13 +12,28 @@ use crate::abi::{buf, buf_mut, gather, iovecs, scatter};
 use crate::posix::file::OpenFile;
 use crate::posix::Pool;
 use crate::posix::{vectored, Errno};
-use crate::preload::real;
 use crate::preload::state;
+use crate::preload::{lessee, real};
+
+/// A kernel descriptor's read of `n` bytes into `b` served under a read
+/// lease (`lessee`), at `at` or the descriptor's offset; None when the
+/// kernel serves it.
+///
+/// # Safety
+/// `b` is valid for writes of `n` bytes.
+unsafe fn leased(fd: c_int, b: *mut c_void, n: size_t, at: Option<u64>) -> Option<ssize_t> {
+    if n == 0 {
+        return None;
+    }
+    // SAFETY: the caller's contract for `b`.
+    let b = unsafe { buf_mut(b, n) }.ok()?;
+    lessee::read(fd, &mut [b], at)
+}
 
 #[inline]
 pub unsafe fn read(fd: c_int, b: *mut c_void, n: size_t) -> ssize_t {
     // SAFETY: the caller's contract for `b`.
-    let kernel = || unsafe { real::read(fd, b, n) };
+    let kernel = || unsafe { leased(fd, b, n, None).unwrap_or_else(|| real::read(fd, b, n)) };
     let served = |_: &Pool, f: &Arc<OpenFile>| {
         // SAFETY: the caller's contract for `b`.
         let b = unsafe { buf_mut(b, n) }?;
@@ -41,8 +56,14 @@ pub unsafe fn write(fd: c_int, b: *const c_void, n: size_t) -> ssize_t {
 
 #[inline]
 pub unsafe fn pread64(fd: c_int, b: *mut c_void, n: size_t, o: off64_t) -> ssize_t {
-    // SAFETY: the caller's contract for `b`.
-    let kernel = || unsafe { real::pread64(fd, b, n, o) };
+    // SAFETY: the caller's contract for `b`; a negative offset is the
+    // kernel's to refuse.
+    let kernel = || unsafe {
+        u64::try_from(o)
+            .ok()
+            .and_then(|at| leased(fd, b, n, Some(at)))
+            .unwrap_or_else(|| real::pread64(fd, b, n, o))
+    };
     let served = |_: &Pool, f: &Arc<OpenFile>| {
         // SAFETY: the caller's contract for `b`.
         let b = unsafe { buf_mut(b, n) }?;
@@ -75,14 +96,24 @@ pub unsafe fn pwrite(fd: c_int, b: *const c_void, n: size_t, o: off64_t) -> ssiz
     unsafe { pwrite64(fd, b, n, o) }
 }
 
-/// Vectored reads at `at` (None: the offset), for every readv form.
+/// Vectored reads at `at` (None: the offset), for every readv form; a
+/// kernel descriptor's under a read lease if `leasable` (the offset is
+/// one the kernel would take).
 unsafe fn readv_at(
     fd: c_int,
     v: *const iovec,
     n: c_int,
-    at: Option<u64>,
+    (at, leasable): (Option<u64>, bool),
     kernel: impl FnOnce() -> ssize_t,
 ) -> ssize_t {
+    let kernel = || {
+        let leased = || {
+            // SAFETY: the caller's contract for the iovecs.
+            let mut bufs = unsafe { scatter(iovecs(v, n).ok()?) }.ok()?;
+            lessee::read(fd, &mut bufs, at)
+        };
+        leasable.then(leased).flatten().unwrap_or_else(kernel)
+    };
     let served = |_: &Pool, f: &Arc<OpenFile>| {
         // SAFETY: the caller's contract for the iovecs.
         let mut bufs = unsafe { scatter(iovecs(v, n)?) }?;
@@ -110,7 +141,7 @@ unsafe fn writev_at(
 
 pub unsafe fn readv(fd: c_int, v: *const iovec, n: c_int) -> ssize_t {
     // SAFETY: forwarded contract.
-    unsafe { readv_at(fd, v, n, None, || real::readv(fd, v, n)) }
+    unsafe { readv_at(fd, v, n, (None, true), || real::readv(fd, v, n)) }
 }
 
 pub unsafe fn writev(fd: c_int, v: *const iovec, n: c_int) -> ssize_t {
@@ -124,7 +155,7 @@ pub unsafe fn preadv64(fd: c_int, v: *const iovec, n: c_int, o: off64_t) -> ssiz
     }
     // SAFETY: forwarded contract.
     unsafe {
-        readv_at(fd, v, n, u64::try_from(o).ok(), || {
+        readv_at(fd, v, n, (u64::try_from(o).ok(), o >= 0), || {
             real::preadv64(fd, v, n, o)
         })
     }
@@ -156,7 +187,7 @@ pub unsafe fn pwritev(fd: c_int, v: *const iovec, n: c_int, o: off64_t) -> ssize
 pub unsafe fn preadv64v2(fd: c_int, v: *const iovec, n: c_int, o: off64_t, fl: c_int) -> ssize_t {
     // SAFETY: forwarded contract.
     unsafe {
-        readv_at(fd, v, n, u64::try_from(o).ok(), || {
+        readv_at(fd, v, n, (u64::try_from(o).ok(), o >= -1), || {
             real::preadv64v2(fd, v, n, o, fl)
         })
     }

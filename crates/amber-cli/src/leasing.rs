@@ -1,0 +1,78 @@
+//! The mount's read leases (design.md §17): the lease table the FUSE
+//! adapter recalls through, and the socket preloaded processes ask on.
+//! A mount whose socket cannot be made still serves, through the kernel
+//! only, and its log says why.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use amber_lease::{LeaseServer, Leases, Welcome, RECALL_TIMEOUT, VERSION};
+
+use crate::common::{MountConfig, PoolFs, Shown};
+use crate::daemon_log::line as log;
+
+/// Where this daemon's lease socket may live, in the order tried: named
+/// by the daemon's pid, short enough for any socket address.
+fn socket_candidates() -> [PathBuf; 2] {
+    let name = format!("{}.lease", std::process::id());
+    [
+        Path::new("/run/amberfs").join(&name),
+        Path::new("/tmp/amberfs").join(&name),
+    ]
+}
+
+/// Starts granting leases on `pool`, mounted as `fs`: the table, and the
+/// server that welcomes clients with the pool's path and emulator.
+pub fn start(fs: &PoolFs, pool: &Path, config: &MountConfig) -> Option<(Arc<Leases>, LeaseServer)> {
+    let started = welcome(pool, config).and_then(|(welcome, owner)| {
+        let leases = Arc::new(Leases::new(RECALL_TIMEOUT));
+        let core = fs.core().clone();
+        let view = Arc::new(move |ino: u64, max_runs: usize| core.lease_view(ino, max_runs).ok());
+        let mut last = None;
+        for socket in socket_candidates() {
+            let made = socket
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| {
+                    let v = Arc::clone(&view) as Arc<amber_lease::Viewer>;
+                    LeaseServer::start(&socket, welcome.clone(), owner, Arc::clone(&leases), v)
+                });
+            match made {
+                Ok(server) => return Ok((leases, server)),
+                Err(e) => last = Some(format!("{}: {e}", socket.shown())),
+            }
+        }
+        Err(last.unwrap_or_default())
+    });
+    match started {
+        Ok((leases, server)) => {
+            log(&format!("read leases granted on {}", server.path().shown()));
+            Some((leases, server))
+        }
+        Err(e) => {
+            log(&format!(
+                "no read leases (preloaded processes read through the kernel): {e}"
+            ));
+            None
+        }
+    }
+}
+
+/// What a client is told, and the pool file's owner (who may be one).
+fn welcome(pool: &Path, config: &MountConfig) -> Result<(Welcome, u32), String> {
+    let path = std::fs::canonicalize(pool).map_err(|e| format!("{}: {e}", pool.shown()))?;
+    let meta = std::fs::metadata(&path).map_err(|e| format!("{}: {e}", path.shown()))?;
+    if !meta.is_file() {
+        return Err(format!("{} is not a file a client can map", path.shown()));
+    }
+    let w = Welcome {
+        version: VERSION,
+        pool_dev: meta.dev(),
+        pool_ino: meta.ino(),
+        pool_size: meta.len(),
+        emulate: config.emulate_spec(),
+        pool: path,
+    };
+    Ok((w, meta.uid()))
+}

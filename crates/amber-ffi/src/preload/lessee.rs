@@ -1,0 +1,236 @@
+//! A preloaded process as a client of the mount's daemon (design.md
+//! §17.3): a regular file it has open on the FUSE mount and reads again
+//! and again is read from its own mapping of the pool under a read lease,
+//! with no FUSE round trip. Everything else about the descriptor stays the
+//! kernel's (it was opened through the kernel, so permissions, `dup2`,
+//! inheritance and locks are as on any mount); the file offset is the
+//! kernel's too, moved with lseek after a read.
+//!
+//! Each leased read first asks the kernel what the descriptor is
+//! (`statx`, without a round trip): only a regular file on the mount at
+//! `AMBERFS_MOUNT`, open for reading, is read here, so a descriptor
+//! number reused behind the hooks' backs (glibc closes a FILE's
+//! descriptor without calling `close`) is never read as another file.
+//! A per-descriptor hint spares the statx for descriptors that are not on
+//! the mount.
+//!
+//! The process connects only after it has read files on the mount through
+//! the kernel a few times, and leases a file only after its descriptor
+//! was read twice: a process that reads a file once (most commands of a
+//! shell script) pays nothing for any of it.
+
+use std::ffi::{c_int, CString};
+use std::os::fd::RawFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use amber_lease::{Client, CONTROL_XATTR};
+
+use super::state::{self, Inside};
+
+/// Descriptors with a hint; reads of higher ones are the kernel's.
+const HINTED: usize = 4096;
+/// A descriptor not yet looked at.
+const UNKNOWN: u32 = 0;
+/// A descriptor on another file system, or not a readable regular file.
+const ELSEWHERE: u32 = 1;
+/// A descriptor of a regular file on the mount: this plus the reads the
+/// kernel served it since it was last leased.
+const ON_MOUNT: u32 = 2;
+/// Kernel reads of a descriptor before its file is leased.
+const READS_BEFORE_LEASE: u32 = 2;
+/// Kernel reads of files on the mount before this process connects.
+const READS_BEFORE_CONNECT: u32 = 4;
+
+static HINTS: [AtomicU32; HINTED] = [const { AtomicU32::new(UNKNOWN) }; HINTED];
+/// The connection, once made: a leaked `Arc<Client>`, never freed (a
+/// forked child forgets its parent's).
+static CLIENT: AtomicPtr<Client> = AtomicPtr::new(std::ptr::null_mut());
+/// Whether this process tried to connect (once: a refusal is final).
+static TRIED: AtomicBool = AtomicBool::new(false);
+static MOUNT_READS: AtomicU32 = AtomicU32::new(0);
+/// The mount's id (statx's stx_mnt_id); 0 until looked up, u64::MAX if
+/// nothing is mounted there.
+static MOUNT_ID: AtomicU64 = AtomicU64::new(0);
+/// The connection's descriptors, which a forked child closes.
+static SOCKETS: [AtomicI32; 2] = [const { AtomicI32::new(-1) }; 2];
+static ATFORK: std::sync::Once = std::sync::Once::new();
+
+/// Serves a read of kernel descriptor `fd` into `bufs`, at `at` or (None)
+/// at the descriptor's offset, which it then moves; None when the kernel
+/// must serve it.
+pub fn read(fd: c_int, bufs: &mut [&mut [u8]], at: Option<u64>) -> Option<isize> {
+    state::config()?;
+    let slot = HINTS.get(usize::try_from(fd).ok()?)?;
+    let hint = slot.load(Ordering::Relaxed);
+    if hint == ELSEWHERE {
+        return None;
+    }
+    let Some(ino) = on_mount(fd) else {
+        slot.store(ELSEWHERE, Ordering::Relaxed);
+        return None;
+    };
+    let client = client_for_reads();
+    let held = match client.and_then(|c| c.held(ino)) {
+        Some(h) => h,
+        None => {
+            let reads = hint.max(ON_MOUNT) - ON_MOUNT + 1;
+            if reads <= READS_BEFORE_LEASE {
+                slot.store(ON_MOUNT + reads, Ordering::Relaxed);
+                return None;
+            }
+            slot.store(ON_MOUNT, Ordering::Relaxed);
+            client?.ask(ino)?
+        }
+    };
+    let client = client?;
+    let off = match at {
+        Some(o) => o,
+        None => u64::try_from(seek(fd, 0, libc::SEEK_CUR)?).ok()?,
+    };
+    let n = client.read(&held, off, bufs)?;
+    if at.is_none() {
+        seek(fd, i64::try_from(off + n as u64).ok()?, libc::SEEK_SET)?;
+    }
+    isize::try_from(n).ok()
+}
+
+/// A descriptor the process no longer has: its hint goes.
+pub fn forget(fd: c_int) {
+    if let Some(slot) = usize::try_from(fd).ok().and_then(|i| HINTS.get(i)) {
+        slot.store(UNKNOWN, Ordering::Relaxed);
+    }
+}
+
+/// The inode of `fd` if it is a regular file on the mount, open for
+/// reading; asked of the kernel without a FUSE round trip.
+fn on_mount(fd: c_int) -> Option<u64> {
+    let st = statx(fd, None)?;
+    let regular = u32::from(st.stx_mode) & libc::S_IFMT == libc::S_IFREG;
+    if !regular || st.stx_mnt_id != mount_id()? {
+        return None;
+    }
+    // SAFETY: fcntl(F_GETFL) takes no pointer.
+    let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) } as c_int;
+    let readable = fl >= 0 && fl & libc::O_PATH == 0 && fl & libc::O_ACCMODE != libc::O_WRONLY;
+    readable.then_some(st.stx_ino)
+}
+
+/// The id of the mount at `AMBERFS_MOUNT`, if something is mounted there.
+fn mount_id() -> Option<u64> {
+    let id = match MOUNT_ID.load(Ordering::Relaxed) {
+        0 => {
+            let cfg = state::config()?;
+            let path = CString::new(cfg.mount.clone()).ok()?;
+            let id = statx(libc::AT_FDCWD, Some(&path))
+                .filter(|s| s.stx_attributes & libc::STATX_ATTR_MOUNT_ROOT as u64 != 0)
+                .map_or(u64::MAX, |s| s.stx_mnt_id);
+            MOUNT_ID.store(id, Ordering::Relaxed);
+            id
+        }
+        id => id,
+    };
+    (id != u64::MAX).then_some(id)
+}
+
+/// statx of `fd` (or of `path` from the working directory) with the
+/// kernel's cached attributes: on FUSE, no request to the daemon.
+fn statx(fd: c_int, path: Option<&CString>) -> Option<libc::statx> {
+    // SAFETY: an all-zero statx is valid; the call writes into it.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    let (p, flags) = match path {
+        Some(p) => (p.as_ptr(), libc::AT_STATX_DONT_SYNC),
+        None => (c"".as_ptr(), libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC),
+    };
+    let mask = libc::STATX_TYPE | libc::STATX_INO | libc::STATX_MNT_ID;
+    // SAFETY: a NUL-terminated path and a statx we own.
+    let r = unsafe { libc::syscall(libc::SYS_statx, fd, p, flags, mask, &raw mut st) };
+    (r == 0 && st.stx_mask & libc::STATX_MNT_ID != 0).then_some(st)
+}
+
+fn seek(fd: c_int, off: i64, whence: c_int) -> Option<i64> {
+    // SAFETY: lseek takes no pointer.
+    let r = unsafe { libc::syscall(libc::SYS_lseek, fd, off, whence) };
+    (r >= 0).then_some(r)
+}
+
+/// The connection, made once this process has read enough on the mount
+/// through the kernel.
+fn client_for_reads() -> Option<&'static Client> {
+    let p = CLIENT.load(Ordering::Acquire);
+    if !p.is_null() {
+        // SAFETY: CLIENT only holds a leaked Arc, never freed.
+        return Some(unsafe { &*p }).filter(|c| c.alive());
+    }
+    if MOUNT_READS.fetch_add(1, Ordering::Relaxed) + 1 < READS_BEFORE_CONNECT {
+        return None;
+    }
+    connect()
+}
+
+#[cold]
+fn connect() -> Option<&'static Client> {
+    if TRIED.swap(true, Ordering::AcqRel) {
+        return None;
+    }
+    let _inside = Inside::enter()?;
+    let socket = control_socket()?;
+    let client = Client::connect(&socket, lease_thread_start).ok()?;
+    let [a, b] = client.descriptors();
+    SOCKETS[0].store(a, Ordering::Relaxed);
+    SOCKETS[1].store(b, Ordering::Relaxed);
+    let raw = Arc::into_raw(client).cast_mut();
+    CLIENT.store(raw, Ordering::Release);
+    ATFORK.call_once(|| {
+        // SAFETY: registering a plain extern "C" function.
+        unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
+    });
+    // SAFETY: just stored, never freed.
+    Some(unsafe { &*raw })
+}
+
+/// The daemon's lease socket, from the mount root's `user.amberfs.control`.
+fn control_socket() -> Option<PathBuf> {
+    let cfg = state::config()?;
+    let path = CString::new(cfg.mount.clone()).ok()?;
+    let name = CString::new(CONTROL_XATTR).ok()?;
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: NUL-terminated strings and a buffer we own of that length.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_getxattr,
+            path.as_ptr(),
+            name.as_ptr(),
+            buf.as_mut_ptr(),
+            buf.len(),
+        )
+    };
+    buf.truncate(usize::try_from(n).ok()?);
+    Some(PathBuf::from(std::ffi::OsString::from(
+        String::from_utf8(buf).ok()?,
+    )))
+}
+
+/// Run first by the lease thread: everything it does is the library's
+/// own (no hook serves it), and it leaves the program's descriptor table
+/// for a copy holding only its socket, `keep` (see `Pool`'s threads).
+fn lease_thread_start(keep: RawFd) {
+    std::mem::forget(Inside::enter());
+    crate::posix::detach_descriptors_but(keep);
+}
+
+/// In a forked child: the parent's connection is not the child's. Its
+/// descriptors close, and the child connects on its own when it reads.
+extern "C" fn in_child() {
+    CLIENT.store(std::ptr::null_mut(), Ordering::Release);
+    TRIED.store(false, Ordering::Release);
+    MOUNT_READS.store(0, Ordering::Relaxed);
+    for s in &SOCKETS {
+        let fd = s.swap(-1, Ordering::Relaxed);
+        if fd >= 0 {
+            // SAFETY: the child's copy of the connection's descriptor.
+            unsafe { libc::syscall(libc::SYS_close, fd) };
+        }
+    }
+}

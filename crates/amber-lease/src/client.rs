@@ -1,0 +1,356 @@
+//! A preloaded process's side of the leases (design.md §17.3): one
+//! connection to the daemon, its own read-only mapping of the pool, and a
+//! thread that answers recalls. A file read under a lease is copied from
+//! PM with no round trip; a recall waits out the reads in flight on that
+//! file before it is answered, so once the daemon changes the file no
+//! read here sees the old blocks.
+
+use std::collections::HashMap;
+use std::io::{self, BufReader};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use amber_core::Run;
+use amber_pmem::{Emulated, EmulatorSpec, MapOptions, MmapDevice, PmDevice};
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::wire::{self, Grant, Msg, Welcome, VERSION};
+
+const BLOCK: u64 = amber_format::BLOCK_SIZE;
+/// Most leases this process keeps: a new one beyond it returns another
+/// (it holds no file open to say which it still reads; every lease held
+/// makes a change of that file wait for a recall).
+const MAX_HELD: usize = 256;
+
+/// A file this process reads under a lease. Its view is `None` once the
+/// lease is recalled or the daemon is gone: reads then go to the kernel.
+pub struct Held {
+    ino: u64,
+    lease: u64,
+    view: RwLock<Option<View>>,
+}
+
+struct View {
+    size: u64,
+    runs: Vec<Run>,
+}
+
+/// The connection to the daemon.
+pub struct Client {
+    descriptors: [RawFd; 2],
+    writer: Mutex<UnixStream>,
+    replies: Mutex<HashMap<u64, Msg>>,
+    arrived: Condvar,
+    leases: RwLock<HashMap<u64, Arc<Held>>>,
+    alive: AtomicBool,
+    next_seq: AtomicU64,
+    dev: Emulated<MmapDevice>,
+}
+
+impl Client {
+    /// Connects to the daemon's lease socket, maps the pool it names
+    /// (checking it is the daemon's file) and starts the thread that
+    /// answers recalls; that thread first runs `on_thread_start` with the
+    /// socket's descriptor, which it must keep.
+    pub fn connect(socket: &Path, on_thread_start: fn(RawFd)) -> io::Result<Arc<Client>> {
+        let conn = UnixStream::connect(socket)?;
+        let mut w = conn.try_clone()?;
+        wire::send(&mut w, &Msg::Hello { version: VERSION })?;
+        // Unbuffered: the lease thread's reader takes over after it.
+        let welcome = match wire::recv(&mut &conn)? {
+            Some(Msg::Welcome(wl)) if wl.version == VERSION => wl,
+            _ => return Err(io::Error::other("the daemon speaks another lease protocol")),
+        };
+        let dev = map_pool(&welcome)?;
+        let keep = conn.as_raw_fd();
+        let client = Arc::new(Client {
+            descriptors: [keep, w.as_raw_fd()],
+            writer: Mutex::new(w),
+            replies: Mutex::new(HashMap::new()),
+            arrived: Condvar::new(),
+            leases: RwLock::new(HashMap::new()),
+            alive: AtomicBool::new(true),
+            next_seq: AtomicU64::new(1),
+            dev,
+        });
+        let c = Arc::clone(&client);
+        std::thread::Builder::new()
+            .name("amberfs-lease".into())
+            .stack_size(128 << 10)
+            .spawn(move || {
+                on_thread_start(keep);
+                c.listen(&conn);
+            })?;
+        Ok(client)
+    }
+
+    /// The connection's two descriptors in the process's table, which a
+    /// forked child (that must not speak for its parent) closes.
+    pub fn descriptors(&self) -> [RawFd; 2] {
+        self.descriptors
+    }
+
+    /// Whether the daemon is still there.
+    pub fn alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire)
+    }
+
+    /// The lease this process holds on `ino`, if any.
+    pub fn held(&self, ino: u64) -> Option<Arc<Held>> {
+        self.leases.read().get(&ino).cloned()
+    }
+
+    /// Asks the daemon for a lease on `ino`; `None` if it refused, or is
+    /// gone. Waits for the answer, which the daemon always gives.
+    pub fn ask(&self, ino: u64) -> Option<Arc<Held>> {
+        if !self.alive() {
+            return None;
+        }
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        if wire::send(&mut *self.writer.lock(), &Msg::Ask { seq, ino }).is_err() {
+            return None;
+        }
+        let mut replies = self.replies.lock();
+        // Each round waits for one wake-up: a reply, or the daemon's end.
+        let reply = loop {
+            if let Some(m) = replies.remove(&seq) {
+                break m;
+            }
+            if !self.alive() {
+                return None;
+            }
+            self.arrived.wait(&mut replies);
+        };
+        drop(replies);
+        match reply {
+            Msg::Granted(g) => self.hold(g),
+            _ => None,
+        }
+    }
+
+    /// Takes a grant in, unless its runs could reach outside the pool.
+    fn hold(&self, g: Grant) -> Option<Arc<Held>> {
+        if !runs_fit(&g, self.dev.size()) {
+            self.give_back_lease(g.ino, g.lease);
+            return None;
+        }
+        let held = Arc::new(Held {
+            ino: g.ino,
+            lease: g.lease,
+            view: RwLock::new(Some(View {
+                size: g.size,
+                runs: g.runs,
+            })),
+        });
+        let returned = {
+            let mut leases = self.leases.write();
+            let mut out: Vec<Arc<Held>> = leases.remove(&g.ino).into_iter().collect();
+            if leases.len() >= MAX_HELD {
+                let any = leases.keys().next().copied();
+                out.extend(any.and_then(|ino| leases.remove(&ino)));
+            }
+            leases.insert(g.ino, Arc::clone(&held));
+            out
+        };
+        for old in returned {
+            *old.view.write() = None;
+            self.give_back_lease(old.ino, old.lease);
+        }
+        Some(held)
+    }
+
+    /// This process no longer reads `ino` (its last descriptor on it
+    /// closed): the lease goes back.
+    pub fn give_back(&self, ino: u64) {
+        let held = self.leases.write().remove(&ino);
+        if let Some(h) = held {
+            *h.view.write() = None;
+            self.give_back_lease(h.ino, h.lease);
+        }
+    }
+
+    fn give_back_lease(&self, ino: u64, lease: u64) {
+        let _ = wire::send(&mut *self.writer.lock(), &Msg::Return { ino, lease });
+    }
+
+    /// Reads the leased file at `off` from PM into `bufs` in turn, as
+    /// readv does, stopping at the end of file; `None` once the lease is
+    /// gone (the caller asks the kernel). The whole read sees one state of
+    /// the file: a recall waits for it.
+    pub fn read(&self, held: &Held, off: u64, bufs: &mut [&mut [u8]]) -> Option<usize> {
+        let view = held.view.read();
+        let v = view.as_ref()?;
+        let mut done = 0u64;
+        for buf in bufs.iter_mut() {
+            let n = self.copy(v, off.saturating_add(done), buf);
+            done += n as u64;
+            if n < buf.len() {
+                break;
+            }
+        }
+        usize::try_from(done).ok()
+    }
+
+    /// Copies what `v` holds at `off` into `buf`, up to the end of file.
+    fn copy(&self, v: &View, off: u64, buf: &mut [u8]) -> usize {
+        let n = piece_len(v.size.saturating_sub(off), buf.len());
+        let mut done = 0;
+        // Each round copies a run's part or a hole's zeros, at least one
+        // byte: bounded by `n`.
+        while done < n {
+            let pos = off + done as u64;
+            let fb = pos / BLOCK;
+            let i = v.runs.partition_point(|r| r.file_block + r.blocks <= fb);
+            let piece = match v.runs.get(i) {
+                Some(r) if r.file_block <= fb => {
+                    let end = (r.file_block + r.blocks) * BLOCK;
+                    let take = piece_len(end - pos, n - done);
+                    let at = r.pool_off + (pos - r.file_block * BLOCK);
+                    self.dev.read(at, &mut buf[done..done + take]);
+                    take
+                }
+                next => {
+                    let end = next.map_or(u64::MAX, |r| r.file_block * BLOCK);
+                    let take = piece_len(end - pos, n - done);
+                    buf[done..done + take].fill(0);
+                    take
+                }
+            };
+            done += piece;
+        }
+        n
+    }
+
+    /// The size of a leased file, while the lease holds.
+    pub fn size(&self, held: &Held) -> Option<u64> {
+        held.view.read().as_ref().map(|v| v.size)
+    }
+
+    /// Reads frames until the daemon goes: grants and refusals to their
+    /// askers, recalls answered once no read of the file is in flight.
+    /// Answers go out on `conn` itself, the one descriptor this thread
+    /// may keep (`on_thread_start`), under the writer's lock.
+    fn listen(&self, conn: &UnixStream) {
+        let mut reader = BufReader::new(conn);
+        while let Ok(Some(msg)) = wire::recv(&mut reader) {
+            match msg {
+                Msg::Recall { ino, lease } => self.recalled(conn, ino, lease),
+                Msg::Granted(Grant { seq, .. }) | Msg::Refused { seq, .. } => {
+                    self.replies.lock().insert(seq, msg);
+                    self.arrived.notify_all();
+                }
+                _ => break,
+            }
+        }
+        self.alive.store(false, Ordering::Release);
+        let all: Vec<_> = self.leases.write().drain().map(|(_, h)| h).collect();
+        for h in all {
+            *h.view.write() = None;
+        }
+        let _replies = self.replies.lock();
+        self.arrived.notify_all();
+    }
+
+    fn recalled(&self, conn: &UnixStream, ino: u64, lease: u64) {
+        let held = {
+            let mut leases = self.leases.write();
+            match leases.get(&ino) {
+                Some(h) if h.lease == lease => leases.remove(&ino),
+                _ => None,
+            }
+        };
+        if let Some(h) = held {
+            // Waits for the reads in flight on the file.
+            *h.view.write() = None;
+        }
+        let _writing = self.writer.lock();
+        let _ = wire::send(&mut &*conn, &Msg::Recalled { ino, lease });
+    }
+}
+
+fn piece_len(room: u64, want: usize) -> usize {
+    usize::try_from(room).map_or(want, |r| r.min(want))
+}
+
+/// Whether every run of `g` lies inside a pool of `pool_size` bytes and
+/// inside the file, in file order without overlaps: a grant is the
+/// daemon's word, but a bad one must not make this process read outside
+/// its mapping.
+fn runs_fit(g: &Grant, pool_size: u64) -> bool {
+    let file_blocks = g.size.div_ceil(BLOCK);
+    let mut next = 0;
+    g.runs.iter().all(|r| {
+        let bytes = r.blocks.checked_mul(BLOCK);
+        let ok = r.blocks > 0
+            && r.file_block >= next
+            && r.file_block
+                .checked_add(r.blocks)
+                .is_some_and(|e| e <= file_blocks)
+            && r.pool_off.is_multiple_of(BLOCK)
+            && bytes
+                .and_then(|b| r.pool_off.checked_add(b))
+                .is_some_and(|e| e <= pool_size);
+        next = r.file_block.saturating_add(r.blocks);
+        ok
+    })
+}
+
+/// Maps the pool the daemon names, read-only and without its lock, and
+/// checks it is the daemon's file (device, inode, size).
+fn map_pool(w: &Welcome) -> io::Result<Emulated<MmapDevice>> {
+    let meta = std::fs::metadata(&w.pool)?;
+    if (meta.dev(), meta.ino(), meta.len()) != (w.pool_dev, w.pool_ino, w.pool_size) {
+        return Err(io::Error::other("the pool file is not the daemon's"));
+    }
+    let spec = if w.emulate.is_empty() {
+        EmulatorSpec::dram()
+    } else {
+        EmulatorSpec::parse(&w.emulate).map_err(|e| io::Error::other(e.to_string()))?
+    };
+    let dev = MmapDevice::open_for_lessee(&w.pool, &MapOptions::default())
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    Ok(Emulated::new(dev, spec))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(size: u64, runs: &[(u64, u64, u64)]) -> Grant {
+        Grant {
+            seq: 1,
+            ino: 2,
+            lease: 3,
+            size,
+            runs: runs
+                .iter()
+                .map(|&(file_block, pool_off, blocks)| Run {
+                    file_block,
+                    pool_off,
+                    blocks,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_grant_must_stay_inside_the_pool_and_the_file() {
+        let pool = 1 << 20;
+        assert!(runs_fit(
+            &grant(3 * BLOCK, &[(0, BLOCK, 1), (2, 8 * BLOCK, 1)]),
+            pool
+        ));
+        assert!(runs_fit(&grant(0, &[]), pool));
+        // Past the pool, unaligned, past the file, overlapping, empty, overflowing.
+        assert!(!runs_fit(&grant(BLOCK, &[(0, pool, 1)]), pool));
+        assert!(!runs_fit(&grant(BLOCK, &[(0, 7, 1)]), pool));
+        assert!(!runs_fit(&grant(BLOCK, &[(0, 0, 2)]), pool));
+        assert!(!runs_fit(&grant(4 * BLOCK, &[(0, 0, 2), (1, 0, 1)]), pool));
+        assert!(!runs_fit(&grant(BLOCK, &[(0, 0, 0)]), pool));
+        assert!(!runs_fit(&grant(u64::MAX, &[(0, 0, u64::MAX)]), pool));
+    }
+}

@@ -1,0 +1,186 @@
+//! The daemon's lease socket (design.md §17.2): who may connect, and one
+//! thread per client reading its requests. A client is admitted only if
+//! it could already read the pool file (uid 0 or the pool's owner) and
+//! the daemon may signal it (the last resort of a recall).
+
+use std::io::{self, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use amber_core::LeaseView;
+use parking_lot::Mutex;
+
+use crate::table::{Leases, Peer};
+use crate::wire::{self, Msg, Welcome, VERSION};
+
+/// Most clients connected at once; later ones use the kernel's path.
+pub const MAX_CLIENTS: usize = 1024;
+/// How long a new client has to say hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
+/// A client thread's stack: it settles files through the core.
+const CLIENT_STACK: usize = 256 << 10;
+
+/// How the daemon settles a file and lists its blocks for a grant.
+pub type Viewer = dyn Fn(u64, usize) -> Option<LeaseView> + Send + Sync;
+
+/// What every client thread shares.
+struct Shared {
+    leases: Arc<Leases>,
+    view: Arc<Viewer>,
+    welcome: Welcome,
+    pool_owner: u32,
+    clients: AtomicUsize,
+    next_id: AtomicU64,
+}
+
+/// The listening socket; stops accepting, ends every connection and
+/// removes the socket when dropped.
+pub struct LeaseServer {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    shared: Arc<Shared>,
+}
+
+impl LeaseServer {
+    /// Listens on `socket` (replacing one a killed daemon left): clients
+    /// are welcomed with `welcome` and granted leases through `view`.
+    /// The socket is open to every user (mode 0666); admission is by the
+    /// peer's credentials.
+    pub fn start(
+        socket: &Path,
+        welcome: Welcome,
+        pool_owner: u32,
+        leases: Arc<Leases>,
+        view: Arc<Viewer>,
+    ) -> io::Result<LeaseServer> {
+        let _ = std::fs::remove_file(socket);
+        let listener = UnixListener::bind(socket)?;
+        std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666))?;
+        let shared = Arc::new(Shared {
+            leases,
+            view,
+            welcome,
+            pool_owner,
+            clients: AtomicUsize::new(0),
+            next_id: AtomicU64::new(1),
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let (stopping, sh) = (Arc::clone(&stop), Arc::clone(&shared));
+        let thread = std::thread::Builder::new()
+            .name("amberfs-leases".into())
+            .spawn(move || accept(&listener, &stopping, &sh))?;
+        Ok(LeaseServer {
+            path: socket.to_path_buf(),
+            stop,
+            thread: Some(thread),
+            shared,
+        })
+    }
+
+    /// The socket's path, as clients are told it.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for LeaseServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        let _ = UnixStream::connect(&self.path);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.shared.leases.end_all();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn accept(listener: &UnixListener, stop: &AtomicBool, shared: &Arc<Shared>) {
+    for conn in listener.incoming() {
+        if stop.load(Ordering::Acquire) {
+            return;
+        }
+        let Ok(conn) = conn else { continue };
+        let Some((pid, pidfd)) = admitted(&conn, shared.pool_owner) else {
+            continue;
+        };
+        if shared.clients.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
+            shared.clients.fetch_sub(1, Ordering::AcqRel);
+            continue;
+        }
+        let sh = Arc::clone(shared);
+        let spawned = std::thread::Builder::new()
+            .name("amberfs-lessee".into())
+            .stack_size(CLIENT_STACK)
+            .spawn(move || {
+                let _ = serve(conn, &sh, pid, pidfd);
+                sh.clients.fetch_sub(1, Ordering::AcqRel);
+            });
+        if spawned.is_err() {
+            shared.clients.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// The peer's pid and a pidfd for it if it may be a client: it can read
+/// the pool file already (root or the pool's owner) and this daemon may
+/// signal it (root, or the same user).
+fn admitted(conn: &UnixStream, pool_owner: u32) -> Option<(i32, Option<std::os::fd::OwnedFd>)> {
+    let cred = rustix::net::sockopt::socket_peercred(conn).ok()?;
+    let (uid, me) = (cred.uid.as_raw(), rustix::process::geteuid().as_raw());
+    if !(uid == 0 || uid == pool_owner) || !(me == 0 || me == uid) {
+        return None;
+    }
+    let pidfd = rustix::process::pidfd_open(cred.pid, rustix::process::PidfdFlags::empty()).ok();
+    Some((cred.pid.as_raw_nonzero().get(), pidfd))
+}
+
+/// One client's connection: hello, then requests until it ends.
+fn serve(
+    conn: UnixStream,
+    sh: &Shared,
+    pid: i32,
+    pidfd: Option<std::os::fd::OwnedFd>,
+) -> io::Result<()> {
+    conn.set_read_timeout(Some(HELLO_TIMEOUT))?;
+    let mut reader = BufReader::new(conn.try_clone()?);
+    match wire::recv(&mut reader)? {
+        Some(Msg::Hello { version }) if version == VERSION => {}
+        _ => return Ok(()),
+    }
+    let mut w = conn.try_clone()?;
+    wire::send(&mut w, &Msg::Welcome(sh.welcome.clone()))?;
+    conn.set_read_timeout(None)?;
+    let id = sh.next_id.fetch_add(1, Ordering::Relaxed);
+    let peer = Arc::new(Peer {
+        id,
+        writer: Mutex::new(w),
+        pidfd,
+        pid,
+        ender: conn,
+    });
+    sh.leases.join(Arc::clone(&peer));
+    let served = requests(&mut reader, &peer, sh);
+    sh.leases.leave(id);
+    served
+}
+
+/// Reads the client's requests until it goes; anything unexpected ends
+/// the connection (the client then reads through the kernel).
+fn requests(reader: &mut impl io::Read, peer: &Peer, sh: &Shared) -> io::Result<()> {
+    loop {
+        match wire::recv(reader)? {
+            Some(Msg::Ask { seq, ino }) => sh.leases.grant(peer, seq, ino, &*sh.view)?,
+            Some(Msg::Return { ino, lease } | Msg::Recalled { ino, lease }) => {
+                sh.leases.give_back(peer.id, ino, lease);
+            }
+            _ => return Ok(()),
+        }
+    }
+}

@@ -1,0 +1,356 @@
+//! The daemon's lease table (design.md §17.3): which clients read which
+//! files under a lease, and the one rule that keeps them right — the
+//! daemon changes a file only inside [`Leases::exclusive`], which refuses
+//! new grants on it and recalls every lease on it first.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use amber_core::LeaseView;
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use crate::wire::{self, Grant, Msg, Refusal, MAX_RUNS};
+
+/// Most leases one client holds at once; beyond it, the kernel's path.
+pub const MAX_LEASES_PER_CLIENT: usize = 1024;
+
+/// A connected client, as the table knows it.
+pub struct Peer {
+    pub(crate) id: u64,
+    /// Frames to the client are written under this lock, whole.
+    pub(crate) writer: Mutex<UnixStream>,
+    /// The client's process, to cut it off (SIGKILL) when it does not
+    /// answer a recall in time.
+    pub(crate) pidfd: Option<OwnedFd>,
+    pub(crate) pid: i32,
+    /// The same socket, to end the connection without the writer lock
+    /// (which a grant holds while it takes the table's).
+    pub(crate) ender: UnixStream,
+}
+
+impl Peer {
+    fn send(&self, msg: &Msg) -> io::Result<()> {
+        wire::send(&mut *self.writer.lock(), msg)
+    }
+
+    /// Ends the connection: the client's lease thread sees the end and
+    /// stops every leased read, and this side's reader drops its leases.
+    pub(crate) fn end(&self) {
+        let _ = self.ender.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+#[derive(Default)]
+struct FileLeases {
+    /// (client, lease) pairs reading the file.
+    holders: Vec<(u64, u64)>,
+    /// Changes under way ([`Exclusive`] guards): grants are refused.
+    busy: u32,
+    /// Grants settling the file right now; a change waits them out.
+    granting: u32,
+}
+
+#[derive(Default)]
+struct State {
+    files: HashMap<u64, FileLeases>,
+    /// Each client's (ino, lease) pairs, to drop them when it goes.
+    held: HashMap<u64, HashSet<(u64, u64)>>,
+    peers: HashMap<u64, Arc<Peer>>,
+    next_lease: u64,
+}
+
+/// What the table did, for `amberfs stats`.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub granted: AtomicU64,
+    pub refused: AtomicU64,
+    pub recalled: AtomicU64,
+    pub cut_off: AtomicU64,
+}
+
+/// A recall that did not end: the client neither answered nor died
+/// within twice the timeout after it was killed.
+#[derive(Debug)]
+pub struct Unresponsive {
+    pub pid: i32,
+}
+
+/// The daemon's leases.
+pub struct Leases {
+    state: Mutex<State>,
+    changed: Condvar,
+    timeout: Duration,
+    pub counters: Counters,
+}
+
+impl Leases {
+    /// A table whose recalls wait `timeout` for an answer before cutting
+    /// the client off.
+    pub fn new(timeout: Duration) -> Leases {
+        Leases {
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+            timeout,
+            counters: Counters::default(),
+        }
+    }
+
+    pub(crate) fn join(&self, peer: Arc<Peer>) {
+        let mut st = self.state.lock();
+        st.held.insert(peer.id, HashSet::new());
+        st.peers.insert(peer.id, peer);
+    }
+
+    /// Drops everything client `id` held: it is gone (its socket closed,
+    /// or it was cut off and died), so it reads nothing any more.
+    pub(crate) fn leave(&self, id: u64) {
+        let mut st = self.state.lock();
+        st.peers.remove(&id);
+        for (ino, lease) in st.held.remove(&id).unwrap_or_default() {
+            drop_holder(&mut st, ino, (id, lease));
+        }
+        self.changed.notify_all();
+    }
+
+    /// Client `id` no longer reads `ino` under `lease` (it returned the
+    /// lease, or answered its recall).
+    pub(crate) fn give_back(&self, id: u64, ino: u64, lease: u64) {
+        let mut st = self.state.lock();
+        if st
+            .held
+            .get_mut(&id)
+            .is_some_and(|h| h.remove(&(ino, lease)))
+        {
+            drop_holder(&mut st, ino, (id, lease));
+            self.changed.notify_all();
+        }
+    }
+
+    /// Answers client `peer`'s request `seq` for a lease on `ino`: settles
+    /// the file through `view` and sends the grant, or a refusal. The
+    /// grant is registered and sent under the peer's writer lock, so a
+    /// recall of it can only reach the client after it.
+    pub(crate) fn grant(
+        &self,
+        peer: &Peer,
+        seq: u64,
+        ino: u64,
+        view: &dyn Fn(u64, usize) -> Option<LeaseView>,
+    ) -> io::Result<()> {
+        if let Err(why) = self.start_grant(peer.id, ino) {
+            return self.refuse(peer, seq, ino, why);
+        }
+        let seen = view(ino, MAX_RUNS);
+        let mut w = peer.writer.lock();
+        let mut st = self.state.lock();
+        let f = st.files.entry(ino).or_default();
+        f.granting -= 1;
+        let busy = f.busy > 0;
+        let msg = match seen {
+            Some(v) if !busy => Msg::Granted(self.register(&mut st, peer.id, ino, v, seq)),
+            _ => {
+                forget_if_idle(&mut st, ino);
+                self.changed.notify_all();
+                let why = if busy {
+                    Refusal::Busy
+                } else {
+                    Refusal::Unleasable
+                };
+                Msg::Refused { seq, ino, why }
+            }
+        };
+        drop(st);
+        if matches!(msg, Msg::Refused { .. }) {
+            self.counters.refused.fetch_add(1, Ordering::Relaxed);
+        }
+        wire::send(&mut *w, &msg)
+    }
+
+    fn start_grant(&self, id: u64, ino: u64) -> Result<(), Refusal> {
+        let mut st = self.state.lock();
+        if st.held.get(&id).map_or(0, HashSet::len) >= MAX_LEASES_PER_CLIENT {
+            return Err(Refusal::Limit);
+        }
+        let f = st.files.entry(ino).or_default();
+        if f.busy > 0 {
+            forget_if_idle(&mut st, ino);
+            return Err(Refusal::Busy);
+        }
+        f.granting += 1;
+        Ok(())
+    }
+
+    fn register(&self, st: &mut State, id: u64, ino: u64, v: LeaseView, seq: u64) -> Grant {
+        st.next_lease += 1;
+        let lease = st.next_lease;
+        st.files.entry(ino).or_default().holders.push((id, lease));
+        st.held.entry(id).or_default().insert((ino, lease));
+        self.counters.granted.fetch_add(1, Ordering::Relaxed);
+        self.changed.notify_all();
+        Grant {
+            seq,
+            ino,
+            lease,
+            size: v.size,
+            runs: v.runs,
+        }
+    }
+
+    fn refuse(&self, peer: &Peer, seq: u64, ino: u64, why: Refusal) -> io::Result<()> {
+        self.counters.refused.fetch_add(1, Ordering::Relaxed);
+        peer.send(&Msg::Refused { seq, ino, why })
+    }
+
+    /// Recalls every lease on `ino` and holds new grants off until the
+    /// guard drops: the daemon changes the file (its data, size or
+    /// blocks, or frees it) only while holding one. A client that does
+    /// not answer within the timeout is killed; if it has not died after
+    /// as long again, the change fails rather than go ahead under it.
+    pub fn exclusive(&self, ino: u64) -> Result<Exclusive<'_>, Unresponsive> {
+        let mut st = self.state.lock();
+        st.files.entry(ino).or_default().busy += 1;
+        let guard = Exclusive { leases: self, ino };
+        let idle = |f: &FileLeases| f.holders.is_empty() && f.granting == 0;
+        if st.files.get(&ino).is_some_and(idle) {
+            return Ok(guard);
+        }
+        let mut recalled: HashSet<u64> = HashSet::new();
+        let mut deadline = Instant::now() + self.timeout;
+        let mut killed = false;
+        // Each round sends recalls or waits on the condition variable
+        // until the deadline; the deadline moves once (after a kill).
+        loop {
+            let f = &st.files[&ino];
+            if idle(f) {
+                return Ok(guard);
+            }
+            let fresh: Vec<(u64, u64)> = f
+                .holders
+                .iter()
+                .filter(|h| !recalled.contains(&h.1))
+                .copied()
+                .collect();
+            if !fresh.is_empty() {
+                st = self.send_recalls(st, ino, &fresh);
+                recalled.extend(fresh.iter().map(|h| h.1));
+                continue;
+            }
+            if !self.changed.wait_until(&mut st, deadline).timed_out() {
+                continue;
+            }
+            if killed {
+                let pid = st.files[&ino]
+                    .holders
+                    .first()
+                    .map_or(0, |h| peer_pid(&st, h.0));
+                return Err(Unresponsive { pid });
+            }
+            self.cut_off(&st, ino);
+            killed = true;
+            deadline = Instant::now() + self.timeout * 2;
+        }
+    }
+
+    /// Sends the recalls without holding the table, so a client's answer
+    /// (or a grant writing to it) is never stuck behind this thread.
+    fn send_recalls<'a>(
+        &'a self,
+        st: MutexGuard<'a, State>,
+        ino: u64,
+        holders: &[(u64, u64)],
+    ) -> MutexGuard<'a, State> {
+        let peers: Vec<_> = holders
+            .iter()
+            .filter_map(|&(id, lease)| st.peers.get(&id).map(|p| (Arc::clone(p), lease)))
+            .collect();
+        drop(st);
+        for (peer, lease) in peers {
+            self.counters.recalled.fetch_add(1, Ordering::Relaxed);
+            if peer.send(&Msg::Recall { ino, lease }).is_err() {
+                // A client that cannot be written to is gone or going:
+                // its reader thread drops its leases when the socket ends.
+                peer.end();
+            }
+        }
+        self.state.lock()
+    }
+
+    /// Kills the clients still holding `ino`: SIGKILL through the pidfd
+    /// taken when they connected, so a recycled pid is never signalled.
+    fn cut_off(&self, st: &State, ino: u64) {
+        for (id, _) in &st.files[&ino].holders {
+            let Some(peer) = st.peers.get(id) else {
+                continue;
+            };
+            self.counters.cut_off.fetch_add(1, Ordering::Relaxed);
+            crate::log(format_args!(
+                "process {} did not answer a lease recall on inode {ino} within {:?}; killing it",
+                peer.pid, self.timeout
+            ));
+            if let Some(fd) = &peer.pidfd {
+                let _ = rustix::process::pidfd_send_signal(fd, rustix::process::Signal::KILL);
+            }
+            peer.end();
+        }
+    }
+
+    /// How many leases are held now.
+    pub fn held(&self) -> usize {
+        self.state.lock().held.values().map(HashSet::len).sum()
+    }
+}
+
+fn peer_pid(st: &State, id: u64) -> i32 {
+    st.peers.get(&id).map_or(0, |p| p.pid)
+}
+
+fn drop_holder(st: &mut State, ino: u64, holder: (u64, u64)) {
+    if let Some(f) = st.files.get_mut(&ino) {
+        f.holders.retain(|h| *h != holder);
+    }
+    forget_if_idle(st, ino);
+}
+
+/// Drops `ino`'s entry once nothing refers to it, so the table holds
+/// only files with leases, grants or changes under way.
+fn forget_if_idle(st: &mut State, ino: u64) {
+    if st
+        .files
+        .get(&ino)
+        .is_some_and(|f| f.holders.is_empty() && f.busy == 0 && f.granting == 0)
+    {
+        st.files.remove(&ino);
+    }
+}
+
+/// A change of one file under way; grants on it resume when dropped.
+pub struct Exclusive<'a> {
+    leases: &'a Leases,
+    ino: u64,
+}
+
+impl Drop for Exclusive<'_> {
+    fn drop(&mut self) {
+        let mut st = self.leases.state.lock();
+        if let Some(f) = st.files.get_mut(&self.ino) {
+            f.busy -= 1;
+        }
+        forget_if_idle(&mut st, self.ino);
+    }
+}
+
+impl Leases {
+    /// Ends every client's connection (the daemon is stopping): their
+    /// reader threads then drop their leases.
+    pub(crate) fn end_all(&self) {
+        let peers: Vec<_> = self.state.lock().peers.values().cloned().collect();
+        for p in peers {
+            p.end();
+        }
+    }
+}

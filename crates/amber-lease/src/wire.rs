@@ -1,0 +1,372 @@
+//! The lease protocol's messages on the daemon's socket: a 16-byte header
+//! (magic, kind, body length, zero) and a body of little-endian fields.
+//! Every length is checked against the bytes there and against a bound
+//! before anything is allocated, so a peer that sends garbage gets an
+//! error, never a panic or an unbounded buffer.
+
+use std::io::{self, Read, Write};
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
+
+use amber_core::Run;
+
+/// The protocol's version; a peer speaking another is refused.
+pub const VERSION: u32 = 1;
+/// "AMLS", first in every frame.
+const MAGIC: u32 = 0x534C_4D41;
+const HEADER: usize = 16;
+/// Most runs one grant carries: a file more fragmented than this is
+/// read through the kernel (`amber_core::Core::lease_view`).
+pub const MAX_RUNS: usize = 4096;
+/// The largest body: a grant's runs, or a path.
+const MAX_BODY: usize = 64 + MAX_RUNS * 24;
+/// The longest string a message carries (a path, an emulator spec).
+const MAX_TEXT: usize = 4096;
+
+/// Why the daemon did not grant a lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The file is being changed (a recall is under way): read it
+    /// through the kernel this time.
+    Busy,
+    /// The file cannot be leased: not a regular file, too fragmented,
+    /// or the core failed to settle it.
+    Unleasable,
+    /// This client holds as many leases as it may.
+    Limit,
+}
+
+/// One message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Msg {
+    /// Client → daemon, first: the version it speaks.
+    Hello { version: u32 },
+    /// Daemon → client: the pool to map and how, and the pool file's
+    /// identity, which the client checks on the file it opens.
+    Welcome(Welcome),
+    /// Client → daemon: a read lease on `ino`, please.
+    Ask { seq: u64, ino: u64 },
+    /// Daemon → client: lease `lease` on `ino`, with the file's view.
+    Granted(Grant),
+    /// Daemon → client: no lease this time.
+    Refused { seq: u64, ino: u64, why: Refusal },
+    /// Client → daemon: it no longer reads `ino` under `lease`.
+    Return { ino: u64, lease: u64 },
+    /// Daemon → client: stop reading `ino` under `lease`, then answer.
+    Recall { ino: u64, lease: u64 },
+    /// Client → daemon: it no longer reads `ino` under `lease`.
+    Recalled { ino: u64, lease: u64 },
+}
+
+/// What a client needs to map the pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Welcome {
+    pub version: u32,
+    /// The pool file's device and inode numbers and its size.
+    pub pool_dev: u64,
+    pub pool_ino: u64,
+    pub pool_size: u64,
+    /// The emulator the daemon runs the pool behind (`--emulate`).
+    pub emulate: String,
+    /// The pool's absolute path.
+    pub pool: PathBuf,
+}
+
+/// A granted lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    pub seq: u64,
+    pub ino: u64,
+    pub lease: u64,
+    pub size: u64,
+    pub runs: Vec<Run>,
+}
+
+mod kind {
+    pub const HELLO: u32 = 1;
+    pub const WELCOME: u32 = 2;
+    pub const ASK: u32 = 3;
+    pub const GRANTED: u32 = 4;
+    pub const REFUSED: u32 = 5;
+    pub const RETURN: u32 = 6;
+    pub const RECALL: u32 = 7;
+    pub const RECALLED: u32 = 8;
+}
+
+fn bad(why: &'static str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, why)
+}
+
+/// Writes `msg` as one frame in one write, so frames written under one
+/// lock never interleave.
+pub fn send(w: &mut impl Write, msg: &Msg) -> io::Result<()> {
+    let (kind, body) = encode(msg);
+    debug_assert!(body.len() <= MAX_BODY);
+    let mut frame = Vec::with_capacity(HEADER + body.len());
+    frame.extend_from_slice(&MAGIC.to_le_bytes());
+    frame.extend_from_slice(&kind.to_le_bytes());
+    frame.extend_from_slice(
+        &u32::try_from(body.len())
+            .map_err(|_| bad("body"))?
+            .to_le_bytes(),
+    );
+    frame.extend_from_slice(&0u32.to_le_bytes());
+    frame.extend_from_slice(&body);
+    w.write_all(&frame)
+}
+
+/// Reads one frame; `Ok(None)` at a clean end of stream.
+pub fn recv(r: &mut impl Read) -> io::Result<Option<Msg>> {
+    let mut h = [0u8; HEADER];
+    match r.read_exact(&mut h) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let word = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+    if word(0) != MAGIC || word(12) != 0 {
+        return Err(bad("not a lease frame"));
+    }
+    let len = word(8) as usize;
+    if len > MAX_BODY {
+        return Err(bad("a frame longer than any message"));
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body)?;
+    decode(word(4), &body).map(Some)
+}
+
+fn encode(msg: &Msg) -> (u32, Vec<u8>) {
+    let mut b = Body::default();
+    let kind = match msg {
+        Msg::Hello { version } => {
+            b.u32(*version);
+            kind::HELLO
+        }
+        Msg::Welcome(w) => {
+            b.u32(w.version);
+            b.u64(w.pool_dev);
+            b.u64(w.pool_ino);
+            b.u64(w.pool_size);
+            b.text(w.emulate.as_bytes());
+            b.text(w.pool.as_os_str().as_encoded_bytes());
+            kind::WELCOME
+        }
+        Msg::Ask { seq, ino } => {
+            b.u64(*seq);
+            b.u64(*ino);
+            kind::ASK
+        }
+        Msg::Granted(g) => {
+            encode_grant(&mut b, g);
+            kind::GRANTED
+        }
+        Msg::Refused { seq, ino, why } => {
+            b.u64(*seq);
+            b.u64(*ino);
+            b.u32(*why as u32);
+            kind::REFUSED
+        }
+        Msg::Return { ino, lease } => pair(&mut b, kind::RETURN, *ino, *lease),
+        Msg::Recall { ino, lease } => pair(&mut b, kind::RECALL, *ino, *lease),
+        Msg::Recalled { ino, lease } => pair(&mut b, kind::RECALLED, *ino, *lease),
+    };
+    (kind, b.0)
+}
+
+fn pair(b: &mut Body, kind: u32, ino: u64, lease: u64) -> u32 {
+    b.u64(ino);
+    b.u64(lease);
+    kind
+}
+
+fn encode_grant(b: &mut Body, g: &Grant) {
+    b.u64(g.seq);
+    b.u64(g.ino);
+    b.u64(g.lease);
+    b.u64(g.size);
+    b.u32(u32::try_from(g.runs.len()).expect("runs are bounded by MAX_RUNS"));
+    for r in &g.runs {
+        b.u64(r.file_block);
+        b.u64(r.pool_off);
+        b.u64(r.blocks);
+    }
+}
+
+fn decode(kind: u32, body: &[u8]) -> io::Result<Msg> {
+    let mut c = Cursor(body);
+    let msg = match kind {
+        kind::HELLO => Msg::Hello { version: c.u32()? },
+        kind::WELCOME => Msg::Welcome(Welcome {
+            version: c.u32()?,
+            pool_dev: c.u64()?,
+            pool_ino: c.u64()?,
+            pool_size: c.u64()?,
+            emulate: String::from_utf8(c.text()?).map_err(|_| bad("emulator spec"))?,
+            pool: PathBuf::from(std::ffi::OsString::from_vec(c.text()?)),
+        }),
+        kind::ASK => Msg::Ask {
+            seq: c.u64()?,
+            ino: c.u64()?,
+        },
+        kind::GRANTED => Msg::Granted(decode_grant(&mut c)?),
+        kind::REFUSED => Msg::Refused {
+            seq: c.u64()?,
+            ino: c.u64()?,
+            why: match c.u32()? {
+                0 => Refusal::Busy,
+                1 => Refusal::Unleasable,
+                2 => Refusal::Limit,
+                _ => return Err(bad("unknown refusal")),
+            },
+        },
+        kind::RETURN | kind::RECALL | kind::RECALLED => {
+            let (ino, lease) = (c.u64()?, c.u64()?);
+            match kind {
+                kind::RETURN => Msg::Return { ino, lease },
+                kind::RECALL => Msg::Recall { ino, lease },
+                _ => Msg::Recalled { ino, lease },
+            }
+        }
+        _ => return Err(bad("unknown message")),
+    };
+    if !c.0.is_empty() {
+        return Err(bad("bytes after a message"));
+    }
+    Ok(msg)
+}
+
+fn decode_grant(c: &mut Cursor<'_>) -> io::Result<Grant> {
+    let (seq, ino, lease, size) = (c.u64()?, c.u64()?, c.u64()?, c.u64()?);
+    let n = c.u32()? as usize;
+    if n > MAX_RUNS {
+        return Err(bad("more runs than a grant may carry"));
+    }
+    let mut runs = Vec::with_capacity(n);
+    for _ in 0..n {
+        runs.push(Run {
+            file_block: c.u64()?,
+            pool_off: c.u64()?,
+            blocks: c.u64()?,
+        });
+    }
+    Ok(Grant {
+        seq,
+        ino,
+        lease,
+        size,
+        runs,
+    })
+}
+
+#[derive(Default)]
+struct Body(Vec<u8>);
+
+impl Body {
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn text(&mut self, t: &[u8]) {
+        let t = &t[..t.len().min(MAX_TEXT)];
+        self.u32(t.len() as u32);
+        self.0.extend_from_slice(t);
+    }
+}
+
+struct Cursor<'a>(&'a [u8]);
+
+impl Cursor<'_> {
+    fn take(&mut self, n: usize) -> io::Result<&[u8]> {
+        if self.0.len() < n {
+            return Err(bad("a message cut short"));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+    fn u32(&mut self) -> io::Result<u32> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn u64(&mut self) -> io::Result<u64> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+    fn text(&mut self) -> io::Result<Vec<u8>> {
+        let n = self.u32()? as usize;
+        if n > MAX_TEXT {
+            return Err(bad("a string longer than any path"));
+        }
+        Ok(self.take(n)?.to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(m: Msg) {
+        let mut buf = Vec::new();
+        send(&mut buf, &m).unwrap();
+        assert_eq!(recv(&mut &buf[..]).unwrap(), Some(m));
+    }
+
+    #[test]
+    fn every_message_round_trips() {
+        round_trip(Msg::Hello { version: VERSION });
+        round_trip(Msg::Welcome(Welcome {
+            version: VERSION,
+            pool_dev: 1,
+            pool_ino: 2,
+            pool_size: 3 << 30,
+            emulate: "dram".into(),
+            pool: PathBuf::from("/dev/shm/a.pool"),
+        }));
+        round_trip(Msg::Ask { seq: 9, ino: 12 });
+        round_trip(Msg::Granted(Grant {
+            seq: 9,
+            ino: 12,
+            lease: 4,
+            size: 10_000,
+            runs: vec![Run {
+                file_block: 0,
+                pool_off: 1 << 20,
+                blocks: 3,
+            }],
+        }));
+        for why in [Refusal::Busy, Refusal::Unleasable, Refusal::Limit] {
+            round_trip(Msg::Refused {
+                seq: 1,
+                ino: 2,
+                why,
+            });
+        }
+        round_trip(Msg::Return { ino: 5, lease: 6 });
+        round_trip(Msg::Recall { ino: 5, lease: 6 });
+        round_trip(Msg::Recalled { ino: 5, lease: 6 });
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        let mut buf = Vec::new();
+        send(&mut buf, &Msg::Ask { seq: 1, ino: 2 }).unwrap();
+        // Every truncation, and every single-byte change of the header.
+        for cut in 1..buf.len() {
+            assert!(recv(&mut &buf[..cut]).map_or(true, |m| m.is_none() || cut == buf.len()));
+        }
+        for i in 0..HEADER {
+            let mut b = buf.clone();
+            b[i] ^= 0xff;
+            assert!(recv(&mut &b[..]).is_err(), "byte {i}");
+        }
+        let mut huge = buf.clone();
+        huge[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(recv(&mut &huge[..]).is_err());
+        assert_eq!(recv(&mut &[][..]).unwrap(), None);
+    }
+}

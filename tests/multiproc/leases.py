@@ -1,0 +1,308 @@
+#!/usr/bin/env python3
+"""Read leases (issue 32, design.md §17.3): a preloaded process reads a
+file on an `amberfs mount` from its own mapping of the pool, and the
+daemon recalls the lease before anything changes the file.
+
+    python3 tests/multiproc/leases.py BIN_DIR [SEED]
+
+Each case mounts nothing of its own: one pool and one mount serve them
+all, and the last case kills the daemon. Checked, with an oracle kept in
+this (not preloaded) process:
+
+* leased reads return the file's bytes, and the daemon counts the grants;
+* a change through the kernel (write, append, truncate, punched hole,
+  rename over, unlink and a new file under the name) that returned is
+  seen by the next read of a process reading under a lease;
+* a forked child reads right (it never speaks on its parent's connection);
+* a descriptor open for writing only is not read;
+* kill -9 of a lessee gives its leases back; a lessee that does not answer
+  a recall (SIGSTOP) is killed and the change goes ahead;
+* kill -9 of the daemon: a lessee's next read fails, never shows old bytes;
+  the next mount recovers and fsck is clean.
+
+Randomized rounds print their seed; pass it as SEED to replay them.
+"""
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+READS_TO_LEASE = 6  # enough kernel reads for the interposer to connect and lease
+
+
+def helper(mode, path):
+    """The preloaded side: reads `path` until leased, then follows the
+    parent's commands on stdin, one line each, answering on stdout."""
+    fd = os.open(path, os.O_RDONLY)
+    for _ in range(READS_TO_LEASE):
+        os.pread(fd, 4096, 0)
+    print("ready", flush=True)
+    if mode == "hold":
+        time.sleep(3600)
+    for line in sys.stdin:
+        words = line.split()
+        if words[0] == "sha":
+            data = os.pread(fd, int(words[1]) + 8192, 0)
+            print(hashlib.sha256(data).hexdigest(), flush=True)
+        elif words[0] == "read":
+            try:
+                os.lseek(fd, 0, 0)
+                data = os.read(fd, 4096)
+                print("read", hashlib.sha256(data).hexdigest(), flush=True)
+            except OSError as e:
+                print("error", e.errno, flush=True)
+        elif words[0] == "fork":
+            pid = os.fork()
+            if pid == 0:
+                ok = all(
+                    hashlib.sha256(os.pread(fd, 1 << 20, 0)).hexdigest() == words[1]
+                    for _ in range(10)
+                )
+                os._exit(0 if ok else 1)
+            _, status = os.waitpid(pid, 0)
+            print("child", os.waitstatus_to_exitcode(status), flush=True)
+        elif words[0] == "exit":
+            return
+
+
+class Mount:
+    def __init__(self, bin_dir, work):
+        self.amberfs = os.path.join(bin_dir, "amberfs")
+        self.lib = os.path.join(bin_dir, "libamberfs_preload.so")
+        self.pool = f"/dev/shm/amberfs-leases-{os.getpid()}.pool"
+        self.dir = os.path.join(work, "mnt")
+        os.makedirs(self.dir)
+        subprocess.run([self.amberfs, "mkfs", self.pool, "--size", "1G"], check=True,
+                       stdout=subprocess.DEVNULL)
+        self.mount()
+
+    def mount(self):
+        out = subprocess.run([self.amberfs, "mount", self.pool, self.dir], check=True,
+                             capture_output=True, text=True).stdout
+        self.daemon = int(out.split("(pid ")[1].split(",")[0])
+
+    def env(self):
+        return dict(os.environ, LD_PRELOAD=self.lib, AMBERFS_POOL=self.pool,
+                    AMBERFS_MOUNT=self.dir)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def leases(self):
+        out = subprocess.run([self.amberfs, "stats", "--json", self.dir], check=True,
+                             capture_output=True, text=True).stdout
+        return json.loads(out)["leases"]
+
+    def spawn(self, mode, name):
+        p = subprocess.Popen([sys.executable, __file__, "--helper", mode, self.path(name)],
+                             env=self.env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+        assert p.stdout.readline().strip() == "ready", "the helper did not start"
+        return p
+
+
+def ask(p, line):
+    p.stdin.write(line + "\n")
+    p.stdin.flush()
+    return p.stdout.readline().strip()
+
+
+def sha(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def write_file(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def leased_reads_return_the_files_bytes(m, rng):
+    data = rng.randbytes(3 << 20)
+    write_file(m.path("big"), data)
+    before = m.leases()["granted"]
+    code = ("import os,sys,random,hashlib\n"
+            "fd=os.open(sys.argv[1],os.O_RDONLY); r=random.Random(int(sys.argv[2]))\n"
+            "h=[]\n"
+            "for _ in range(300):\n"
+            "  o=r.randrange(0,3<<20); n=r.randrange(1,70000); h.append(os.pread(fd,n,o))\n"
+            "w=b''\n"
+            "while True:\n"
+            "  b=os.read(fd,65536)\n"
+            "  if not b: break\n"
+            "  w+=b\n"
+            "print(hashlib.sha256(b''.join(h)).hexdigest(), hashlib.sha256(w).hexdigest())\n")
+    seed = rng.randrange(1 << 30)
+    out = subprocess.run([sys.executable, "-c", code, m.path("big"), str(seed)], env=m.env(),
+                         check=True, capture_output=True, text=True).stdout.split()
+    r = random.Random(seed)
+    want = b"".join(data[o:o + n] for o, n in
+                    ((r.randrange(0, 3 << 20), r.randrange(1, 70000)) for _ in range(300)))
+    assert out == [sha(want), sha(data)], "leased reads differ from the file"
+    assert m.leases()["granted"] > before, "no lease was granted"
+
+
+def changes_are_seen_by_the_next_read(m, rng):
+    model = bytearray(rng.randbytes(200_000))
+    write_file(m.path("c"), model)
+    p = m.spawn("follow", "c")
+    recalled = m.leases()["recalled"]
+    fd = os.open(m.path("c"), os.O_RDWR)
+    for i in range(150):
+        op = rng.choice(["write", "write", "append", "truncate", "punch"])
+        if op == "write":
+            off, n = rng.randrange(0, len(model) + 5000), rng.randrange(1, 20000)
+            buf = rng.randbytes(n)
+            os.pwrite(fd, buf, off)
+            model.extend(b"\0" * max(0, off + n - len(model)))
+            model[off:off + n] = buf
+        elif op == "append":
+            buf = rng.randbytes(rng.randrange(1, 9000))
+            os.pwrite(fd, buf, len(model))
+            model.extend(buf)
+        elif op == "truncate":
+            size = rng.randrange(0, len(model) + 10000)
+            os.ftruncate(fd, size)
+            model = (model + bytearray(max(0, size - len(model))))[:size]
+        else:
+            off, n = rng.randrange(0, len(model) + 1), rng.randrange(1, 30000)
+            punch(fd, off, n)
+            end = min(off + n, len(model))
+            model[off:end] = b"\0" * max(0, end - off)
+        got = ask(p, f"sha {len(model)}")
+        assert got == sha(bytes(model)), f"round {i} ({op}): a leased read missed a change"
+    os.close(fd)
+    assert m.leases()["recalled"] > recalled, "no lease was recalled"
+    # A rename over the file, then an unlink and a new file under the
+    # name: the open descriptor keeps reading the file it opened.
+    write_file(m.path("c2"), b"other")
+    os.rename(m.path("c2"), m.path("c"))
+    assert ask(p, f"sha {len(model)}") == sha(bytes(model)), "the renamed-over file changed"
+    os.unlink(m.path("c"))
+    write_file(m.path("c"), b"new")
+    assert ask(p, f"sha {len(model)}") == sha(bytes(model)), "the unlinked file changed"
+    ask(p, "exit")
+    p.wait()
+
+
+def punch(fd, off, n):
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    mode = 0x01 | 0x02  # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE
+    if libc.fallocate(fd, mode, ctypes.c_long(off), ctypes.c_long(n)) != 0:
+        raise OSError(ctypes.get_errno(), "fallocate")
+
+
+def a_forked_child_reads_right(m, rng):
+    data = rng.randbytes(100_000)
+    write_file(m.path("f"), data)
+    p = m.spawn("follow", "f")
+    assert ask(p, f"fork {sha(data)}") == "child 0", "the forked child read wrong bytes"
+    data2 = rng.randbytes(50_000)
+    write_file(m.path("f"), data2)
+    assert ask(p, f"fork {sha(data2)}") == "child 0", "the child missed a change"
+    assert ask(p, f"sha {len(data2)}") == sha(data2), "the parent missed a change"
+    ask(p, "exit")
+    p.wait()
+
+
+def a_write_only_descriptor_is_not_read(m, _rng):
+    write_file(m.path("w"), b"secret" * 1000)
+    code = ("import os,sys\n"
+            "fd=os.open(sys.argv[1],os.O_WRONLY)\n"
+            "for _ in range(8):\n"
+            "  try:\n"
+            "    os.pread(fd,10,0); print('read'); break\n"
+            "  except OSError as e:\n"
+            "    assert e.errno==9, e\n"
+            "else:\n"
+            "  print('refused')\n")
+    out = subprocess.run([sys.executable, "-c", code, m.path("w")], env=m.env(), check=True,
+                         capture_output=True, text=True).stdout.strip()
+    assert out == "refused", "a write-only descriptor was read"
+
+
+def wait_for(cond, what, seconds=20):
+    deadline = time.time() + seconds
+    while not cond():
+        assert time.time() < deadline, what
+        time.sleep(0.05)
+
+
+def a_killed_lessee_gives_its_leases_back(m, rng):
+    write_file(m.path("k"), rng.randbytes(10_000))
+    p = m.spawn("hold", "k")
+    assert m.leases()["held"] >= 1, "the helper holds no lease"
+    p.kill()
+    p.wait()
+    wait_for(lambda: m.leases()["held"] == 0, "a killed lessee's leases stayed")
+    write_file(m.path("k"), b"after")
+
+
+def an_unanswered_recall_cuts_the_lessee_off(m, rng):
+    write_file(m.path("s"), rng.randbytes(10_000))
+    p = m.spawn("hold", "s")
+    cut = m.leases()["cut_off"]
+    os.kill(p.pid, signal.SIGSTOP)
+    write_file(m.path("s"), b"changed under a stopped lessee")
+    assert p.wait() == -signal.SIGKILL, "the stopped lessee was not killed"
+    assert m.leases()["cut_off"] == cut + 1
+    with open(m.path("s"), "rb") as f:
+        assert f.read() == b"changed under a stopped lessee"
+
+
+def a_dead_daemon_fails_reads(m, rng):
+    data = rng.randbytes(10_000)
+    write_file(m.path("d"), data)
+    p = m.spawn("follow", "d")
+    assert ask(p, "read") == f"read {sha(data[:4096])}"
+    os.kill(m.daemon, signal.SIGKILL)
+    wait_for(lambda: not os.path.exists(f"/proc/{m.daemon}"), "the daemon did not die")
+    got = ask(p, "read")
+    assert got.startswith("error"), f"a read after the daemon died answered {got!r}"
+    ask(p, "exit")
+    p.wait()
+    subprocess.run(["umount", "-l", m.dir], check=True)
+    m.mount()
+    with open(m.path("d"), "rb") as f:
+        assert f.read() == data, "the remount lost the file"
+
+
+CASES = [
+    leased_reads_return_the_files_bytes,
+    changes_are_seen_by_the_next_read,
+    a_forked_child_reads_right,
+    a_write_only_descriptor_is_not_read,
+    a_killed_lessee_gives_its_leases_back,
+    an_unanswered_recall_cuts_the_lessee_off,
+    a_dead_daemon_fails_reads,
+]
+
+
+def main():
+    if sys.argv[1] == "--helper":
+        return helper(sys.argv[2], sys.argv[3])
+    bin_dir = sys.argv[1]
+    seed = int(sys.argv[2]) if len(sys.argv) > 2 else random.randrange(1 << 32)
+    print(f"tests/multiproc/leases.py: seed {seed} (replay: leases.py {bin_dir} {seed})")
+    work = tempfile.mkdtemp(prefix="amberfs-leases.")
+    os.chmod(work, 0o755)
+    m = Mount(bin_dir, work)
+    try:
+        for case in CASES:
+            case(m, random.Random(f"{seed}-{case.__name__}"))
+            print(f"  ok  {case.__name__.replace('_', ' ')}")
+        subprocess.run([m.amberfs, "umount", m.dir], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([m.amberfs, "fsck", m.pool], check=True, stdout=subprocess.DEVNULL)
+    finally:
+        subprocess.run(["umount", "-l", m.dir], stderr=subprocess.DEVNULL)
+        os.unlink(m.pool) if os.path.exists(m.pool) else None
+    print("tests/multiproc/leases.py: all passed")
+
+
+if __name__ == "__main__":
+    main()
