@@ -248,6 +248,8 @@ impl Leases {
                     .holders
                     .first()
                     .map_or(0, |h| peer_pid(&st, h.0));
+                // The guard, dropped on return, takes the table's lock.
+                drop(st);
                 return Err(Unresponsive { pid });
             }
             self.cut_off(&st, ino);
@@ -352,5 +354,110 @@ impl Leases {
         for p in peers {
             p.end();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use amber_core::Run;
+
+    fn view(_ino: u64, _max: usize) -> Option<LeaseView> {
+        Some(LeaseView {
+            generation: 1,
+            size: 4096,
+            runs: vec![Run {
+                file_block: 0,
+                pool_off: 1 << 20,
+                blocks: 1,
+            }],
+        })
+    }
+
+    /// A table with one peer; the other end of its socket is the client.
+    fn with_peer(timeout: Duration) -> (Arc<Leases>, Arc<Peer>, UnixStream) {
+        let leases = Arc::new(Leases::new(timeout));
+        let (a, b) = UnixStream::pair().unwrap();
+        let peer = Arc::new(Peer {
+            id: 1,
+            ender: a.try_clone().unwrap(),
+            writer: Mutex::new(a),
+            pidfd: None,
+            pid: 0,
+        });
+        leases.join(Arc::clone(&peer));
+        (leases, peer, b)
+    }
+
+    fn granted(leases: &Leases, peer: &Peer, client: &mut UnixStream, ino: u64) -> u64 {
+        leases.grant(peer, 1, ino, &view).unwrap();
+        match wire::recv(client).unwrap() {
+            Some(Msg::Granted(g)) => g.lease,
+            other => panic!("expected a grant, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_change_waits_for_the_recall_to_be_answered() {
+        let (leases, peer, mut client) = with_peer(Duration::from_secs(30));
+        let lease = granted(&leases, &peer, &mut client, 7);
+        assert_eq!(leases.held(), 1);
+        let l = Arc::clone(&leases);
+        let change = std::thread::spawn(move || l.exclusive(7).is_ok());
+        assert_eq!(
+            wire::recv(&mut client).unwrap(),
+            Some(Msg::Recall { ino: 7, lease })
+        );
+        assert!(!change.is_finished());
+        leases.give_back(1, 7, lease);
+        assert!(change.join().unwrap());
+        assert_eq!(leases.held(), 0);
+        assert_eq!(leases.counters.recalled.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn grants_are_refused_while_a_change_is_under_way() {
+        let (leases, peer, mut client) = with_peer(Duration::from_secs(30));
+        let change = leases.exclusive(9).unwrap();
+        leases.grant(&peer, 5, 9, &view).unwrap();
+        let refused = Msg::Refused {
+            seq: 5,
+            ino: 9,
+            why: Refusal::Busy,
+        };
+        assert_eq!(wire::recv(&mut client).unwrap(), Some(refused));
+        drop(change);
+        granted(&leases, &peer, &mut client, 9);
+    }
+
+    #[test]
+    fn a_silent_lessee_is_cut_off_and_then_the_change_fails() {
+        let (leases, peer, mut client) = with_peer(Duration::from_millis(20));
+        granted(&leases, &peer, &mut client, 3);
+        assert!(leases.exclusive(3).is_err());
+        assert_eq!(leases.counters.cut_off.load(Ordering::Relaxed), 1);
+        // The connection was ended: the client reads the recall, then EOF.
+        assert!(matches!(
+            wire::recv(&mut client),
+            Ok(Some(Msg::Recall { .. }))
+        ));
+        assert!(matches!(wire::recv(&mut client), Ok(None)));
+        // Its reader thread then drops what it held.
+        leases.leave(peer.id);
+        assert!(leases.exclusive(3).is_ok());
+    }
+
+    #[test]
+    fn a_client_that_leaves_drops_its_leases() {
+        let (leases, peer, mut client) = with_peer(Duration::from_secs(30));
+        granted(&leases, &peer, &mut client, 4);
+        granted(&leases, &peer, &mut client, 5);
+        leases.leave(peer.id);
+        assert_eq!(leases.held(), 0);
+        assert!(leases.exclusive(4).is_ok());
+        assert!(
+            leases.state.lock().files.is_empty(),
+            "an idle file stayed in the table"
+        );
     }
 }

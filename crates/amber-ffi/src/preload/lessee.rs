@@ -62,6 +62,9 @@ static ATFORK: std::sync::Once = std::sync::Once::new();
 /// must serve it.
 pub fn read(fd: c_int, bufs: &mut [&mut [u8]], at: Option<u64>) -> Option<isize> {
     state::config()?;
+    if state::inside() {
+        return None;
+    }
     let slot = HINTS.get(usize::try_from(fd).ok()?)?;
     let hint = slot.load(Ordering::Relaxed);
     if hint == ELSEWHERE {
@@ -171,10 +174,10 @@ fn client_for_reads() -> Option<&'static Client> {
 
 #[cold]
 fn connect() -> Option<&'static Client> {
+    let _inside = Inside::enter()?;
     if TRIED.swap(true, Ordering::AcqRel) {
         return None;
     }
-    let _inside = Inside::enter()?;
     let socket = control_socket()?;
     let client = Client::connect(&socket, lease_thread_start).ok()?;
     let [a, b] = client.descriptors();

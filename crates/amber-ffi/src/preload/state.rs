@@ -78,6 +78,11 @@ impl Inside {
     }
 }
 
+/// Whether this thread runs Amber's own code now.
+pub fn inside() -> bool {
+    INSIDE.with(Cell::get)
+}
+
 impl Drop for Inside {
     fn drop(&mut self) {
         INSIDE.with(|i| i.set(false));
