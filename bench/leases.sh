@@ -50,30 +50,30 @@ for d in "$work/amber" "$work/ext4"; do
     head -c 64M /dev/urandom > "$d/shared"
 done
 
-pre() { env LD_PRELOAD="$lib" AMBERFS_POOL="$pool" AMBERFS_MOUNT="$work/amber" "$@"; }
-# fio on FILE with the given options; prints IOPS and bandwidth (KiB/s)
-# of its reads, or of its writes with `write`.
+# fio as target $1 (preloaded or not) on FILE with the given options;
+# prints the IOPS and bandwidth (KiB/s) of its reads, or of its writes
+# with `write`.
 fio_job() {
-    local what=$1 file=$2; shift 2
-    fio --name=j --filename="$file" --ioengine=psync --time_based --runtime="$secs" \
+    local t=$1 what=$2 file=$3 pre=()
+    shift 3
+    [ "$t" = preloaded ] && pre=(env LD_PRELOAD="$lib" AMBERFS_POOL="$pool" AMBERFS_MOUNT="$work/amber")
+    "${pre[@]}" fio --name=j --filename="$file" --ioengine=psync --time_based --runtime="$secs" \
         --output-format=json "$@" 2>/dev/null |
         python3 -c "import json,sys; j=json.load(sys.stdin)['jobs'][0]['$what']; print(round(j['iops']), j['bw'])"
 }
-# Runs fio as target $1 would.
-as_target() { local t=$1; shift; if [ "$t" = preloaded ]; then pre "$@"; else "$@"; fi; }
 dir_of() { [ "$1" = ext4 ] && echo "$work/ext4" || echo "$work/amber"; }
 
 for rep in $(seq 1 "$reps"); do
     for t in preloaded mount ext4; do
         d=$(dir_of "$t")
-        set -- $(as_target "$t" fio_job read "$d/data" --rw=randread --bs=4k)
+        set -- $(fio_job "$t" read "$d/data" --rw=randread --bs=4k)
         echo "$t randread4k_iops $1"
-        set -- $(as_target "$t" fio_job read "$d/data" --rw=read --bs=128k)
+        set -- $(fio_job "$t" read "$d/data" --rw=read --bs=128k)
         echo "$t seqread128k_mibs $(( $2 / 1024 ))"
     done
     for reader in preloaded mount; do
-        as_target "$reader" fio_job read "$work/amber/shared" --rw=randread --bs=4k > "$work/r" &
-        w=$(fio_job write "$work/amber/shared" --rw=randwrite --bs=4k | cut -d' ' -f1)
+        fio_job "$reader" read "$work/amber/shared" --rw=randread --bs=4k > "$work/r" &
+        w=$(fio_job mount write "$work/amber/shared" --rw=randwrite --bs=4k | cut -d' ' -f1)
         wait
         echo "with-$reader-reader writer_iops $w"
         echo "with-$reader-reader reader_iops $(cut -d' ' -f1 "$work/r")"

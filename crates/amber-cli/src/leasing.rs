@@ -28,7 +28,9 @@ pub fn start(fs: &PoolFs, pool: &Path, config: &MountConfig) -> Option<(Arc<Leas
     let started = welcome(pool, config).and_then(|(welcome, owner)| {
         let leases = Arc::new(Leases::new(RECALL_TIMEOUT));
         let core = fs.core().clone();
-        let view = Arc::new(move |ino: u64, max_runs: usize| core.lease_view(ino, max_runs).ok());
+        let view = Arc::new(move |ino: u64, first: u64, count: u64| {
+            core.lease_view(ino, first, count).ok()
+        });
         let mut last = None;
         for socket in socket_candidates() {
             let made = socket

@@ -18,7 +18,7 @@ use amber_core::Run;
 use amber_pmem::{Emulated, EmulatorSpec, MapOptions, MmapDevice, PmDevice};
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use crate::wire::{self, Grant, Msg, Welcome, VERSION};
+use crate::wire::{self, Grant, Msg, Welcome, VERSION, WINDOW_BLOCKS};
 
 const BLOCK: u64 = amber_format::BLOCK_SIZE;
 /// Most leases this process keeps: a new one beyond it returns another
@@ -26,10 +26,12 @@ const BLOCK: u64 = amber_format::BLOCK_SIZE;
 /// makes a change of that file wait for a recall).
 const MAX_HELD: usize = 256;
 
-/// A file this process reads under a lease. Its view is `None` once the
-/// lease is recalled or the daemon is gone: reads then go to the kernel.
+/// A window of a file this process reads under a lease. Its view is
+/// `None` once the lease is recalled or the daemon is gone: reads then go
+/// to the kernel.
 pub struct Held {
     ino: u64,
+    window: u64,
     lease: u64,
     view: RwLock<Option<View>>,
 }
@@ -39,13 +41,22 @@ struct View {
     runs: Vec<Run>,
 }
 
+/// The bytes a window spans.
+const WINDOW_BYTES: u64 = WINDOW_BLOCKS * BLOCK;
+
+/// The window holding byte `off`.
+fn window_of(off: u64) -> u64 {
+    off / WINDOW_BYTES
+}
+
 /// The connection to the daemon.
 pub struct Client {
     descriptors: [RawFd; 2],
     writer: Mutex<UnixStream>,
     replies: Mutex<HashMap<u64, Msg>>,
     arrived: Condvar,
-    leases: RwLock<HashMap<u64, Arc<Held>>>,
+    /// By (inode, window).
+    leases: RwLock<HashMap<(u64, u64), Arc<Held>>>,
     alive: AtomicBool,
     next_seq: AtomicU64,
     dev: Emulated<MmapDevice>,
@@ -99,19 +110,23 @@ impl Client {
         self.alive.load(Ordering::Acquire)
     }
 
-    /// The lease this process holds on `ino`, if any.
-    pub fn held(&self, ino: u64) -> Option<Arc<Held>> {
-        self.leases.read().get(&ino).cloned()
+    /// The lease this process holds on the window of `ino` holding byte
+    /// `off`, if any.
+    pub fn held(&self, ino: u64, off: u64) -> Option<Arc<Held>> {
+        self.leases.read().get(&(ino, window_of(off))).cloned()
     }
 
-    /// Asks the daemon for a lease on `ino`; `None` if it refused, or is
-    /// gone. Waits for the answer, which the daemon always gives.
-    pub fn ask(&self, ino: u64) -> Option<Arc<Held>> {
+    /// Asks the daemon for a lease on the window of `ino` holding byte
+    /// `off`; `None` if it refused, or is gone. Waits for the answer,
+    /// which the daemon always gives.
+    pub fn ask(&self, ino: u64, off: u64) -> Option<Arc<Held>> {
         if !self.alive() {
             return None;
         }
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        if wire::send(&mut *self.writer.lock(), &Msg::Ask { seq, ino }).is_err() {
+        let window = window_of(off);
+        let ask = Msg::Ask { seq, ino, window };
+        if wire::send(&mut *self.writer.lock(), &ask).is_err() {
             return None;
         }
         let mut replies = self.replies.lock();
@@ -127,19 +142,26 @@ impl Client {
         };
         drop(replies);
         match reply {
-            Msg::Granted(g) => self.hold(g),
+            Msg::Granted(g) if g.ino == ino && g.window == window => self.hold(g),
+            Msg::Granted(g) => {
+                self.give_back_lease(g.ino, g.lease);
+                None
+            }
             _ => None,
         }
     }
 
-    /// Takes a grant in, unless its runs could reach outside the pool.
+    /// Takes a grant in, unless its runs could reach outside the pool or
+    /// its window.
     fn hold(&self, g: Grant) -> Option<Arc<Held>> {
         if !runs_fit(&g, self.dev.size()) {
             self.give_back_lease(g.ino, g.lease);
             return None;
         }
+        let key = (g.ino, g.window);
         let held = Arc::new(Held {
             ino: g.ino,
+            window: g.window,
             lease: g.lease,
             view: RwLock::new(Some(View {
                 size: g.size,
@@ -148,12 +170,12 @@ impl Client {
         });
         let returned = {
             let mut leases = self.leases.write();
-            let mut out: Vec<Arc<Held>> = leases.remove(&g.ino).into_iter().collect();
+            let mut out: Vec<Arc<Held>> = leases.remove(&key).into_iter().collect();
             if leases.len() >= MAX_HELD {
                 let any = leases.keys().next().copied();
-                out.extend(any.and_then(|ino| leases.remove(&ino)));
+                out.extend(any.and_then(|k| leases.remove(&k)));
             }
-            leases.insert(g.ino, Arc::clone(&held));
+            leases.insert(key, Arc::clone(&held));
             out
         };
         for old in returned {
@@ -163,27 +185,23 @@ impl Client {
         Some(held)
     }
 
-    /// This process no longer reads `ino` (its last descriptor on it
-    /// closed): the lease goes back.
-    pub fn give_back(&self, ino: u64) {
-        let held = self.leases.write().remove(&ino);
-        if let Some(h) = held {
-            *h.view.write() = None;
-            self.give_back_lease(h.ino, h.lease);
-        }
-    }
-
     fn give_back_lease(&self, ino: u64, lease: u64) {
         let _ = wire::send(&mut *self.writer.lock(), &Msg::Return { ino, lease });
     }
 
     /// Reads the leased file at `off` from PM into `bufs` in turn, as
     /// readv does, stopping at the end of file; `None` once the lease is
-    /// gone (the caller asks the kernel). The whole read sees one state of
-    /// the file: a recall waits for it.
+    /// gone, or if the read would leave the lease's window (the caller
+    /// asks the kernel: a read is never cut short at a window's end). The
+    /// whole read sees one state of the file: a recall waits for it.
     pub fn read(&self, held: &Held, off: u64, bufs: &mut [&mut [u8]]) -> Option<usize> {
         let view = held.view.read();
         let v = view.as_ref()?;
+        let want: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+        let end = off.saturating_add(want).min(v.size);
+        if window_of(off) != held.window || (end > off && window_of(end - 1) != held.window) {
+            return None;
+        }
         let mut done = 0u64;
         for buf in bufs.iter_mut() {
             let n = self.copy(v, off.saturating_add(done), buf);
@@ -225,11 +243,6 @@ impl Client {
         n
     }
 
-    /// The size of a leased file, while the lease holds.
-    pub fn size(&self, held: &Held) -> Option<u64> {
-        held.view.read().as_ref().map(|v| v.size)
-    }
-
     /// Reads frames until the daemon goes: grants and refusals to their
     /// askers, recalls answered once no read of the file is in flight.
     /// Answers go out on `conn` itself, the one descriptor this thread
@@ -258,13 +271,14 @@ impl Client {
     fn recalled(&self, conn: &UnixStream, ino: u64, lease: u64) {
         let held = {
             let mut leases = self.leases.write();
-            match leases.get(&ino) {
-                Some(h) if h.lease == lease => leases.remove(&ino),
-                _ => None,
-            }
+            let key = leases
+                .iter()
+                .find(|(k, h)| k.0 == ino && h.lease == lease)
+                .map(|(k, _)| *k);
+            key.and_then(|k| leases.remove(&k))
         };
         if let Some(h) = held {
-            // Waits for the reads in flight on the file.
+            // Waits for the reads in flight on the window.
             *h.view.write() = None;
         }
         let _writing = self.writer.lock();
@@ -276,20 +290,26 @@ fn piece_len(room: u64, want: usize) -> usize {
     usize::try_from(room).map_or(want, |r| r.min(want))
 }
 
-/// Whether every run of `g` lies inside a pool of `pool_size` bytes and
-/// inside the file, in file order without overlaps: a grant is the
-/// daemon's word, but a bad one must not make this process read outside
-/// its mapping.
+/// Whether every run of `g` lies inside a pool of `pool_size` bytes, in
+/// the grant's window and inside the file, in file order without
+/// overlaps: a grant is the daemon's word, but a bad one must not make
+/// this process read outside its mapping.
 fn runs_fit(g: &Grant, pool_size: u64) -> bool {
-    let file_blocks = g.size.div_ceil(BLOCK);
-    let mut next = 0;
+    let Some(first) = g.window.checked_mul(WINDOW_BLOCKS) else {
+        return false;
+    };
+    let last = g
+        .size
+        .div_ceil(BLOCK)
+        .min(first.saturating_add(WINDOW_BLOCKS));
+    let mut next = first;
     g.runs.iter().all(|r| {
         let bytes = r.blocks.checked_mul(BLOCK);
         let ok = r.blocks > 0
             && r.file_block >= next
             && r.file_block
                 .checked_add(r.blocks)
-                .is_some_and(|e| e <= file_blocks)
+                .is_some_and(|e| e <= last)
             && r.pool_off.is_multiple_of(BLOCK)
             && bytes
                 .and_then(|b| r.pool_off.checked_add(b))
@@ -324,6 +344,7 @@ mod tests {
         Grant {
             seq: 1,
             ino: 2,
+            window: 0,
             lease: 3,
             size,
             runs: runs
@@ -352,5 +373,11 @@ mod tests {
         assert!(!runs_fit(&grant(4 * BLOCK, &[(0, 0, 2), (1, 0, 1)]), pool));
         assert!(!runs_fit(&grant(BLOCK, &[(0, 0, 0)]), pool));
         assert!(!runs_fit(&grant(u64::MAX, &[(0, 0, u64::MAX)]), pool));
+        // Past the window, and in the next one.
+        let big = WINDOW_BLOCKS * 2 * BLOCK;
+        assert!(!runs_fit(&grant(big, &[(WINDOW_BLOCKS, 0, 1)]), pool));
+        let mut second = grant(big, &[(WINDOW_BLOCKS, 0, 1)]);
+        second.window = 1;
+        assert!(runs_fit(&second, pool));
     }
 }

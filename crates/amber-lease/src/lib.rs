@@ -17,7 +17,7 @@ mod wire;
 pub use client::{Client, Held};
 pub use server::{LeaseServer, Viewer, MAX_CLIENTS};
 pub use table::{Exclusive, Leases, Unresponsive, MAX_LEASES_PER_CLIENT};
-pub use wire::{Welcome, MAX_RUNS, VERSION};
+pub use wire::{Welcome, VERSION, WINDOW_BLOCKS};
 
 /// How long a recall waits for the client's answer before cutting it off.
 pub const RECALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);

@@ -25,8 +25,9 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
 /// A client thread's stack: it settles files through the core.
 const CLIENT_STACK: usize = 256 << 10;
 
-/// How the daemon settles a file and lists its blocks for a grant.
-pub type Viewer = dyn Fn(u64, usize) -> Option<LeaseView> + Send + Sync;
+/// How the daemon settles blocks `[first, first + count)` of a file and
+/// lists them for a grant (`amber_core::Core::lease_view`).
+pub type Viewer = dyn Fn(u64, u64, u64) -> Option<LeaseView> + Send + Sync;
 
 /// What every client thread shares.
 struct Shared {
@@ -176,7 +177,9 @@ fn serve(
 fn requests(reader: &mut impl io::Read, peer: &Peer, sh: &Shared) -> io::Result<()> {
     loop {
         match wire::recv(reader)? {
-            Some(Msg::Ask { seq, ino }) => sh.leases.grant(peer, seq, ino, &*sh.view)?,
+            Some(Msg::Ask { seq, ino, window }) => {
+                sh.leases.grant(peer, seq, (ino, window), &*sh.view)?;
+            }
             Some(Msg::Return { ino, lease } | Msg::Recalled { ino, lease }) => {
                 sh.leases.give_back(peer.id, ino, lease);
             }

@@ -11,10 +11,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use amber_core::LeaseView;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
-use crate::wire::{self, Grant, Msg, Refusal, MAX_RUNS};
+use crate::server::Viewer;
+use crate::wire::{self, Grant, Msg, Refusal, WINDOW_BLOCKS};
 
 /// Most leases one client holds at once; beyond it, the kernel's path.
 pub const MAX_LEASES_PER_CLIENT: usize = 1024;
@@ -131,28 +131,40 @@ impl Leases {
         }
     }
 
-    /// Answers client `peer`'s request `seq` for a lease on `ino`: settles
-    /// the file through `view` and sends the grant, or a refusal. The
-    /// grant is registered and sent under the peer's writer lock, so a
-    /// recall of it can only reach the client after it.
+    /// Answers client `peer`'s request `seq` for a lease on window
+    /// `window` of `ino`: settles it through `view` and sends the grant,
+    /// or a refusal. The grant is registered and sent under the peer's
+    /// writer lock, so a recall of it can only reach the client after it.
     pub(crate) fn grant(
         &self,
         peer: &Peer,
         seq: u64,
-        ino: u64,
-        view: &dyn Fn(u64, usize) -> Option<LeaseView>,
+        (ino, window): (u64, u64),
+        view: &Viewer,
     ) -> io::Result<()> {
         if let Err(why) = self.start_grant(peer.id, ino) {
             return self.refuse(peer, seq, ino, why);
         }
-        let seen = view(ino, MAX_RUNS);
+        let seen = window
+            .checked_mul(WINDOW_BLOCKS)
+            .and_then(|first| view(ino, first, WINDOW_BLOCKS));
         let mut w = peer.writer.lock();
         let mut st = self.state.lock();
         let f = st.files.entry(ino).or_default();
         f.granting -= 1;
         let busy = f.busy > 0;
         let msg = match seen {
-            Some(v) if !busy => Msg::Granted(self.register(&mut st, peer.id, ino, v, seq)),
+            Some(v) if !busy => {
+                let lease = self.register(&mut st, peer.id, ino);
+                Msg::Granted(Grant {
+                    seq,
+                    ino,
+                    window,
+                    lease,
+                    size: v.size,
+                    runs: v.runs,
+                })
+            }
             _ => {
                 forget_if_idle(&mut st, ino);
                 self.changed.notify_all();
@@ -185,20 +197,15 @@ impl Leases {
         Ok(())
     }
 
-    fn register(&self, st: &mut State, id: u64, ino: u64, v: LeaseView, seq: u64) -> Grant {
+    /// A new lease of client `id` on `ino`; its number.
+    fn register(&self, st: &mut State, id: u64, ino: u64) -> u64 {
         st.next_lease += 1;
         let lease = st.next_lease;
         st.files.entry(ino).or_default().holders.push((id, lease));
         st.held.entry(id).or_default().insert((ino, lease));
         self.counters.granted.fetch_add(1, Ordering::Relaxed);
         self.changed.notify_all();
-        Grant {
-            seq,
-            ino,
-            lease,
-            size: v.size,
-            runs: v.runs,
-        }
+        lease
     }
 
     fn refuse(&self, peer: &Peer, seq: u64, ino: u64, why: Refusal) -> io::Result<()> {
@@ -360,9 +367,9 @@ impl Leases {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use amber_core::Run;
+    use amber_core::{LeaseView, Run};
 
-    fn view(_ino: u64, _max: usize) -> Option<LeaseView> {
+    fn view(_ino: u64, _first: u64, _count: u64) -> Option<LeaseView> {
         Some(LeaseView {
             generation: 1,
             size: 4096,
@@ -390,7 +397,7 @@ mod tests {
     }
 
     fn granted(leases: &Leases, peer: &Peer, client: &mut UnixStream, ino: u64) -> u64 {
-        leases.grant(peer, 1, ino, &view).unwrap();
+        leases.grant(peer, 1, (ino, 0), &view).unwrap();
         match wire::recv(client).unwrap() {
             Some(Msg::Granted(g)) => g.lease,
             other => panic!("expected a grant, got {other:?}"),
@@ -419,7 +426,7 @@ mod tests {
     fn grants_are_refused_while_a_change_is_under_way() {
         let (leases, peer, mut client) = with_peer(Duration::from_secs(30));
         let change = leases.exclusive(9).unwrap();
-        leases.grant(&peer, 5, 9, &view).unwrap();
+        leases.grant(&peer, 5, (9, 0), &view).unwrap();
         let refused = Msg::Refused {
             seq: 5,
             ino: 9,

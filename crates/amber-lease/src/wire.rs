@@ -15,9 +15,12 @@ pub const VERSION: u32 = 1;
 /// "AMLS", first in every frame.
 const MAGIC: u32 = 0x534C_4D41;
 const HEADER: usize = 16;
-/// Most runs one grant carries: a file more fragmented than this is
-/// read through the kernel (`amber_core::Core::lease_view`).
-pub const MAX_RUNS: usize = 4096;
+/// A lease covers one window of a file, this many blocks (16 MiB) from
+/// a multiple of it: a grant then carries at most this many runs however
+/// fragmented the file is, and a client maps only what it reads.
+pub const WINDOW_BLOCKS: u64 = 4096;
+/// Most runs one grant carries: one per block of its window.
+pub const MAX_RUNS: usize = WINDOW_BLOCKS as usize;
 /// The largest body: a grant's runs, or a path.
 const MAX_BODY: usize = 64 + MAX_RUNS * 24;
 /// The longest string a message carries (a path, an emulator spec).
@@ -29,8 +32,8 @@ pub enum Refusal {
     /// The file is being changed (a recall is under way): read it
     /// through the kernel this time.
     Busy,
-    /// The file cannot be leased: not a regular file, too fragmented,
-    /// or the core failed to settle it.
+    /// The file cannot be leased: not a regular file, a window past any
+    /// file, or the core failed to settle it.
     Unleasable,
     /// This client holds as many leases as it may.
     Limit,
@@ -44,8 +47,8 @@ pub enum Msg {
     /// Daemon → client: the pool to map and how, and the pool file's
     /// identity, which the client checks on the file it opens.
     Welcome(Welcome),
-    /// Client → daemon: a read lease on `ino`, please.
-    Ask { seq: u64, ino: u64 },
+    /// Client → daemon: a read lease on window `window` of `ino`, please.
+    Ask { seq: u64, ino: u64, window: u64 },
     /// Daemon → client: lease `lease` on `ino`, with the file's view.
     Granted(Grant),
     /// Daemon → client: no lease this time.
@@ -77,6 +80,7 @@ pub struct Welcome {
 pub struct Grant {
     pub seq: u64,
     pub ino: u64,
+    pub window: u64,
     pub lease: u64,
     pub size: u64,
     pub runs: Vec<Run>,
@@ -152,9 +156,10 @@ fn encode(msg: &Msg) -> (u32, Vec<u8>) {
             b.text(w.pool.as_os_str().as_encoded_bytes());
             kind::WELCOME
         }
-        Msg::Ask { seq, ino } => {
+        Msg::Ask { seq, ino, window } => {
             b.u64(*seq);
             b.u64(*ino);
+            b.u64(*window);
             kind::ASK
         }
         Msg::Granted(g) => {
@@ -183,6 +188,7 @@ fn pair(b: &mut Body, kind: u32, ino: u64, lease: u64) -> u32 {
 fn encode_grant(b: &mut Body, g: &Grant) {
     b.u64(g.seq);
     b.u64(g.ino);
+    b.u64(g.window);
     b.u64(g.lease);
     b.u64(g.size);
     b.u32(u32::try_from(g.runs.len()).expect("runs are bounded by MAX_RUNS"));
@@ -208,6 +214,7 @@ fn decode(kind: u32, body: &[u8]) -> io::Result<Msg> {
         kind::ASK => Msg::Ask {
             seq: c.u64()?,
             ino: c.u64()?,
+            window: c.u64()?,
         },
         kind::GRANTED => Msg::Granted(decode_grant(&mut c)?),
         kind::REFUSED => Msg::Refused {
@@ -237,7 +244,8 @@ fn decode(kind: u32, body: &[u8]) -> io::Result<Msg> {
 }
 
 fn decode_grant(c: &mut Cursor<'_>) -> io::Result<Grant> {
-    let (seq, ino, lease, size) = (c.u64()?, c.u64()?, c.u64()?, c.u64()?);
+    let (seq, ino, window) = (c.u64()?, c.u64()?, c.u64()?);
+    let (lease, size) = (c.u64()?, c.u64()?);
     let n = c.u32()? as usize;
     if n > MAX_RUNS {
         return Err(bad("more runs than a grant may carry"));
@@ -253,6 +261,7 @@ fn decode_grant(c: &mut Cursor<'_>) -> io::Result<Grant> {
     Ok(Grant {
         seq,
         ino,
+        window,
         lease,
         size,
         runs,
@@ -327,10 +336,15 @@ mod tests {
             emulate: "dram".into(),
             pool: PathBuf::from("/dev/shm/a.pool"),
         }));
-        round_trip(Msg::Ask { seq: 9, ino: 12 });
+        round_trip(Msg::Ask {
+            seq: 9,
+            ino: 12,
+            window: 3,
+        });
         round_trip(Msg::Granted(Grant {
             seq: 9,
             ino: 12,
+            window: 0,
             lease: 4,
             size: 10_000,
             runs: vec![Run {
@@ -354,7 +368,12 @@ mod tests {
     #[test]
     fn garbage_is_an_error_not_a_panic() {
         let mut buf = Vec::new();
-        send(&mut buf, &Msg::Ask { seq: 1, ino: 2 }).unwrap();
+        let ask = Msg::Ask {
+            seq: 1,
+            ino: 2,
+            window: 0,
+        };
+        send(&mut buf, &ask).unwrap();
         // Every truncation, and every single-byte change of the header.
         for cut in 1..buf.len() {
             assert!(recv(&mut &buf[..cut]).map_or(true, |m| m.is_none() || cut == buf.len()));

@@ -3,7 +3,7 @@
 //! mapping of the pool while the daemon that owns the pool promises not
 //! to change the file without first recalling the lease.
 
-use crate::error::{FsError, Result};
+use crate::error::Result;
 use crate::fs::{regular, Core};
 use amber_format::BLOCK_SIZE;
 use amber_pmem::PmDevice;
@@ -19,8 +19,9 @@ pub struct Run {
     pub blocks: u64,
 }
 
-/// A file as a lessee reads it: its size and generation, and its data
-/// blocks in file order; a block no run names is a hole (zeros).
+/// A window of a file as a lessee reads it: the file's size and
+/// generation, and the window's data blocks in file order; a block of the
+/// window no run names is a hole (zeros).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseView {
     /// The file's generation, so a lease never outlives the inode number.
@@ -32,38 +33,38 @@ pub struct LeaseView {
 }
 
 impl<D: PmDevice> Core<D> {
-    /// Settles regular file `ino` to PM, as mapping it does (`DataPolicy::
-    /// pin` over the whole file: the policy's DRAM buffer, zone slices and
-    /// queued records go to PM), and returns where its blocks are. A file
-    /// whose blocks form more than `max_runs` runs fails with
-    /// `FsError::FileTooLarge`: a lessee's map is bounded.
+    /// Settles file blocks `[first, first + count)` of regular file `ino`
+    /// to PM, as mapping them does (`DataPolicy::pin`: the policy's DRAM
+    /// buffer, zone slices and queued records go to PM), and returns where
+    /// those of them below the end of file lie: at most `count` runs, so a
+    /// lessee's map is bounded by the window it asked for.
     ///
     /// The view stays true only while nothing changes the file: the
     /// caller (the daemon's lease table) recalls it before any change.
-    pub fn lease_view(&self, ino: u64, max_runs: usize) -> Result<LeaseView> {
+    pub fn lease_view(&self, ino: u64, first: u64, count: u64) -> Result<LeaseView> {
         let r = self.inode(ino)?;
         let mut st = r.write();
         regular(&st)?;
         let size = st.size();
-        let blocks = size.div_ceil(BLOCK_SIZE);
-        if blocks > 0 && !self.is_read_only() {
+        let end = size.div_ceil(BLOCK_SIZE).min(first.saturating_add(count));
+        if first < end && !self.is_read_only() {
             self.check_writable()?;
-            self.guard(self.policy().pin(self.context(), &mut st, 0, blocks))?;
+            self.guard(
+                self.policy()
+                    .pin(self.context(), &mut st, first, end - first),
+            )?;
         }
         let mut runs: Vec<Run> = Vec::new();
-        let mut fb = 0;
-        // Each round passes at least one block: bounded by the file's.
-        while fb < blocks {
+        let mut fb = first;
+        // Each round passes at least one block: bounded by the window.
+        while fb < end {
             let Some(start) = self.policy().block_of(&st, fb) else {
                 fb += 1;
                 continue;
             };
             let mut n = 1;
-            while fb + n < blocks && self.policy().block_of(&st, fb + n) == Some(start + n) {
+            while fb + n < end && self.policy().block_of(&st, fb + n) == Some(start + n) {
                 n += 1;
-            }
-            if runs.len() == max_runs {
-                return Err(FsError::FileTooLarge);
             }
             runs.push(Run {
                 file_block: fb,
@@ -72,6 +73,7 @@ impl<D: PmDevice> Core<D> {
             });
             fb += n;
         }
+        debug_assert!(runs.len() as u64 <= count);
         Ok(LeaseView {
             generation: st.disk.generation,
             size,

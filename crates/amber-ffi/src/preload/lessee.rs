@@ -75,7 +75,11 @@ pub fn read(fd: c_int, bufs: &mut [&mut [u8]], at: Option<u64>) -> Option<isize>
         return None;
     };
     let client = client_for_reads();
-    let held = match client.and_then(|c| c.held(ino)) {
+    let off = match at {
+        Some(o) => o,
+        None => u64::try_from(seek(fd, 0, libc::SEEK_CUR)?).ok()?,
+    };
+    let held = match client.and_then(|c| c.held(ino, off)) {
         Some(h) => h,
         None => {
             let reads = hint.max(ON_MOUNT) - ON_MOUNT + 1;
@@ -84,15 +88,10 @@ pub fn read(fd: c_int, bufs: &mut [&mut [u8]], at: Option<u64>) -> Option<isize>
                 return None;
             }
             slot.store(ON_MOUNT, Ordering::Relaxed);
-            client?.ask(ino)?
+            client?.ask(ino, off)?
         }
     };
-    let client = client?;
-    let off = match at {
-        Some(o) => o,
-        None => u64::try_from(seek(fd, 0, libc::SEEK_CUR)?).ok()?,
-    };
-    let n = client.read(&held, off, bufs)?;
+    let n = client?.read(&held, off, bufs)?;
     if at.is_none() {
         seek(fd, i64::try_from(off + n as u64).ok()?, libc::SEEK_SET)?;
     }
