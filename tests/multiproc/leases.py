@@ -44,6 +44,8 @@ def helper(mode, path):
     print("ready", flush=True)
     if mode == "hold":
         time.sleep(3600)
+    if mode == "race":
+        return race_reader(fd)
     for line in sys.stdin:
         words = line.split()
         if words[0] == "sha":
@@ -68,6 +70,30 @@ def helper(mode, path):
             print("child", os.waitstatus_to_exitcode(status), flush=True)
         elif words[0] == "exit":
             return
+
+
+RACE_BLOCKS = 8
+RACE_SECONDS = 2.0
+
+
+def race_reader(fd):
+    """Reads random blocks while the parent rewrites them: a block's
+    version must never be older than the one the parent had finished
+    writing before the read began (its counter, in shared memory)."""
+    import mmap
+    import struct
+    counters = mmap.mmap(os.open(sys.stdin.readline().strip(), os.O_RDONLY), 8 * RACE_BLOCKS,
+                         prot=mmap.PROT_READ)
+    r = random.Random(5)
+    reads = stale = 0
+    end = time.time() + RACE_SECONDS
+    while time.time() < end:
+        b = r.randrange(RACE_BLOCKS)
+        done = struct.unpack_from("<Q", counters, 8 * b)[0]
+        got = struct.unpack_from("<Q", os.pread(fd, 4096, 4096 * b), 0)[0]
+        reads += 1
+        stale += got < done
+    print(reads, stale, flush=True)
 
 
 class Mount:
@@ -203,6 +229,36 @@ def punch(fd, off, n):
         raise OSError(ctypes.get_errno(), "fallocate")
 
 
+def a_write_racing_a_leased_read_is_never_missed(m, _rng):
+    """This process rewrites 8 blocks in turn through the kernel while a
+    preloaded one reads them: each recall races the reader's next lease."""
+    import mmap
+    import struct
+    write_file(m.path("race"), b"\0" * 4096 * RACE_BLOCKS)
+    shm = f"/dev/shm/amberfs-leases-race-{os.getpid()}"
+    with open(shm, "wb") as f:
+        f.write(b"\0" * 8 * RACE_BLOCKS)
+    counters = mmap.mmap(os.open(shm, os.O_RDWR), 8 * RACE_BLOCKS)
+    recalled = m.leases()["recalled"]
+    p = m.spawn("race", "race")
+    p.stdin.write(shm + "\n")
+    p.stdin.flush()
+    fd = os.open(m.path("race"), os.O_WRONLY)
+    v = 0
+    while p.poll() is None:
+        v += 1
+        b = v % RACE_BLOCKS
+        os.pwrite(fd, struct.pack("<Q", v) + b"x" * 4088, 4096 * b)
+        struct.pack_into("<Q", counters, 8 * b, v)
+    os.close(fd)
+    os.unlink(shm)
+    reads, stale = map(int, p.stdout.readline().split())
+    assert p.wait() == 0
+    assert stale == 0, f"{stale} of {reads} leased reads missed a write that had returned"
+    assert m.leases()["recalled"] > recalled, "the reader was never recalled"
+    print(f"      {v} writes, {reads} reads, none stale")
+
+
 def a_forked_child_reads_right(m, rng):
     data = rng.randbytes(100_000)
     write_file(m.path("f"), data)
@@ -281,6 +337,7 @@ def a_dead_daemon_fails_reads(m, rng):
 CASES = [
     leased_reads_return_the_files_bytes,
     changes_are_seen_by_the_next_read,
+    a_write_racing_a_leased_read_is_never_missed,
     a_forked_child_reads_right,
     a_write_only_descriptor_is_not_read,
     a_killed_lessee_gives_its_leases_back,

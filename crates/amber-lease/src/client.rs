@@ -53,7 +53,9 @@ fn window_of(off: u64) -> u64 {
 pub struct Client {
     descriptors: [RawFd; 2],
     writer: Mutex<UnixStream>,
-    replies: Mutex<HashMap<u64, Msg>>,
+    /// Answers by request: the lease taken in (by the lease thread,
+    /// before it reads the next frame), or `None` for a refusal.
+    replies: Mutex<HashMap<u64, Option<Arc<Held>>>>,
     arrived: Condvar,
     /// By (inode, window).
     leases: RwLock<HashMap<(u64, u64), Arc<Held>>>,
@@ -141,21 +143,22 @@ impl Client {
             self.arrived.wait(&mut replies);
         };
         drop(replies);
-        match reply {
-            Msg::Granted(g) if g.ino == ino && g.window == window => self.hold(g),
-            Msg::Granted(g) => {
-                self.give_back_lease(g.ino, g.lease);
-                None
-            }
-            _ => None,
-        }
+        reply.filter(|h| h.ino == ino && h.window == window)
     }
 
     /// Takes a grant in, unless its runs could reach outside the pool or
-    /// its window.
-    fn hold(&self, g: Grant) -> Option<Arc<Held>> {
+    /// its window. Run by the lease thread as the grant arrives, so a
+    /// recall of it, which the daemon sends only after the grant, always
+    /// finds it; what it gives back goes out on `conn`.
+    fn hold(&self, conn: &UnixStream, g: Grant) -> Option<Arc<Held>> {
         if !runs_fit(&g, self.dev.size()) {
-            self.give_back_lease(g.ino, g.lease);
+            self.send_on(
+                conn,
+                &Msg::Return {
+                    ino: g.ino,
+                    lease: g.lease,
+                },
+            );
             return None;
         }
         let key = (g.ino, g.window);
@@ -180,13 +183,22 @@ impl Client {
         };
         for old in returned {
             *old.view.write() = None;
-            self.give_back_lease(old.ino, old.lease);
+            self.send_on(
+                conn,
+                &Msg::Return {
+                    ino: old.ino,
+                    lease: old.lease,
+                },
+            );
         }
         Some(held)
     }
 
-    fn give_back_lease(&self, ino: u64, lease: u64) {
-        let _ = wire::send(&mut *self.writer.lock(), &Msg::Return { ino, lease });
+    /// Sends `msg` from the lease thread, on its own descriptor of the
+    /// connection, under the lock every writer takes.
+    fn send_on(&self, conn: &UnixStream, msg: &Msg) {
+        let _writing = self.writer.lock();
+        let _ = wire::send(&mut &*conn, msg);
     }
 
     /// Reads the leased file at `off` from PM into `bufs` in turn, as
@@ -252,8 +264,14 @@ impl Client {
         while let Ok(Some(msg)) = wire::recv(&mut reader) {
             match msg {
                 Msg::Recall { ino, lease } => self.recalled(conn, ino, lease),
-                Msg::Granted(Grant { seq, .. }) | Msg::Refused { seq, .. } => {
-                    self.replies.lock().insert(seq, msg);
+                Msg::Granted(g) => {
+                    let seq = g.seq;
+                    let held = self.hold(conn, g);
+                    self.replies.lock().insert(seq, held);
+                    self.arrived.notify_all();
+                }
+                Msg::Refused { seq, .. } => {
+                    self.replies.lock().insert(seq, None);
                     self.arrived.notify_all();
                 }
                 _ => break,
@@ -281,8 +299,7 @@ impl Client {
             // Waits for the reads in flight on the window.
             *h.view.write() = None;
         }
-        let _writing = self.writer.lock();
-        let _ = wire::send(&mut &*conn, &Msg::Recalled { ino, lease });
+        self.send_on(conn, &Msg::Recalled { ino, lease });
     }
 }
 
