@@ -207,6 +207,9 @@ def changes_are_seen_by_the_next_read(m, rng):
             model[off:end] = b"\0" * max(0, end - off)
         got = ask(p, f"sha {len(model)}")
         assert got == sha(bytes(model)), f"round {i} ({op}): a leased read missed a change"
+        # Slower than the contention rule's 8 recalls in 100 ms, so the
+        # reader keeps reading under leases between the changes.
+        time.sleep(0.02)
     os.close(fd)
     assert m.leases()["recalled"] > recalled, "no lease was recalled"
     # A rename over the file, then an unlink and a new file under the
@@ -239,7 +242,8 @@ def a_write_racing_a_leased_read_is_never_missed(m, _rng):
     with open(shm, "wb") as f:
         f.write(b"\0" * 8 * RACE_BLOCKS)
     counters = mmap.mmap(os.open(shm, os.O_RDWR), 8 * RACE_BLOCKS)
-    recalled = m.leases()["recalled"]
+    before = m.leases()
+    recalled, contended = before["recalled"], before["refused_contended"]
     p = m.spawn("race", "race")
     p.stdin.write(shm + "\n")
     p.stdin.flush()
@@ -255,7 +259,9 @@ def a_write_racing_a_leased_read_is_never_missed(m, _rng):
     reads, stale = map(int, p.stdout.readline().split())
     assert p.wait() == 0
     assert stale == 0, f"{stale} of {reads} leased reads missed a write that had returned"
-    assert m.leases()["recalled"] > recalled, "the reader was never recalled"
+    after = m.leases()
+    assert after["recalled"] > recalled, "the reader was never recalled"
+    assert after["refused_contended"] > contended, "the file never counted as contended"
     print(f"      {v} writes, {reads} reads, none stale")
 
 

@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use amber_lease::{LeaseServer, Leases, Welcome, RECALL_TIMEOUT, VERSION};
 
-use crate::common::{MountConfig, PoolFs, Shown};
+use amber_fuse::AmberFuse;
+
+use crate::common::{MountConfig, PoolDevice, PoolFs, Shown};
 use crate::daemon_log::line as log;
 
 /// Where this daemon's lease socket may live, in the order tried: named
@@ -22,9 +24,25 @@ fn socket_candidates() -> [PathBuf; 2] {
     ]
 }
 
+/// The FUSE adapter over `fs` (pool `pool`), granting read leases from
+/// the table and socket also returned (kept until the session ends), or
+/// none where they could not be started.
+pub fn adapter(
+    fs: &PoolFs,
+    pool: &Path,
+    config: &MountConfig,
+) -> (AmberFuse<PoolDevice>, Option<(Arc<Leases>, LeaseServer)>) {
+    let leasing = start(fs, pool, config);
+    let mut adapter = AmberFuse::new(fs.core().clone());
+    if let Some((leases, server)) = &leasing {
+        adapter = adapter.with_leases(Arc::clone(leases), server.path().to_path_buf());
+    }
+    (adapter, leasing)
+}
+
 /// Starts granting leases on `pool`, mounted as `fs`: the table, and the
 /// server that welcomes clients with the pool's path and emulator.
-pub fn start(fs: &PoolFs, pool: &Path, config: &MountConfig) -> Option<(Arc<Leases>, LeaseServer)> {
+fn start(fs: &PoolFs, pool: &Path, config: &MountConfig) -> Option<(Arc<Leases>, LeaseServer)> {
     let started = welcome(pool, config).and_then(|(welcome, owner)| {
         let leases = Arc::new(Leases::new(RECALL_TIMEOUT));
         let core = fs.core().clone();

@@ -13,18 +13,24 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use amber_core::Run;
 use amber_pmem::{Emulated, EmulatorSpec, MapOptions, MmapDevice, PmDevice};
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use crate::wire::{self, Grant, Msg, Welcome, VERSION, WINDOW_BLOCKS};
+use crate::contention::COOL_DOWN;
+use crate::wire::{self, Grant, Msg, Refusal, Welcome, VERSION, WINDOW_BLOCKS};
 
 const BLOCK: u64 = amber_format::BLOCK_SIZE;
 /// Most leases this process keeps: a new one beyond it returns another
 /// (it holds no file open to say which it still reads; every lease held
 /// makes a change of that file wait for a recall).
 const MAX_HELD: usize = 256;
+/// How long a file being changed is not asked about again.
+const BUSY_BACKOFF: Duration = Duration::from_millis(2);
+/// Most files remembered as refused (forgetting them only asks sooner).
+const MAX_BACKOFF: usize = 1024;
 
 /// A window of a file this process reads under a lease. Its view is
 /// `None` once the lease is recalled or the daemon is gone: reads then go
@@ -54,8 +60,10 @@ pub struct Client {
     descriptors: [RawFd; 2],
     writer: Mutex<UnixStream>,
     /// Answers by request: the lease taken in (by the lease thread,
-    /// before it reads the next frame), or `None` for a refusal.
-    replies: Mutex<HashMap<u64, Option<Arc<Held>>>>,
+    /// before it reads the next frame), or why not.
+    replies: Mutex<HashMap<u64, Result<Arc<Held>, Refusal>>>,
+    /// Files not to ask about again before the given time: refused lately.
+    backoff: Mutex<HashMap<u64, Instant>>,
     arrived: Condvar,
     /// By (inode, window).
     leases: RwLock<HashMap<(u64, u64), Arc<Held>>>,
@@ -84,6 +92,7 @@ impl Client {
             descriptors: [keep, w.as_raw_fd()],
             writer: Mutex::new(w),
             replies: Mutex::new(HashMap::new()),
+            backoff: Mutex::new(HashMap::new()),
             arrived: Condvar::new(),
             leases: RwLock::new(HashMap::new()),
             alive: AtomicBool::new(true),
@@ -122,7 +131,7 @@ impl Client {
     /// `off`; `None` if it refused, or is gone. Waits for the answer,
     /// which the daemon always gives.
     pub fn ask(&self, ino: u64, off: u64) -> Option<Arc<Held>> {
-        if !self.alive() {
+        if !self.alive() || self.backing_off(ino) {
             return None;
         }
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
@@ -143,7 +152,41 @@ impl Client {
             self.arrived.wait(&mut replies);
         };
         drop(replies);
-        reply.filter(|h| h.ino == ino && h.window == window)
+        match reply {
+            Ok(h) => Some(h).filter(|h| h.ino == ino && h.window == window),
+            Err(why) => {
+                self.back_off(ino, why);
+                None
+            }
+        }
+    }
+
+    /// Whether `ino` was refused lately and is not asked about yet.
+    fn backing_off(&self, ino: u64) -> bool {
+        let mut b = self.backoff.lock();
+        match b.get(&ino) {
+            Some(&until) if Instant::now() < until => true,
+            Some(_) => {
+                b.remove(&ino);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Asks about `ino` again only after a while, by why it was refused:
+    /// a change under way ends soon; a contended or unleasable file, or a
+    /// full table, stays so for longer.
+    fn back_off(&self, ino: u64, why: Refusal) {
+        let wait = match why {
+            Refusal::Busy => BUSY_BACKOFF,
+            Refusal::Contended | Refusal::Unleasable | Refusal::Limit => COOL_DOWN,
+        };
+        let mut b = self.backoff.lock();
+        if b.len() >= MAX_BACKOFF {
+            b.clear();
+        }
+        b.insert(ino, Instant::now() + wait);
     }
 
     /// Takes a grant in, unless its runs could reach outside the pool or
@@ -266,12 +309,12 @@ impl Client {
                 Msg::Recall { ino, lease } => self.recalled(conn, ino, lease),
                 Msg::Granted(g) => {
                     let seq = g.seq;
-                    let held = self.hold(conn, g);
+                    let held = self.hold(conn, g).ok_or(Refusal::Unleasable);
                     self.replies.lock().insert(seq, held);
                     self.arrived.notify_all();
                 }
-                Msg::Refused { seq, .. } => {
-                    self.replies.lock().insert(seq, None);
+                Msg::Refused { seq, why, .. } => {
+                    self.replies.lock().insert(seq, Err(why));
                     self.arrived.notify_all();
                 }
                 _ => break,

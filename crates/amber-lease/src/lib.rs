@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 mod client;
+mod contention;
 mod server;
 mod table;
 mod wire;

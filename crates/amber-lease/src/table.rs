@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
+use crate::contention::Bounces;
 use crate::server::Viewer;
 use crate::wire::{self, Grant, Msg, Refusal, WINDOW_BLOCKS};
 
@@ -62,6 +63,7 @@ struct State {
     held: HashMap<u64, HashSet<(u64, u64)>>,
     peers: HashMap<u64, Arc<Peer>>,
     next_lease: u64,
+    bounces: Bounces,
 }
 
 /// What the table did, for `amberfs stats`.
@@ -69,6 +71,8 @@ struct State {
 pub struct Counters {
     pub granted: AtomicU64,
     pub refused: AtomicU64,
+    /// Of the refusals, those for a contended file (`contention.rs`).
+    pub contended: AtomicU64,
     pub recalled: AtomicU64,
     pub cut_off: AtomicU64,
 }
@@ -188,6 +192,9 @@ impl Leases {
         if st.held.get(&id).map_or(0, HashSet::len) >= MAX_LEASES_PER_CLIENT {
             return Err(Refusal::Limit);
         }
+        if st.bounces.contended(ino, Instant::now()) {
+            return Err(Refusal::Contended);
+        }
         let f = st.files.entry(ino).or_default();
         if f.busy > 0 {
             forget_if_idle(&mut st, ino);
@@ -210,6 +217,9 @@ impl Leases {
 
     fn refuse(&self, peer: &Peer, seq: u64, ino: u64, why: Refusal) -> io::Result<()> {
         self.counters.refused.fetch_add(1, Ordering::Relaxed);
+        if why == Refusal::Contended {
+            self.counters.contended.fetch_add(1, Ordering::Relaxed);
+        }
         peer.send(&Msg::Refused { seq, ino, why })
     }
 
@@ -243,6 +253,7 @@ impl Leases {
                 .copied()
                 .collect();
             if !fresh.is_empty() {
+                st.bounces.recalled(ino, Instant::now());
                 st = self.send_recalls(st, ino, &fresh);
                 recalled.extend(fresh.iter().map(|h| h.1));
                 continue;

@@ -37,6 +37,10 @@ pub enum Refusal {
     Unleasable,
     /// This client holds as many leases as it may.
     Limit,
+    /// The file's leases were recalled too often lately: another process
+    /// is changing it. Read it through the kernel for a while
+    /// (`contention::COOL_DOWN`) before asking again.
+    Contended,
 }
 
 /// One message.
@@ -224,6 +228,7 @@ fn decode(kind: u32, body: &[u8]) -> io::Result<Msg> {
                 0 => Refusal::Busy,
                 1 => Refusal::Unleasable,
                 2 => Refusal::Limit,
+                3 => Refusal::Contended,
                 _ => return Err(bad("unknown refusal")),
             },
         },
@@ -353,7 +358,12 @@ mod tests {
                 blocks: 3,
             }],
         }));
-        for why in [Refusal::Busy, Refusal::Unleasable, Refusal::Limit] {
+        for why in [
+            Refusal::Busy,
+            Refusal::Unleasable,
+            Refusal::Limit,
+            Refusal::Contended,
+        ] {
             round_trip(Msg::Refused {
                 seq: 1,
                 ino: 2,

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use amber_core::fs::read_superblock;
 use amber_core::FsError;
 use amber_format::PoolState;
-use amber_fuse::{session_config, AmberFuse, DEFAULT_THREADS};
+use amber_fuse::{session_config, DEFAULT_THREADS};
 use amber_pmem::PmDevice;
 use amber_pmem::{MapError, MapOptions, MmapDevice};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -365,11 +365,7 @@ fn serve(
     let (fs, report) = mount_pool(pool, config)?;
     log(&format!("{}: {report}", pool.shown()));
     log_counters(&fs, "at mount");
-    let leasing = crate::leasing::start(&fs, pool, config);
-    let mut adapter = AmberFuse::new(fs.core().clone());
-    if let Some((leases, server)) = &leasing {
-        adapter = adapter.with_leases(Arc::clone(leases), server.path().to_path_buf());
-    }
+    let (adapter, leasing) = crate::leasing::adapter(&fs, pool, config);
     let session_options = session_options(pool, config, threads, kernel_flags);
     let session = match fuser::Session::new(adapter, dir, &session_options) {
         Ok(s) => s,

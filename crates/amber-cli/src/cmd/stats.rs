@@ -141,6 +141,7 @@ fn leases(l: &amber_lease::Leases) -> Value {
     json!({
         "granted": c.granted.load(Relaxed),
         "refused": c.refused.load(Relaxed),
+        "refused_contended": c.contended.load(Relaxed),
         "recalled": c.recalled.load(Relaxed),
         "cut_off": c.cut_off.load(Relaxed),
         "held": l.held(),
