@@ -161,6 +161,12 @@ impl Client {
         }
     }
 
+    /// How long `ino` is not asked about yet (it was refused lately).
+    pub fn backoff_left(&self, ino: u64) -> Option<Duration> {
+        let until = *self.backoff.lock().get(&ino)?;
+        until.checked_duration_since(Instant::now())
+    }
+
     /// Whether `ino` was refused lately and is not asked about yet.
     fn backing_off(&self, ino: u64) -> bool {
         let mut b = self.backoff.lock();

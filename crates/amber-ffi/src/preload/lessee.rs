@@ -35,15 +35,21 @@ const HINTED: usize = 4096;
 const UNKNOWN: u32 = 0;
 /// A descriptor on another file system, or not a readable regular file.
 const ELSEWHERE: u32 = 1;
+/// A descriptor whose file the daemon refused lately: its reads go to the
+/// kernel, without a statx, until `COOL_UNTIL_MS` (the file is being
+/// changed by another process, or cannot be leased).
+const COOLING: u32 = 2;
 /// A descriptor of a regular file on the mount: this plus the reads the
 /// kernel served it since it was last leased.
-const ON_MOUNT: u32 = 2;
+const ON_MOUNT: u32 = 3;
 /// Kernel reads of a descriptor before its file is leased.
 const READS_BEFORE_LEASE: u32 = 2;
 /// Kernel reads of files on the mount before this process connects.
 const READS_BEFORE_CONNECT: u32 = 4;
 
 static HINTS: [AtomicU32; HINTED] = [const { AtomicU32::new(UNKNOWN) }; HINTED];
+/// For a `COOLING` descriptor: until when (CLOCK_MONOTONIC_COARSE, ms).
+static COOL_UNTIL_MS: [AtomicU32; HINTED] = [const { AtomicU32::new(0) }; HINTED];
 /// The connection, once made: a leaked `Arc<Client>`, never freed (a
 /// forked child forgets its parent's).
 static CLIENT: AtomicPtr<Client> = AtomicPtr::new(std::ptr::null_mut());
@@ -65,9 +71,10 @@ pub fn read(fd: c_int, bufs: &mut [&mut [u8]], at: Option<u64>) -> Option<isize>
     if state::inside() {
         return None;
     }
-    let slot = HINTS.get(usize::try_from(fd).ok()?)?;
+    let i = usize::try_from(fd).ok().filter(|&i| i < HINTED)?;
+    let slot = &HINTS[i];
     let hint = slot.load(Ordering::Relaxed);
-    if hint == ELSEWHERE {
+    if hint == ELSEWHERE || (hint == COOLING && cooling(i)) {
         return None;
     }
     let Some(ino) = on_mount(fd) else {
@@ -88,7 +95,14 @@ pub fn read(fd: c_int, bufs: &mut [&mut [u8]], at: Option<u64>) -> Option<isize>
                 return None;
             }
             slot.store(ON_MOUNT, Ordering::Relaxed);
-            client?.ask(ino, off)?
+            let c = client?;
+            match c.ask(ino, off) {
+                Some(h) => h,
+                None => {
+                    cool(i, c.backoff_left(ino));
+                    return None;
+                }
+            }
         }
     };
     let n = client?.read(&held, off, bufs)?;
@@ -96,6 +110,32 @@ pub fn read(fd: c_int, bufs: &mut [&mut [u8]], at: Option<u64>) -> Option<isize>
         seek(fd, i64::try_from(off + n as u64).ok()?, libc::SEEK_SET)?;
     }
     isize::try_from(n).ok()
+}
+
+/// Descriptor `i`'s file was refused: its reads skip the lease path for
+/// `left` (a descriptor number reused meanwhile only waits as long).
+fn cool(i: usize, left: Option<std::time::Duration>) {
+    let Some(left) = left else {
+        return;
+    };
+    // At most a minute: the daemon's cool-downs are a second or so.
+    let ms = u32::try_from(left.as_millis().min(60_000)).unwrap_or(60_000);
+    COOL_UNTIL_MS[i].store(now_ms().wrapping_add(ms), Ordering::Relaxed);
+    HINTS[i].store(COOLING, Ordering::Relaxed);
+}
+
+/// Whether descriptor `i`'s cool-down still runs: compared as a signed
+/// distance, so the clock's wrap (every 49 days) changes nothing.
+fn cooling(i: usize) -> bool {
+    let left = COOL_UNTIL_MS[i]
+        .load(Ordering::Relaxed)
+        .wrapping_sub(now_ms());
+    (left as i32) > 0
+}
+
+/// CLOCK_MONOTONIC_COARSE in ms, wrapping.
+fn now_ms() -> u32 {
+    (state::coarse_now_ns() / 1_000_000) as u32
 }
 
 /// A descriptor the process no longer has: its hint goes.

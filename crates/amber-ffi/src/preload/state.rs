@@ -208,7 +208,7 @@ fn fuse_mounted(dir: &[u8]) -> bool {
 }
 
 /// CLOCK_MONOTONIC_COARSE in ns: a read of the vDSO's page, no syscall.
-fn coarse_now_ns() -> u64 {
+pub fn coarse_now_ns() -> u64 {
     let mut t = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
