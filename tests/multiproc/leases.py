@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 
-READS_TO_LEASE = 6  # enough kernel reads for the interposer to connect and lease
+READS_TO_LEASE = 40  # enough kernel reads for the interposer to connect (32) and lease
 
 
 def helper(mode, path):
