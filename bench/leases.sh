@@ -26,25 +26,8 @@ lib=$bin/libamberfs_preload.so
 [ "$(id -u)" = 0 ] || { echo "needs root (loop device, mounts)"; exit 1; }
 command -v fio >/dev/null || { echo "needs fio"; exit 1; }
 mkdir -p "$out"
-work=$(mktemp -d /tmp/leases-bench.XXXXXX)
-chmod 0755 "$work"
-pool=/dev/shm/leases-bench.pool img=/dev/shm/leases-bench-ext4.img
-loopdev=""
-cleanup() {
-    "$amberfs" umount "$work/amber" >/dev/null 2>&1 || umount -l "$work/amber" 2>/dev/null || true
-    umount "$work/ext4" 2>/dev/null || true
-    [ -n "$loopdev" ] && losetup -d "$loopdev" 2>/dev/null || true
-    rm -f "$pool" "$img"
-    rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir -p "$work/amber" "$work/ext4"
-"$amberfs" mkfs "$pool" --size 2G >/dev/null
-"$amberfs" mount "$pool" "$work/amber" --log "$work/amber.log" >/dev/null
-truncate -s 2G "$img"
-loopdev=$(losetup -f --show "$img")
-mkfs.ext4 -q "$loopdev"
-mount "$loopdev" "$work/ext4"
+source "$top/bench/lib/amber_and_ext4.sh"
+amber_and_ext4 leases-bench 2G
 for d in "$work/amber" "$work/ext4"; do
     head -c 256M /dev/urandom > "$d/data"
     head -c 64M /dev/urandom > "$d/shared"

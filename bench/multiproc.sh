@@ -26,27 +26,11 @@ lib=$bin/libamberfs_preload.so
 pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 [ -n "$pgbin" ] || { echo "needs PostgreSQL (apt-get install postgresql)"; exit 1; }
 mkdir -p "$out"
-work=$(mktemp -d /tmp/multiproc-bench.XXXXXX)
-chmod 0755 "$work"
-pool=/dev/shm/multiproc-bench.pool img=/dev/shm/multiproc-bench-ext4.img
-loopdev=""
-cleanup() {
-    pkill -9 -u postgres -f "multiproc-bench" 2>/dev/null || true
-    "$amberfs" umount "$work/amber" >/dev/null 2>&1 || umount -l "$work/amber" 2>/dev/null || true
-    umount "$work/ext4" 2>/dev/null || true
-    [ -n "$loopdev" ] && losetup -d "$loopdev" 2>/dev/null || true
-    rm -f "$pool" "$img"
-    rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir -p "$work/amber" "$work/ext4" "$work/sock"
+bench_cleanup() { pkill -9 -u postgres -f "multiproc-bench" 2>/dev/null || true; }
+source "$top/bench/lib/amber_and_ext4.sh"
+amber_and_ext4 multiproc-bench 4G --inodes 262144
+mkdir -p "$work/sock"
 chown postgres: "$work/sock"
-"$amberfs" mkfs "$pool" --size 4G --inodes 262144 >/dev/null
-"$amberfs" mount "$pool" "$work/amber" --log "$work/amber.log" >/dev/null
-truncate -s 4G "$img"
-loopdev=$(losetup -f --show "$img")
-mkfs.ext4 -q "$loopdev"
-mount "$loopdev" "$work/ext4"
 python3 "$top/tests/multiproc/shell_script.py" 2000 > "$work/script.sh"
 
 # Runs "$@" as target $t would: preloaded over the mount, or plainly.
