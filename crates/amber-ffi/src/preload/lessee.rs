@@ -86,7 +86,7 @@ static ATFORK: std::sync::Once = std::sync::Once::new();
 /// must serve it.
 pub fn read(fd: c_int, bufs: &mut [&mut [u8]], at: Option<u64>) -> Option<isize> {
     state::config()?;
-    if state::inside() {
+    if state::inside() || never_leasing() {
         return None;
     }
     let i = usize::try_from(fd).ok().filter(|&i| i < HINTED)?;
@@ -217,6 +217,18 @@ fn seek(fd: c_int, off: i64, whence: c_int) -> Option<i64> {
     // SAFETY: lseek takes no pointer.
     let r = unsafe { libc::syscall(libc::SYS_lseek, fd, off, whence) };
     (r >= 0).then_some(r)
+}
+
+/// Whether this process will lease nothing: it tried to connect and was
+/// not admitted (not the pool's owner), or its daemon went away. Its
+/// reads then skip the lease path's checks (a statx and an `F_GETFL`).
+fn never_leasing() -> bool {
+    if !TRIED.load(Ordering::Relaxed) {
+        return false;
+    }
+    let p = CLIENT.load(Ordering::Acquire);
+    // SAFETY: CLIENT only holds a leaked Arc, never freed.
+    p.is_null() || !unsafe { &*p }.alive()
 }
 
 /// The connection, if this process made one and the daemon is there.
