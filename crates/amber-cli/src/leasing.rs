@@ -44,19 +44,15 @@ pub fn adapter(
 /// server that welcomes clients with the pool's path and emulator.
 fn start(fs: &PoolFs, pool: &Path, config: &MountConfig) -> Option<(Arc<Leases>, LeaseServer)> {
     let started = welcome(pool, config).and_then(|(welcome, owner)| {
-        let leases = Arc::new(Leases::new(RECALL_TIMEOUT));
-        let core = fs.core().clone();
-        let view = Arc::new(move |ino: u64, first: u64, count: u64| {
-            core.lease_view(ino, first, count).ok()
-        });
+        let core = Arc::clone(fs.core()) as Arc<dyn amber_lease::Owner>;
+        let leases = Arc::new(Leases::new(RECALL_TIMEOUT, core));
         let mut last = None;
         for socket in socket_candidates() {
             let made = socket
                 .parent()
                 .map_or(Ok(()), std::fs::create_dir_all)
                 .and_then(|()| {
-                    let v = Arc::clone(&view) as Arc<amber_lease::Viewer>;
-                    LeaseServer::start(&socket, welcome.clone(), owner, Arc::clone(&leases), v)
+                    LeaseServer::start(&socket, welcome.clone(), owner, Arc::clone(&leases))
                 });
             match made {
                 Ok(server) => return Ok((leases, server)),

@@ -42,6 +42,6 @@ pub use escape::Escaped;
 pub use fs::{Core, MountOptions, RecoveryReport};
 pub use inode::InodeState;
 pub use journal::Tx;
-pub use mapped::{LeaseView, MapId, MapInfo, MapRequest, Run, MAX_MAPS};
+pub use mapped::{LeaseView, MapId, MapInfo, MapRequest, Run, WriteLease, MAX_MAPS};
 pub use time::{wall, ClockSource};
 pub use types::{Attr, DirEntry, Owner, RenameMode, SetAttr, StatFs, TimeSet};

@@ -43,6 +43,8 @@ fn parent<'p, D: PmDevice>(fs: &Core<D>, path: &'p str) -> Result<(u64, &'p [u8]
 pub struct Handles {
     open: Vec<Option<u64>>,
     maps: Vec<Option<MapInfo>>,
+    /// Write leases out, by path.
+    pub(crate) leases: std::collections::BTreeMap<String, crate::lease::Leased>,
 }
 
 impl Handles {
@@ -161,7 +163,7 @@ pub fn write_range<D: PmDevice>(
             len,
             Landing::ByteWise,
         ),
-        Op::WriteSync { path, off, len, .. } => {
+        Op::WriteSync { path, off, len, .. } | Op::LeaseWrite { path, off, len, .. } => {
             (resolve(fs, path).ok()?, WriteAt::Offset(*off), len, write)
         }
         // Stores through a mapping land line by line, in place.
@@ -231,6 +233,9 @@ pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Resul
         Op::Write { .. }
         | Op::WriteHandle { .. }
         | Op::WriteSync { .. }
+        | Op::LeaseGrant { .. }
+        | Op::LeaseWrite { .. }
+        | Op::LeaseReturn { .. }
         | Op::Fallocate { .. }
         | Op::ZeroRange { .. }
         | Op::Punch { .. }
@@ -372,7 +377,7 @@ fn apply_handle<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Re
 }
 
 /// Runs a data op: a write, an allocation change or a flush.
-fn apply_data<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &Handles) -> Result<(), FsError> {
+fn apply_data<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Result<(), FsError> {
     match op {
         Op::Write {
             path,
@@ -398,6 +403,26 @@ fn apply_data<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &Handles) -> Result<(
             len,
             seed,
         } => write_seeded(fs, resolve(fs, path)?, Some(*off), *len, *seed, true),
+        Op::LeaseGrant { path } => {
+            let leased = crate::lease::Leased::grant(fs, resolve(fs, path)?)?;
+            if let Some(old) = handles.leases.insert(path.clone(), leased) {
+                old.give_back(fs)?;
+            }
+            Ok(())
+        }
+        Op::LeaseWrite {
+            path,
+            off,
+            len,
+            seed,
+        } => {
+            let l = handles.leases.get_mut(path).ok_or(FsError::BadHandle)?;
+            l.write(fs, *off, &rng::bytes(*seed, *len as usize))
+        }
+        Op::LeaseReturn { path } => {
+            let l = handles.leases.remove(path).ok_or(FsError::BadHandle)?;
+            l.give_back(fs)
+        }
         Op::Fallocate {
             path,
             off,

@@ -24,6 +24,7 @@
 mod digest;
 mod exec;
 mod image;
+mod lease;
 mod state;
 mod workload;
 
@@ -434,16 +435,20 @@ fn note_persisted(h: &mut History, fs: &Core<RecordingDevice>, d: &Done<'_>) {
         _ => Vec::new(),
     };
     let sync_range = match op {
-        Op::WriteSync { .. } | Op::Punch { .. } | Op::ZeroRange { .. } => range,
+        Op::WriteSync { .. } | Op::LeaseWrite { .. } | Op::Punch { .. } | Op::ZeroRange { .. } => {
+            range
+        }
         Op::Write { .. } | Op::WriteHandle { .. } => {
             range.filter(|r| d.writes_durable || asks(r.ino) == Durability::Sync)
         }
         _ => None,
     };
     let written = match op {
-        Op::Write { .. } | Op::WriteHandle { .. } | Op::WriteSync { .. } | Op::MapStore { .. } => {
-            range
-        }
+        Op::Write { .. }
+        | Op::WriteHandle { .. }
+        | Op::WriteSync { .. }
+        | Op::LeaseWrite { .. }
+        | Op::MapStore { .. } => range,
         _ => None,
     };
     h.persisted(after, &synced, sync_range, written);
@@ -559,8 +564,9 @@ impl Runner<'_> {
         })));
         let mut handles = exec::Handles::default();
         for (i, op) in self.w.ops.iter().enumerate() {
-            let before = state::capture(&fs)
+            let mut before = state::capture(&fs)
                 .or_else(|e| self.fail(format!("before op #{i} ({op}): {e}")))?;
+            lease::overlay(&fs, &handles.leases, &mut before);
             let range = exec::write_range(&fs, op, &handles, atomic);
             dev.arm_fence_hook(true);
             let res = exec::apply(&fs, op, &mut handles);
@@ -570,8 +576,9 @@ impl Runner<'_> {
                     return self.fail(format!("op #{i} ({op}) failed: {e}"));
                 }
             }
-            let after =
+            let mut after =
                 state::capture(&fs).or_else(|e| self.fail(format!("after op #{i} ({op}): {e}")))?;
+            lease::overlay(&fs, &handles.leases, &mut after);
             let mut pts = std::mem::take(&mut *points.lock().expect("hook lock"));
             let tail = dev.crash_point();
             if !tail.lines().is_empty() {
@@ -604,6 +611,11 @@ impl Runner<'_> {
             }
         }
         dev.set_fence_hook(None);
+        for l in std::mem::take(&mut handles.leases).into_values() {
+            if let Err(e) = l.give_back(&fs) {
+                return self.fail(format!("lease return at the end: {e}"));
+            }
+        }
         for id in handles.drain_maps() {
             if let Err(e) = fs.unmap(id) {
                 return self.fail(format!("unmap at the end: {e}"));

@@ -1,9 +1,11 @@
 //! A preloaded process's side of the leases (design.md §17.3): one
-//! connection to the daemon, its own read-only mapping of the pool, and a
-//! thread that answers recalls. A file read under a lease is copied from
-//! PM with no round trip; a recall waits out the reads in flight on that
-//! file before it is answered, so once the daemon changes the file no
-//! read here sees the old blocks.
+//! connection to the daemon, its own mapping of the pool, and a thread
+//! that answers recalls. A file read under a lease is copied from PM with
+//! no round trip, and one written under a write lease is written by own
+//! commits into the lease's blocks (`writer`); a recall waits out the
+//! reads and writes in flight on that file before it is answered, so once
+//! the daemon changes the file no read here sees the old blocks, and once
+//! it adopts a write lease no write here lands in its blocks.
 
 use std::collections::HashMap;
 use std::io::{self, BufReader};
@@ -16,11 +18,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use amber_core::Run;
-use amber_pmem::{Emulated, EmulatorSpec, MapOptions, MmapDevice, PmDevice};
+use amber_format::Timespec;
+use amber_pmem::{Emulated, EmulatorSpec, MapOptions, MmapDevice, PersistError, PmDevice};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::contention::COOL_DOWN;
 use crate::wire::{self, Grant, Msg, Refusal, Welcome, VERSION, WINDOW_BLOCKS};
+use crate::writer::{NotMine, Writer};
 
 const BLOCK: u64 = amber_format::BLOCK_SIZE;
 /// Most leases this process keeps: a new one beyond it returns another
@@ -39,12 +43,23 @@ pub struct Held {
     ino: u64,
     window: u64,
     lease: u64,
+    /// A write lease.
+    write: bool,
     view: RwLock<Option<View>>,
+}
+
+impl Held {
+    /// Whether this is a write lease.
+    pub fn writes(&self) -> bool {
+        self.write
+    }
 }
 
 struct View {
     size: u64,
     runs: Vec<Run>,
+    /// A write lease's state (`None`: a read lease).
+    writer: Option<Writer>,
 }
 
 /// The bytes a window spans.
@@ -57,7 +72,8 @@ fn window_of(off: u64) -> u64 {
 
 /// The connection to the daemon.
 pub struct Client {
-    descriptors: [RawFd; 2],
+    /// The socket's two descriptors and the pool file's (-1: none).
+    descriptors: [RawFd; 3],
     writer: Mutex<UnixStream>,
     /// Answers by request: the lease taken in (by the lease thread,
     /// before it reads the next frame), or why not.
@@ -70,6 +86,9 @@ pub struct Client {
     alive: AtomicBool,
     next_seq: AtomicU64,
     dev: Emulated<MmapDevice>,
+    /// The pool is mapped writable and no persist failed: write leases
+    /// may be asked for.
+    writable: AtomicBool,
 }
 
 impl Client {
@@ -86,10 +105,11 @@ impl Client {
             Some(Msg::Welcome(wl)) if wl.version == VERSION => wl,
             _ => return Err(io::Error::other("the daemon speaks another lease protocol")),
         };
-        let dev = map_pool(&welcome)?;
+        let (dev, writable) = map_pool(&welcome)?;
         let keep = conn.as_raw_fd();
+        let pool_fd = dev.inner().file_descriptor().unwrap_or(-1);
         let client = Arc::new(Client {
-            descriptors: [keep, w.as_raw_fd()],
+            descriptors: [keep, w.as_raw_fd(), pool_fd],
             writer: Mutex::new(w),
             replies: Mutex::new(HashMap::new()),
             backoff: Mutex::new(HashMap::new()),
@@ -98,6 +118,7 @@ impl Client {
             alive: AtomicBool::new(true),
             next_seq: AtomicU64::new(1),
             dev,
+            writable: AtomicBool::new(writable),
         });
         let c = Arc::clone(&client);
         std::thread::Builder::new()
@@ -110,9 +131,10 @@ impl Client {
         Ok(client)
     }
 
-    /// The connection's two descriptors in the process's table, which a
-    /// forked child (that must not speak for its parent) closes.
-    pub fn descriptors(&self) -> [RawFd; 2] {
+    /// The connection's descriptors in the process's table (the socket's
+    /// two and the pool file's, or -1), which a forked child (that must
+    /// neither speak nor write for its parent) closes.
+    pub fn descriptors(&self) -> [RawFd; 3] {
         self.descriptors
     }
 
@@ -127,16 +149,37 @@ impl Client {
         self.leases.read().get(&(ino, window_of(off))).cloned()
     }
 
-    /// Asks the daemon for a lease on the window of `ino` holding byte
-    /// `off`; `None` if it refused, or is gone. Waits for the answer,
-    /// which the daemon always gives.
+    /// Asks the daemon for a read lease on the window of `ino` holding
+    /// byte `off`; `None` if it refused, or is gone. Waits for the
+    /// answer, which the daemon always gives.
     pub fn ask(&self, ino: u64, off: u64) -> Option<Arc<Held>> {
+        self.ask_for(ino, off, false)
+    }
+
+    /// Asks for a write lease on the window of `ino` holding byte `off`,
+    /// after returning this process's read leases on the file (a write
+    /// lease excludes them); `None` if refused, gone, or this process may
+    /// not write the pool.
+    pub fn ask_write(&self, ino: u64, off: u64) -> Option<Arc<Held>> {
+        if !self.writable.load(Ordering::Acquire) {
+            return None;
+        }
+        self.return_file(ino);
+        self.ask_for(ino, off, true)
+    }
+
+    fn ask_for(&self, ino: u64, off: u64, write: bool) -> Option<Arc<Held>> {
         if !self.alive() || self.backing_off(ino) {
             return None;
         }
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         let window = window_of(off);
-        let ask = Msg::Ask { seq, ino, window };
+        let ask = Msg::Ask {
+            seq,
+            ino,
+            window,
+            write,
+        };
         if wire::send(&mut *self.writer.lock(), &ask).is_err() {
             return None;
         }
@@ -153,7 +196,7 @@ impl Client {
         };
         drop(replies);
         match reply {
-            Ok(h) => Some(h).filter(|h| h.ino == ino && h.window == window),
+            Ok(h) => Some(h).filter(|h| h.ino == ino && h.window == window && h.writes() == write),
             Err(why) => {
                 self.back_off(ino, why);
                 None
@@ -199,8 +242,12 @@ impl Client {
     /// its window. Run by the lease thread as the grant arrives, so a
     /// recall of it, which the daemon sends only after the grant, always
     /// finds it; what it gives back goes out on `conn`.
-    fn hold(&self, conn: &UnixStream, g: Grant) -> Option<Arc<Held>> {
-        if !runs_fit(&g, self.dev.size()) {
+    fn hold(&self, conn: &UnixStream, mut g: Grant) -> Option<Arc<Held>> {
+        let writer = match g.writes.take() {
+            Some(w) => Writer::new(g.ino, w, self.dev.size()).map(Some),
+            None => Some(None),
+        };
+        let Some(writer) = writer.filter(|_| runs_fit(&g, self.dev.size())) else {
             self.send_on(
                 conn,
                 &Msg::Return {
@@ -209,15 +256,17 @@ impl Client {
                 },
             );
             return None;
-        }
+        };
         let key = (g.ino, g.window);
         let held = Arc::new(Held {
             ino: g.ino,
             window: g.window,
             lease: g.lease,
+            write: writer.is_some(),
             view: RwLock::new(Some(View {
                 size: g.size,
                 runs: g.runs,
+                writer,
             })),
         });
         let returned = {
@@ -274,8 +323,87 @@ impl Client {
         usize::try_from(done).ok()
     }
 
+    /// Writes `data` at `off` of the file `held` leases for writing, as
+    /// one own commit (`Writer::write`): durable and atomic on return.
+    /// `Err(Shape)` when it is the kernel's to make (not a write lease,
+    /// recalled, or not an overwrite inside one block below the size);
+    /// `Err(Spent)` when the lease's blocks are used up (`renew` it).
+    pub fn write(
+        &self,
+        held: &Held,
+        off: u64,
+        data: &[u8],
+    ) -> Result<Result<(), PersistError>, NotMine> {
+        let mut view = held.view.write();
+        let v = view.as_mut().ok_or(NotMine::Shape)?;
+        let w = v.writer.as_mut().ok_or(NotMine::Shape)?;
+        if window_of(off) != held.window {
+            return Err(NotMine::Shape);
+        }
+        let done = w.write(&self.dev, (&v.runs, v.size), off, data, now())?;
+        if done.is_err() {
+            // A failed persist: this process writes the pool no more.
+            self.writable.store(false, Ordering::Release);
+        }
+        Ok(done)
+    }
+
+    /// Returns `held` (its writes become the file's when the daemon takes
+    /// it back, before it answers anything else this process asks).
+    pub fn renew(&self, held: &Held) {
+        let gone = {
+            let mut leases = self.leases.write();
+            let key = (held.ino, held.window);
+            let ours = leases.get(&key).is_some_and(|h| h.lease == held.lease);
+            if ours {
+                leases.remove(&key);
+            }
+            ours
+        };
+        if gone {
+            *held.view.write() = None;
+            self.send(&Msg::Return {
+                ino: held.ino,
+                lease: held.lease,
+            });
+        }
+    }
+
+    /// Returns every lease this process holds on `ino`.
+    fn return_file(&self, ino: u64) {
+        let mine: Vec<Arc<Held>> = {
+            let leases = self.leases.read();
+            leases.values().filter(|h| h.ino == ino).cloned().collect()
+        };
+        for h in mine {
+            self.renew(&h);
+        }
+    }
+
+    /// The newest time this process wrote `ino` under a write lease it
+    /// still holds: the file's mtime and ctime, which the kernel's cached
+    /// attributes do not know yet. `None`: no such lease.
+    pub fn written(&self, ino: u64) -> Option<Option<Timespec>> {
+        let leases = self.leases.read();
+        let mut found = None;
+        for h in leases.values().filter(|h| h.ino == ino && h.write) {
+            if let Some(w) = h.view.read().as_ref().and_then(|v| v.writer.as_ref()) {
+                found = Some(found.flatten().max(w.newest()));
+            }
+        }
+        found
+    }
+
+    /// Sends `msg` from a caller's thread, whole, under the writer lock.
+    fn send(&self, msg: &Msg) {
+        let _ = wire::send(&mut *self.writer.lock(), msg);
+    }
+
     /// Copies what `v` holds at `off` into `buf`, up to the end of file.
     fn copy(&self, v: &View, off: u64, buf: &mut [u8]) -> usize {
+        if v.writer.as_ref().is_some_and(Writer::moved_any) {
+            return self.copy_blocks(v, off, buf);
+        }
         let n = piece_len(v.size.saturating_sub(off), buf.len());
         let mut done = 0;
         // Each round copies a run's part or a hole's zeros, at least one
@@ -300,6 +428,26 @@ impl Client {
                 }
             };
             done += piece;
+        }
+        n
+    }
+
+    /// `copy` for a window this process rewrote blocks of: block by
+    /// block, each from where it lies now.
+    fn copy_blocks(&self, v: &View, off: u64, buf: &mut [u8]) -> usize {
+        let w = v.writer.as_ref().expect("a write lease's view");
+        let n = piece_len(v.size.saturating_sub(off), buf.len());
+        let mut done = 0;
+        // Each round copies the rest of one block: bounded by `n`.
+        while done < n {
+            let pos = off + done as u64;
+            let fb = pos / BLOCK;
+            let take = piece_len((fb + 1) * BLOCK - pos, n - done);
+            match w.locate(&v.runs, fb) {
+                Some(at) => self.dev.read(at + pos % BLOCK, &mut buf[done..done + take]),
+                None => buf[done..done + take].fill(0),
+            }
+            done += take;
         }
         n
     }
@@ -329,8 +477,13 @@ impl Client {
         self.alive.store(false, Ordering::Release);
         let all: Vec<_> = self.leases.write().drain().map(|(_, h)| h).collect();
         for h in all {
+            // Waits for the reads and writes in flight on the window.
             *h.view.write() = None;
         }
+        // No lease is left and none comes: nothing here stores into the
+        // pool again, and a new mount may recover it.
+        self.writable.store(false, Ordering::Release);
+        self.dev.inner().stop_writing();
         let _replies = self.replies.lock();
         self.arrived.notify_all();
     }
@@ -385,9 +538,21 @@ fn runs_fit(g: &Grant, pool_size: u64) -> bool {
     })
 }
 
-/// Maps the pool the daemon names, read-only and without its lock, and
-/// checks it is the daemon's file (device, inode, size).
-fn map_pool(w: &Welcome) -> io::Result<Emulated<MmapDevice>> {
+/// The time of a write, as the daemon's own writes take it.
+fn now() -> Timespec {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Timespec {
+        secs: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        nsecs: d.subsec_nanos(),
+    }
+}
+
+/// Maps the pool the daemon names without its lock — writable if this
+/// process may write the pool file (then it may take write leases), else
+/// read-only — and checks it is the daemon's file (device, inode, size).
+fn map_pool(w: &Welcome) -> io::Result<(Emulated<MmapDevice>, bool)> {
     let meta = std::fs::metadata(&w.pool)?;
     if (meta.dev(), meta.ino(), meta.len()) != (w.pool_dev, w.pool_ino, w.pool_size) {
         return Err(io::Error::other("the pool file is not the daemon's"));
@@ -397,9 +562,16 @@ fn map_pool(w: &Welcome) -> io::Result<Emulated<MmapDevice>> {
     } else {
         EmulatorSpec::parse(&w.emulate).map_err(|e| io::Error::other(e.to_string()))?
     };
-    let dev = MmapDevice::open_for_lessee(&w.pool, &MapOptions::default())
-        .map_err(|e| io::Error::other(e.to_string()))?;
-    Ok(Emulated::new(dev, spec))
+    let opts = MapOptions::default();
+    let (dev, writable) = match MmapDevice::open_for_lessee_writer(&w.pool, &opts) {
+        Ok(d) => (d, true),
+        Err(_) => (
+            MmapDevice::open_for_lessee(&w.pool, &opts)
+                .map_err(|e| io::Error::other(e.to_string()))?,
+            false,
+        ),
+    };
+    Ok((Emulated::new(dev, spec), writable))
 }
 
 #[cfg(test)]
@@ -421,6 +593,7 @@ mod tests {
                     blocks,
                 })
                 .collect(),
+            writes: None,
         }
     }
 

@@ -11,14 +11,18 @@
 
 mod client;
 mod contention;
+mod owner;
 mod server;
 mod table;
 mod wire;
+mod writer;
 
 pub use client::{Client, Held};
-pub use server::{LeaseServer, Viewer, MAX_CLIENTS};
+pub use owner::Owner;
+pub use server::{LeaseServer, MAX_CLIENTS};
 pub use table::{Exclusive, Leases, Unresponsive, MAX_LEASES_PER_CLIENT};
-pub use wire::{Welcome, VERSION, WINDOW_BLOCKS};
+pub use wire::{Welcome, Writes, MAX_GRANTED, VERSION, WINDOW_BLOCKS};
+pub use writer::{NotMine, Writer};
 
 /// How long a recall waits for the client's answer before cutting it off.
 pub const RECALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);

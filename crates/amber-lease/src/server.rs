@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use amber_core::LeaseView;
 use parking_lot::Mutex;
 
 use crate::table::{Leases, Peer};
@@ -25,14 +24,9 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
 /// A client thread's stack: it settles files through the core.
 const CLIENT_STACK: usize = 256 << 10;
 
-/// How the daemon settles blocks `[first, first + count)` of a file and
-/// lists them for a grant (`amber_core::Core::lease_view`).
-pub type Viewer = dyn Fn(u64, u64, u64) -> Option<LeaseView> + Send + Sync;
-
 /// What every client thread shares.
 struct Shared {
     leases: Arc<Leases>,
-    view: Arc<Viewer>,
     welcome: Welcome,
     pool_owner: u32,
     clients: AtomicUsize,
@@ -50,7 +44,7 @@ pub struct LeaseServer {
 
 impl LeaseServer {
     /// Listens on `socket` (replacing one a killed daemon left): clients
-    /// are welcomed with `welcome` and granted leases through `view`.
+    /// are welcomed with `welcome` and granted leases from `leases`.
     /// The socket is open to every user (mode 0666); admission is by the
     /// peer's credentials.
     pub fn start(
@@ -58,14 +52,12 @@ impl LeaseServer {
         welcome: Welcome,
         pool_owner: u32,
         leases: Arc<Leases>,
-        view: Arc<Viewer>,
     ) -> io::Result<LeaseServer> {
         let _ = std::fs::remove_file(socket);
         let listener = UnixListener::bind(socket)?;
         std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666))?;
         let shared = Arc::new(Shared {
             leases,
-            view,
             welcome,
             pool_owner,
             clients: AtomicUsize::new(0),
@@ -168,8 +160,46 @@ fn serve(
     });
     sh.leases.join(Arc::clone(&peer));
     let served = requests(&mut reader, &peer, sh);
+    if sh.leases.writes_held(id) {
+        wait_gone(&peer);
+    }
     sh.leases.leave(id);
     served
+}
+
+/// Waits until a client whose connection ended with write leases out is
+/// dead, so no store of its lands after the verifier read its grants:
+/// one that still lives lost its connection without dying (the daemon
+/// ended it), so it is killed. Bounded: past twice the recall timeout
+/// (a process the kernel cannot kill), the grants are adopted anyway and
+/// the log says so.
+fn wait_gone(peer: &Peer) {
+    let Some(fd) = &peer.pidfd else {
+        crate::log(format_args!(
+            "process {} left with write leases and no pidfd to see it die",
+            peer.pid
+        ));
+        return;
+    };
+    let dead = |ms: i32| {
+        let mut p = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+        let t = rustix::event::Timespec {
+            tv_sec: i64::from(ms / 1000),
+            tv_nsec: i64::from(ms % 1000) * 1_000_000,
+        };
+        matches!(rustix::event::poll(&mut p, Some(&t)), Ok(n) if n > 0)
+    };
+    if dead(100) {
+        return;
+    }
+    let _ = rustix::process::pidfd_send_signal(fd, rustix::process::Signal::KILL);
+    let bound = i32::try_from(2 * crate::RECALL_TIMEOUT.as_millis()).unwrap_or(i32::MAX);
+    if !dead(bound) {
+        crate::log(format_args!(
+            "process {} did not die after SIGKILL; adopting its writes anyway",
+            peer.pid
+        ));
+    }
 }
 
 /// Reads the client's requests until it goes; anything unexpected ends
@@ -177,8 +207,13 @@ fn serve(
 fn requests(reader: &mut impl io::Read, peer: &Peer, sh: &Shared) -> io::Result<()> {
     loop {
         match wire::recv(reader)? {
-            Some(Msg::Ask { seq, ino, window }) => {
-                sh.leases.grant(peer, seq, (ino, window), &*sh.view)?;
+            Some(Msg::Ask {
+                seq,
+                ino,
+                window,
+                write,
+            }) => {
+                sh.leases.grant(peer, seq, (ino, window), write)?;
             }
             Some(Msg::Return { ino, lease } | Msg::Recalled { ino, lease }) => {
                 sh.leases.give_back(peer.id, ino, lease);

@@ -13,9 +13,11 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
+use amber_core::data::LeasedWrites;
+
 use crate::contention::Bounces;
-use crate::server::Viewer;
-use crate::wire::{self, Grant, Msg, Refusal, WINDOW_BLOCKS};
+use crate::owner::Owner;
+use crate::wire::{self, Grant, Msg, Refusal, Writes, MAX_GRANTED, WINDOW_BLOCKS};
 
 /// Most leases one client holds at once; beyond it, the kernel's path.
 pub const MAX_LEASES_PER_CLIENT: usize = 1024;
@@ -54,6 +56,9 @@ struct FileLeases {
     busy: u32,
     /// Grants settling the file right now; a change waits them out.
     granting: u32,
+    /// The write lease among the holders, if one: it excludes every
+    /// other lease on the file.
+    written: Option<u64>,
 }
 
 #[derive(Default)]
@@ -62,8 +67,13 @@ struct State {
     /// Each client's (ino, lease) pairs, to drop them when it goes.
     held: HashMap<u64, HashSet<(u64, u64)>>,
     peers: HashMap<u64, Arc<Peer>>,
+    /// The grants of the write leases out, by lease: adopted before the
+    /// lease leaves the table.
+    writes: HashMap<u64, (u64, LeasedWrites)>,
     next_lease: u64,
     bounces: Bounces,
+    /// The daemon is stopping: no more grants.
+    closing: bool,
 }
 
 /// What the table did, for `amberfs stats`.
@@ -75,6 +85,45 @@ pub struct Counters {
     pub contended: AtomicU64,
     pub recalled: AtomicU64,
     pub cut_off: AtomicU64,
+    /// Of the grants, write leases.
+    pub written: AtomicU64,
+}
+
+/// What the owner settled for a grant.
+struct Settled {
+    view: amber_core::LeaseView,
+    writes: Option<LeasedWrites>,
+    records: u64,
+}
+
+impl Settled {
+    fn into_grant(self, seq: u64, (ino, window): (u64, u64), lease: u64) -> Grant {
+        let generation = self.view.generation;
+        Grant {
+            seq,
+            ino,
+            window,
+            lease,
+            size: self.view.size,
+            runs: self.view.runs,
+            writes: self.writes.map(|w| Writes {
+                generation,
+                seq: w.seq,
+                records: self.records,
+                blocks: w.blocks,
+            }),
+        }
+    }
+}
+
+/// Whether a new lease on `f` would meet one it excludes: a write lease
+/// excludes every other.
+fn conflicts(f: &FileLeases, write: bool) -> bool {
+    if write {
+        !f.holders.is_empty()
+    } else {
+        f.written.is_some()
+    }
 }
 
 /// A recall that did not end: the client neither answered nor died
@@ -89,17 +138,24 @@ pub struct Leases {
     state: Mutex<State>,
     changed: Condvar,
     timeout: Duration,
+    owner: Arc<dyn Owner>,
     pub counters: Counters,
 }
 
+/// Blocks a write lease is granted at a time; a lessee that used them
+/// returns the lease (its writes are adopted) and asks again.
+const GRANTED: usize = 512;
+const _: () = assert!(GRANTED <= MAX_GRANTED);
+
 impl Leases {
-    /// A table whose recalls wait `timeout` for an answer before cutting
-    /// the client off.
-    pub fn new(timeout: Duration) -> Leases {
+    /// A table over `owner`'s pool whose recalls wait `timeout` for an
+    /// answer before cutting the client off.
+    pub fn new(timeout: Duration, owner: Arc<dyn Owner>) -> Leases {
         Leases {
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
             timeout,
+            owner,
             counters: Counters::default(),
         }
     }
@@ -111,84 +167,127 @@ impl Leases {
     }
 
     /// Drops everything client `id` held: it is gone (its socket closed,
-    /// or it was cut off and died), so it reads nothing any more.
+    /// or it was cut off and died — the caller waited for its death), so
+    /// it reads and writes nothing any more. Its write leases are
+    /// adopted first, while they still keep changes of their files off.
     pub(crate) fn leave(&self, id: u64) {
-        let mut st = self.state.lock();
-        st.peers.remove(&id);
-        for (ino, lease) in st.held.remove(&id).unwrap_or_default() {
-            drop_holder(&mut st, ino, (id, lease));
+        let held: Vec<_> = {
+            let mut st = self.state.lock();
+            st.peers.remove(&id);
+            st.held
+                .get(&id)
+                .map(|h| h.iter().copied().collect())
+                .unwrap_or_default()
+        };
+        for (ino, lease) in held {
+            self.give_back(id, ino, lease);
         }
+        self.state.lock().held.remove(&id);
+    }
+
+    /// Client `id` no longer uses `ino` under `lease` (it returned the
+    /// lease, answered its recall, or is gone). A write lease's grant is
+    /// adopted before the lease leaves the table, so a change of the file
+    /// waiting on the lease finds the lessee's writes in the core.
+    pub(crate) fn give_back(&self, id: u64, ino: u64, lease: u64) {
+        let mut st = self.state.lock();
+        if !st.held.get(&id).is_some_and(|h| h.contains(&(ino, lease))) {
+            return;
+        }
+        if let Some((i, writes)) = st.writes.remove(&lease) {
+            drop(st);
+            debug_assert_eq!(i, ino);
+            self.owner.adopt(ino, &writes);
+            st = self.state.lock();
+        }
+        if let Some(h) = st.held.get_mut(&id) {
+            h.remove(&(ino, lease));
+        }
+        if let Some(f) = st.files.get_mut(&ino) {
+            if f.written == Some(lease) {
+                f.written = None;
+            }
+        }
+        drop_holder(&mut st, ino, (id, lease));
         self.changed.notify_all();
     }
 
-    /// Client `id` no longer reads `ino` under `lease` (it returned the
-    /// lease, or answered its recall).
-    pub(crate) fn give_back(&self, id: u64, ino: u64, lease: u64) {
-        let mut st = self.state.lock();
-        if st
-            .held
-            .get_mut(&id)
-            .is_some_and(|h| h.remove(&(ino, lease)))
-        {
-            drop_holder(&mut st, ino, (id, lease));
-            self.changed.notify_all();
-        }
-    }
-
     /// Answers client `peer`'s request `seq` for a lease on window
-    /// `window` of `ino`: settles it through `view` and sends the grant,
-    /// or a refusal. The grant is registered and sent under the peer's
-    /// writer lock, so a recall of it can only reach the client after it.
+    /// `window` of `ino` (a write lease if `write`): settles it through
+    /// the owner and sends the grant, or a refusal. The grant is
+    /// registered and sent under the peer's writer lock, so a recall of it
+    /// can only reach the client after it.
     pub(crate) fn grant(
         &self,
         peer: &Peer,
         seq: u64,
         (ino, window): (u64, u64),
-        view: &Viewer,
+        write: bool,
     ) -> io::Result<()> {
-        if let Err(why) = self.start_grant(peer.id, ino) {
+        if let Err(why) = self.start_grant(peer.id, ino, write) {
             return self.refuse(peer, seq, ino, why);
         }
         let seen = window
             .checked_mul(WINDOW_BLOCKS)
-            .and_then(|first| view(ino, first, WINDOW_BLOCKS));
+            .and_then(|first| self.settle(ino, (first, WINDOW_BLOCKS), write));
         let mut w = peer.writer.lock();
         let mut st = self.state.lock();
         let f = st.files.entry(ino).or_default();
         f.granting -= 1;
-        let busy = f.busy > 0;
-        let msg = match seen {
-            Some(v) if !busy => {
-                let lease = self.register(&mut st, peer.id, ino);
-                Msg::Granted(Grant {
-                    seq,
-                    ino,
-                    window,
-                    lease,
-                    size: v.size,
-                    runs: v.runs,
-                })
+        let why = if f.busy > 0 || conflicts(f, write) {
+            Some(Refusal::Busy)
+        } else {
+            seen.is_none().then_some(Refusal::Unleasable)
+        };
+        let (msg, unused) = match (seen, why) {
+            (Some(g), None) => {
+                let lease = self.register(&mut st, peer.id, ino, g.writes.clone());
+                (Msg::Granted(g.into_grant(seq, (ino, window), lease)), None)
             }
-            _ => {
+            (seen, why) => {
                 forget_if_idle(&mut st, ino);
                 self.changed.notify_all();
-                let why = if busy {
-                    Refusal::Busy
-                } else {
-                    Refusal::Unleasable
-                };
-                Msg::Refused { seq, ino, why }
+                let why = why.unwrap_or(Refusal::Unleasable);
+                (Msg::Refused { seq, ino, why }, seen.and_then(|g| g.writes))
             }
         };
         drop(st);
         if matches!(msg, Msg::Refused { .. }) {
             self.counters.refused.fetch_add(1, Ordering::Relaxed);
         }
-        wire::send(&mut *w, &msg)
+        let sent = wire::send(&mut *w, &msg);
+        drop(w);
+        if let Some(writes) = unused {
+            // Granted blocks nobody wrote: all go back to the allocator.
+            self.owner.adopt(ino, &writes);
+        }
+        sent
     }
 
-    fn start_grant(&self, id: u64, ino: u64) -> Result<(), Refusal> {
+    /// The owner's half of a grant: the window's view, and for a write
+    /// lease the blocks granted.
+    fn settle(&self, ino: u64, window: (u64, u64), write: bool) -> Option<Settled> {
+        if !write {
+            let view = self.owner.view(ino, window.0, window.1)?;
+            return Some(Settled {
+                view,
+                writes: None,
+                records: 0,
+            });
+        }
+        let w = self.owner.write(ino, window, GRANTED)?;
+        Some(Settled {
+            view: w.view,
+            writes: Some(w.writes),
+            records: w.records,
+        })
+    }
+
+    fn start_grant(&self, id: u64, ino: u64, write: bool) -> Result<(), Refusal> {
         let mut st = self.state.lock();
+        if st.closing {
+            return Err(Refusal::Unleasable);
+        }
         if st.held.get(&id).map_or(0, HashSet::len) >= MAX_LEASES_PER_CLIENT {
             return Err(Refusal::Limit);
         }
@@ -196,7 +295,7 @@ impl Leases {
             return Err(Refusal::Contended);
         }
         let f = st.files.entry(ino).or_default();
-        if f.busy > 0 {
+        if f.busy > 0 || conflicts(f, write) {
             forget_if_idle(&mut st, ino);
             return Err(Refusal::Busy);
         }
@@ -204,11 +303,18 @@ impl Leases {
         Ok(())
     }
 
-    /// A new lease of client `id` on `ino`; its number.
-    fn register(&self, st: &mut State, id: u64, ino: u64) -> u64 {
+    /// A new lease of client `id` on `ino` (a write lease with `writes`);
+    /// its number.
+    fn register(&self, st: &mut State, id: u64, ino: u64, writes: Option<LeasedWrites>) -> u64 {
         st.next_lease += 1;
         let lease = st.next_lease;
-        st.files.entry(ino).or_default().holders.push((id, lease));
+        let f = st.files.entry(ino).or_default();
+        f.holders.push((id, lease));
+        if let Some(w) = writes {
+            f.written = Some(lease);
+            st.writes.insert(lease, (ino, w));
+            self.counters.written.fetch_add(1, Ordering::Relaxed);
+        }
         st.held.entry(id).or_default().insert((ino, lease));
         self.counters.granted.fetch_add(1, Ordering::Relaxed);
         self.changed.notify_all();
@@ -365,9 +471,43 @@ impl Drop for Exclusive<'_> {
 }
 
 impl Leases {
-    /// Ends every client's connection (the daemon is stopping): their
-    /// reader threads then drop their leases.
+    /// Recalls the write leases on `ino` before the daemon reads it (its
+    /// data, size or times) for a request: their holder's writes are then
+    /// the core's. Nothing to do, and no lock beyond the table's, for a
+    /// file no one writes under a lease.
+    pub fn settle_writes(&self, ino: u64) -> Result<Option<Exclusive<'_>>, Unresponsive> {
+        let written = {
+            let st = self.state.lock();
+            st.files.get(&ino).is_some_and(|f| f.written.is_some())
+        };
+        if written {
+            self.exclusive(ino).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Whether client `id` holds a write lease: it must not outlive its
+    /// connection (`server::wait_gone`).
+    pub(crate) fn writes_held(&self, id: u64) -> bool {
+        let st = self.state.lock();
+        st.held
+            .get(&id)
+            .is_some_and(|h| h.iter().any(|(_, l)| st.writes.contains_key(l)))
+    }
+
+    /// Ends every client's connection (the daemon is stopping), after
+    /// recalling every write lease so its writes are adopted while the
+    /// core is still mounted; no grant is made after.
     pub(crate) fn end_all(&self) {
+        let written: Vec<u64> = {
+            let mut st = self.state.lock();
+            st.closing = true;
+            st.writes.values().map(|(ino, _)| *ino).collect()
+        };
+        for ino in written {
+            drop(self.exclusive(ino));
+        }
         let peers: Vec<_> = self.state.lock().peers.values().cloned().collect();
         for p in peers {
             p.end();
@@ -378,23 +518,52 @@ impl Leases {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use amber_core::{LeaseView, Run};
+    use amber_core::{LeaseView, Run, WriteLease};
 
-    fn view(_ino: u64, _first: u64, _count: u64) -> Option<LeaseView> {
-        Some(LeaseView {
-            generation: 1,
-            size: 4096,
-            runs: vec![Run {
-                file_block: 0,
-                pool_off: 1 << 20,
-                blocks: 1,
-            }],
-        })
+    /// An owner of one-block files that counts the grants adopted.
+    #[derive(Default)]
+    struct TestOwner {
+        adopted: Mutex<Vec<(u64, LeasedWrites)>>,
+    }
+
+    impl Owner for TestOwner {
+        fn view(&self, _ino: u64, _first: u64, _count: u64) -> Option<LeaseView> {
+            Some(LeaseView {
+                generation: 1,
+                size: 4096,
+                runs: vec![Run {
+                    file_block: 0,
+                    pool_off: 1 << 20,
+                    blocks: 1,
+                }],
+            })
+        }
+
+        fn write(&self, ino: u64, w: (u64, u64), n: usize) -> Option<WriteLease> {
+            Some(WriteLease {
+                view: self.view(ino, w.0, w.1)?,
+                writes: LeasedWrites {
+                    seq: 10,
+                    blocks: (100..100 + n as u64).collect(),
+                },
+                records: 1 << 16,
+            })
+        }
+
+        fn adopt(&self, ino: u64, writes: &LeasedWrites) {
+            self.adopted.lock().push((ino, writes.clone()));
+        }
     }
 
     /// A table with one peer; the other end of its socket is the client.
     fn with_peer(timeout: Duration) -> (Arc<Leases>, Arc<Peer>, UnixStream) {
-        let leases = Arc::new(Leases::new(timeout));
+        let (leases, peer, client, _) = with_owner(timeout);
+        (leases, peer, client)
+    }
+
+    fn with_owner(timeout: Duration) -> (Arc<Leases>, Arc<Peer>, UnixStream, Arc<TestOwner>) {
+        let owner = Arc::new(TestOwner::default());
+        let leases = Arc::new(Leases::new(timeout, Arc::clone(&owner) as Arc<dyn Owner>));
         let (a, b) = UnixStream::pair().unwrap();
         let peer = Arc::new(Peer {
             id: 1,
@@ -404,15 +573,79 @@ mod tests {
             pid: 0,
         });
         leases.join(Arc::clone(&peer));
-        (leases, peer, b)
+        (leases, peer, b, owner)
     }
 
     fn granted(leases: &Leases, peer: &Peer, client: &mut UnixStream, ino: u64) -> u64 {
-        leases.grant(peer, 1, (ino, 0), &view).unwrap();
+        asked(leases, peer, client, ino, false).expect("a grant")
+    }
+
+    /// The lease number granted, or the refusal's reason.
+    fn asked(
+        leases: &Leases,
+        peer: &Peer,
+        client: &mut UnixStream,
+        ino: u64,
+        write: bool,
+    ) -> Result<u64, Refusal> {
+        leases.grant(peer, 1, (ino, 0), write).unwrap();
         match wire::recv(client).unwrap() {
-            Some(Msg::Granted(g)) => g.lease,
-            other => panic!("expected a grant, got {other:?}"),
+            Some(Msg::Granted(g)) => {
+                assert_eq!(g.writes.is_some(), write);
+                Ok(g.lease)
+            }
+            Some(Msg::Refused { why, .. }) => Err(why),
+            other => panic!("expected an answer, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_write_lease_excludes_others_and_is_adopted_when_it_comes_back() {
+        let (leases, peer, mut client, owner) = with_owner(Duration::from_secs(30));
+        let read = granted(&leases, &peer, &mut client, 7);
+        assert_eq!(
+            asked(&leases, &peer, &mut client, 7, true),
+            Err(Refusal::Busy)
+        );
+        leases.give_back(peer.id, 7, read);
+        let write = asked(&leases, &peer, &mut client, 7, true).unwrap();
+        assert_eq!(
+            asked(&leases, &peer, &mut client, 7, false),
+            Err(Refusal::Busy)
+        );
+        assert!(leases.writes_held(peer.id));
+        assert!(owner.adopted.lock().is_empty());
+        // A read through the daemon recalls it; the answer adopts it.
+        let l = Arc::clone(&leases);
+        let reading = std::thread::spawn(move || l.settle_writes(7).map(|g| g.is_some()));
+        assert_eq!(
+            wire::recv(&mut client).unwrap(),
+            Some(Msg::Recall {
+                ino: 7,
+                lease: write
+            })
+        );
+        leases.give_back(peer.id, 7, write);
+        assert!(matches!(reading.join().unwrap(), Ok(true)));
+        let adopted = owner.adopted.lock().clone();
+        assert_eq!(adopted.len(), 1);
+        assert_eq!(adopted[0].0, 7);
+        assert_eq!(adopted[0].1.blocks.len(), GRANTED);
+        assert!(!leases.writes_held(peer.id));
+        assert!(matches!(leases.settle_writes(7), Ok(None)));
+    }
+
+    #[test]
+    fn a_client_that_leaves_has_its_write_leases_adopted() {
+        let (leases, peer, mut client, owner) = with_owner(Duration::from_secs(30));
+        asked(&leases, &peer, &mut client, 3, true).unwrap();
+        asked(&leases, &peer, &mut client, 4, true).unwrap();
+        leases.leave(peer.id);
+        let mut inos: Vec<u64> = owner.adopted.lock().iter().map(|a| a.0).collect();
+        inos.sort_unstable();
+        assert_eq!(inos, [3, 4]);
+        assert_eq!(leases.held(), 0);
+        assert!(leases.state.lock().files.is_empty());
     }
 
     #[test]
@@ -437,7 +670,7 @@ mod tests {
     fn grants_are_refused_while_a_change_is_under_way() {
         let (leases, peer, mut client) = with_peer(Duration::from_secs(30));
         let change = leases.exclusive(9).unwrap();
-        leases.grant(&peer, 5, (9, 0), &view).unwrap();
+        leases.grant(&peer, 5, (9, 0), false).unwrap();
         let refused = Msg::Refused {
             seq: 5,
             ino: 9,

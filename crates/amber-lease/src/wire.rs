@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use amber_core::Run;
 
 /// The protocol's version; a peer speaking another is refused.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// "AMLS", first in every frame.
 const MAGIC: u32 = 0x534C_4D41;
 const HEADER: usize = 16;
@@ -21,8 +21,10 @@ const HEADER: usize = 16;
 pub const WINDOW_BLOCKS: u64 = 4096;
 /// Most runs one grant carries: one per block of its window.
 pub const MAX_RUNS: usize = WINDOW_BLOCKS as usize;
-/// The largest body: a grant's runs, or a path.
-const MAX_BODY: usize = 64 + MAX_RUNS * 24;
+/// Most blocks one write lease is granted (`amber_core`'s bound).
+pub const MAX_GRANTED: usize = 1024;
+/// The largest body: a grant's runs and blocks, or a path.
+const MAX_BODY: usize = 96 + MAX_RUNS * 24 + MAX_GRANTED * 8;
 /// The longest string a message carries (a path, an emulator spec).
 const MAX_TEXT: usize = 4096;
 
@@ -51,8 +53,14 @@ pub enum Msg {
     /// Daemon → client: the pool to map and how, and the pool file's
     /// identity, which the client checks on the file it opens.
     Welcome(Welcome),
-    /// Client → daemon: a read lease on window `window` of `ino`, please.
-    Ask { seq: u64, ino: u64, window: u64 },
+    /// Client → daemon: a lease on window `window` of `ino`, please; a
+    /// write lease (§17.4) if `write`.
+    Ask {
+        seq: u64,
+        ino: u64,
+        window: u64,
+        write: bool,
+    },
     /// Daemon → client: lease `lease` on `ino`, with the file's view.
     Granted(Grant),
     /// Daemon → client: no lease this time.
@@ -88,6 +96,21 @@ pub struct Grant {
     pub lease: u64,
     pub size: u64,
     pub runs: Vec<Run>,
+    /// For a write lease, what the client may write with.
+    pub writes: Option<Writes>,
+}
+
+/// What a write lease lets its holder write (design.md §17.4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Writes {
+    /// The file's generation, which its records carry.
+    pub generation: u32,
+    /// The first seq its records may carry, one per block.
+    pub seq: u64,
+    /// The pool offset of block 0's record.
+    pub records: u64,
+    /// The granted blocks (block numbers), at most `MAX_GRANTED`.
+    pub blocks: Vec<u64>,
 }
 
 mod kind {
@@ -160,10 +183,16 @@ fn encode(msg: &Msg) -> (u32, Vec<u8>) {
             b.text(w.pool.as_os_str().as_encoded_bytes());
             kind::WELCOME
         }
-        Msg::Ask { seq, ino, window } => {
+        Msg::Ask {
+            seq,
+            ino,
+            window,
+            write,
+        } => {
             b.u64(*seq);
             b.u64(*ino);
             b.u64(*window);
+            b.u32(u32::from(*write));
             kind::ASK
         }
         Msg::Granted(g) => {
@@ -201,6 +230,18 @@ fn encode_grant(b: &mut Body, g: &Grant) {
         b.u64(r.pool_off);
         b.u64(r.blocks);
     }
+    let Some(w) = &g.writes else {
+        b.u32(0);
+        return;
+    };
+    b.u32(1);
+    b.u32(w.generation);
+    b.u64(w.seq);
+    b.u64(w.records);
+    b.u32(u32::try_from(w.blocks.len()).expect("blocks are bounded by MAX_GRANTED"));
+    for &blk in &w.blocks {
+        b.u64(blk);
+    }
 }
 
 fn decode(kind: u32, body: &[u8]) -> io::Result<Msg> {
@@ -219,6 +260,11 @@ fn decode(kind: u32, body: &[u8]) -> io::Result<Msg> {
             seq: c.u64()?,
             ino: c.u64()?,
             window: c.u64()?,
+            write: match c.u32()? {
+                0 => false,
+                1 => true,
+                _ => return Err(bad("unknown lease mode")),
+            },
         },
         kind::GRANTED => Msg::Granted(decode_grant(&mut c)?),
         kind::REFUSED => Msg::Refused {
@@ -263,6 +309,11 @@ fn decode_grant(c: &mut Cursor<'_>) -> io::Result<Grant> {
             blocks: c.u64()?,
         });
     }
+    let writes = match c.u32()? {
+        0 => None,
+        1 => Some(decode_writes(c)?),
+        _ => return Err(bad("unknown lease mode")),
+    };
     Ok(Grant {
         seq,
         ino,
@@ -270,6 +321,22 @@ fn decode_grant(c: &mut Cursor<'_>) -> io::Result<Grant> {
         lease,
         size,
         runs,
+        writes,
+    })
+}
+
+fn decode_writes(c: &mut Cursor<'_>) -> io::Result<Writes> {
+    let (generation, seq, records) = (c.u32()?, c.u64()?, c.u64()?);
+    let n = c.u32()? as usize;
+    if n > MAX_GRANTED {
+        return Err(bad("more blocks than a grant may carry"));
+    }
+    let blocks = (0..n).map(|_| c.u64()).collect::<io::Result<Vec<u64>>>()?;
+    Ok(Writes {
+        generation,
+        seq,
+        records,
+        blocks,
     })
 }
 
@@ -341,11 +408,14 @@ mod tests {
             emulate: "dram".into(),
             pool: PathBuf::from("/dev/shm/a.pool"),
         }));
-        round_trip(Msg::Ask {
-            seq: 9,
-            ino: 12,
-            window: 3,
-        });
+        for write in [false, true] {
+            round_trip(Msg::Ask {
+                seq: 9,
+                ino: 12,
+                window: 3,
+                write,
+            });
+        }
         round_trip(Msg::Granted(Grant {
             seq: 9,
             ino: 12,
@@ -357,6 +427,21 @@ mod tests {
                 pool_off: 1 << 20,
                 blocks: 3,
             }],
+            writes: None,
+        }));
+        round_trip(Msg::Granted(Grant {
+            seq: 10,
+            ino: 12,
+            window: 1,
+            lease: 5,
+            size: 1 << 30,
+            runs: Vec::new(),
+            writes: Some(Writes {
+                generation: 3,
+                seq: 77,
+                records: 8 << 20,
+                blocks: vec![500, 501, 900],
+            }),
         }));
         for why in [
             Refusal::Busy,
@@ -382,6 +467,7 @@ mod tests {
             seq: 1,
             ino: 2,
             window: 0,
+            write: true,
         };
         send(&mut buf, &ask).unwrap();
         // Every truncation, and every single-byte change of the header.

@@ -49,7 +49,7 @@ pub struct MmapDevice {
     /// The pool's descriptor as windows map it (none for anonymous
     /// memory); it is the lock's, which outlives it.
     pages: Option<PoolPages>,
-    _lock: Option<PoolLock>,
+    lock: Option<PoolLock>,
 }
 
 impl MmapDevice {
@@ -119,12 +119,41 @@ impl MmapDevice {
         MmapDevice::open_with(path, options, Access::Lessee)
     }
 
+    /// Maps a pool that a running daemon holds, writable and without its
+    /// lock, for a process the daemon may grant write leases (design.md
+    /// §17.4): it stores only into blocks a lease granted it. It holds a
+    /// lessee's lock (`PoolLock::lessee_writer`) until
+    /// [`MmapDevice::stop_writing`], so no later mount recovers the pool
+    /// while it might still store.
+    pub fn open_for_lessee_writer(
+        path: &Path,
+        options: &MapOptions,
+    ) -> Result<MmapDevice, MapError> {
+        MmapDevice::open_with(path, options, Access::LesseeWriter)
+    }
+
+    /// The pool file's descriptor, if the device has one: a forked child
+    /// of a lessee closes its copy, so the child never keeps the lessee's
+    /// lock (which belongs to the open file description) alive.
+    pub fn file_descriptor(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        self.lock.as_ref().map(|l| l.file().as_raw_fd())
+    }
+
+    /// A lessee writer promises to store nothing more: its daemon is gone
+    /// and no lease of it is held. Drops its lessee's lock.
+    pub fn stop_writing(&self) {
+        if let Some(l) = &self.lock {
+            l.release_lessee();
+        }
+    }
+
     fn open_with(
         path: &Path,
         options: &MapOptions,
         access: Access,
     ) -> Result<MmapDevice, MapError> {
-        let read_only = access != Access::ExclusiveLock;
+        let read_only = !matches!(access, Access::ExclusiveLock | Access::LesseeWriter);
         let meta = std::fs::metadata(path).map_err(|e| MapError::io(path, "inspect", e))?;
         let file_type = meta.file_type();
         let (kind, size, granule) = if file_type.is_file() {
@@ -152,6 +181,7 @@ impl MmapDevice {
             .map_err(|e| MapError::io(path, "open", e))?;
         let lock = match access {
             Access::Lessee => PoolLock::unlocked(file),
+            Access::LesseeWriter => PoolLock::lessee_writer(file, path)?,
             _ => PoolLock::acquire(file, path, read_only)?,
         };
         let target = Target {
@@ -183,7 +213,7 @@ impl MmapDevice {
             region,
             info,
             pages: None,
-            _lock: None,
+            lock: None,
         })
     }
 
@@ -205,6 +235,7 @@ enum Access {
     ExclusiveLock,
     SharedLock,
     Lessee,
+    LesseeWriter,
 }
 
 /// What `map_file` maps: the pool's path, size, kind, the alignment its
@@ -263,7 +294,7 @@ fn map_file(lock: PoolLock, t: &Target<'_>, options: &MapOptions) -> Result<Mmap
         region,
         info,
         pages: Some(pages),
-        _lock: Some(lock),
+        lock: Some(lock),
     })
 }
 

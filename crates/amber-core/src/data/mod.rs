@@ -291,6 +291,46 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
     fn stats(&self) -> Vec<(String, u64)> {
         Vec::new()
     }
+
+    /// Another process is to overwrite the file's blocks itself, each
+    /// write committing itself (design.md §17.4): the caller pinned the
+    /// whole file, so PM holds all of it; the policy hands out `n` free
+    /// blocks with clear records to write into and the first seq the
+    /// lessee may give a record. `None`: the policy takes no such writes
+    /// (by default; only own-commit records make one atomic and durable
+    /// by itself).
+    fn lease_writes(
+        &self,
+        _fs: Context<'_, D>,
+        _st: &mut InodeState,
+        _n: usize,
+    ) -> Result<Option<LeasedWrites>> {
+        Ok(None)
+    }
+
+    /// The lease `lease_writes` gave came back (design.md §17.5): the
+    /// lessee's commits among its blocks become the file's, everything
+    /// else in them is cleared and freed. Returns how many were adopted.
+    fn adopt(
+        &self,
+        _fs: Context<'_, D>,
+        _st: &mut InodeState,
+        _lease: &LeasedWrites,
+    ) -> Result<usize> {
+        Err(crate::error::FsError::Unsupported(
+            "this policy grants no write leases",
+        ))
+    }
+}
+
+/// What a write lease lets another process write (`lease_writes`): free
+/// blocks, and the seqs from `seq` on, one per block at most.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeasedWrites {
+    /// The first seq a lessee's record may carry.
+    pub seq: u64,
+    /// The granted blocks, whose records were clear when granted.
+    pub blocks: Vec<u64>,
 }
 
 /// What fallocate does: the modes of Linux's fallocate(2) Amber has.

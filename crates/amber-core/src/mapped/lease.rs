@@ -3,8 +3,10 @@
 //! mapping of the pool while the daemon that owns the pool promises not
 //! to change the file without first recalling the lease.
 
+use crate::data::LeasedWrites;
 use crate::error::Result;
 use crate::fs::{regular, Core};
+use crate::inode::InodeState;
 use amber_format::BLOCK_SIZE;
 use amber_pmem::PmDevice;
 
@@ -32,6 +34,19 @@ pub struct LeaseView {
     pub runs: Vec<Run>,
 }
 
+/// A write lease's grant (design.md §17.4): the window's view, the
+/// blocks and seqs the lessee writes its own commits with, and where the
+/// pool keeps block `b`'s record (`records + 64 b`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteLease {
+    /// The window, as a read lease sees it.
+    pub view: LeaseView,
+    /// The blocks and seqs granted.
+    pub writes: LeasedWrites,
+    /// The pool offset of block 0's record.
+    pub records: u64,
+}
+
 impl<D: PmDevice> Core<D> {
     /// Settles file blocks `[first, first + count)` of regular file `ino`
     /// to PM, as mapping them does (`DataPolicy::pin`: the policy's DRAM
@@ -45,8 +60,10 @@ impl<D: PmDevice> Core<D> {
         let r = self.inode(ino)?;
         let mut st = r.write();
         regular(&st)?;
-        let size = st.size();
-        let end = size.div_ceil(BLOCK_SIZE).min(first.saturating_add(count));
+        let end = st
+            .size()
+            .div_ceil(BLOCK_SIZE)
+            .min(first.saturating_add(count));
         if first < end && !self.is_read_only() {
             self.check_writable()?;
             self.guard(
@@ -54,16 +71,70 @@ impl<D: PmDevice> Core<D> {
                     .pin(self.context(), &mut st, first, end - first),
             )?;
         }
+        Ok(self.view_of(&st, first, count))
+    }
+
+    /// A write lease on window `[first, first + count)` of `ino` with `n`
+    /// granted blocks, or `None` if the policy grants none. The whole
+    /// file is pinned first (every block of it on PM, nothing in the
+    /// policy's DRAM or zone), so the lessee's commits add to the file's
+    /// durable state; the caller recalls every other lease on the file
+    /// before, and this one before any change of the file.
+    pub fn write_lease(
+        &self,
+        ino: u64,
+        (first, count): (u64, u64),
+        n: usize,
+    ) -> Result<Option<WriteLease>> {
+        self.check_writable()?;
+        let Some(split) = self.split() else {
+            return Ok(None);
+        };
+        let records = split.regions.li_start * BLOCK_SIZE;
+        let r = self.inode(ino)?;
+        let mut st = r.write();
+        regular(&st)?;
+        let blocks = st.size().div_ceil(BLOCK_SIZE);
+        let ctx = self.context();
+        if blocks > 0 {
+            self.guard(self.policy().pin(ctx, &mut st, 0, blocks))?;
+        }
+        let Some(writes) = self.guard(self.policy().lease_writes(ctx, &mut st, n))? else {
+            return Ok(None);
+        };
+        Ok(Some(WriteLease {
+            view: self.view_of(&st, first, count),
+            writes,
+            records,
+        }))
+    }
+
+    /// Takes back a write lease of `ino`: the policy adopts the lessee's valid commits
+    /// and frees the rest of the grant (`DataPolicy::adopt`). Returns how
+    /// many blocks became the file's.
+    pub fn adopt(&self, ino: u64, writes: &LeasedWrites) -> Result<usize> {
+        self.check_writable()?;
+        let r = self.inode(ino)?;
+        let mut st = r.write();
+        regular(&st)?;
+        self.guard(self.policy().adopt(self.context(), &mut st, writes))
+    }
+
+    /// Where the file's blocks in `[first, first + count)` below its end
+    /// lie, as runs.
+    fn view_of(&self, st: &InodeState, first: u64, count: u64) -> LeaseView {
+        let size = st.size();
+        let end = size.div_ceil(BLOCK_SIZE).min(first.saturating_add(count));
         let mut runs: Vec<Run> = Vec::new();
         let mut fb = first;
         // Each round passes at least one block: bounded by the window.
         while fb < end {
-            let Some(start) = self.policy().block_of(&st, fb) else {
+            let Some(start) = self.policy().block_of(st, fb) else {
                 fb += 1;
                 continue;
             };
             let mut n = 1;
-            while fb + n < end && self.policy().block_of(&st, fb + n) == Some(start + n) {
+            while fb + n < end && self.policy().block_of(st, fb + n) == Some(start + n) {
                 n += 1;
             }
             runs.push(Run {
@@ -74,10 +145,10 @@ impl<D: PmDevice> Core<D> {
             fb += n;
         }
         debug_assert!(runs.len() as u64 <= count);
-        Ok(LeaseView {
+        LeaseView {
             generation: st.disk.generation,
             size,
             runs,
-        })
+        }
     }
 }

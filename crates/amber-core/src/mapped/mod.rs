@@ -29,7 +29,7 @@ mod table;
 mod write;
 
 pub(crate) use file::FileMaps;
-pub use lease::{LeaseView, Run};
+pub use lease::{LeaseView, Run, WriteLease};
 pub(crate) use table::MapTable;
 
 /// A mapping's number, unique in the mount.

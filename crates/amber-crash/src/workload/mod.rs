@@ -163,6 +163,26 @@ pub enum Op {
         len: u64,
         seed: u64,
     },
+    /// Another process takes a write lease on `path` (design.md §17.4):
+    /// until `LeaseReturn`, no op of the workload may change the file but
+    /// `LeaseWrite`s.
+    LeaseGrant {
+        path: String,
+    },
+    /// Writes `len` bytes derived from `seed` at `off` under the lease on
+    /// `path`, as its holder does: an own commit into a granted block. An
+    /// overwrite inside one block below the size; durable and atomic on
+    /// return, before the daemon knows of it.
+    LeaseWrite {
+        path: String,
+        off: u64,
+        len: u64,
+        seed: u64,
+    },
+    /// The lease on `path` comes back: the daemon adopts its writes.
+    LeaseReturn {
+        path: String,
+    },
     /// Writes back up to `blocks` blocks the policy buffers in DRAM, as
     /// its background threads would (nothing under `direct`).
     WriteBack {
@@ -250,6 +270,29 @@ impl fmt::Display for Op {
                 let which = if *default { "-d " } else { "" };
                 write!(f, "setfacl {which}{path} {acl:?}")
             }
+            Op::Fallocate { .. } | Op::Punch { .. } | Op::ZeroRange { .. } => self.fmt_space_op(f),
+            Op::WriteSync {
+                path,
+                off,
+                len,
+                seed,
+            } => write!(f, "write O_SYNC {path} @{off} len {len} seed {seed}"),
+            Op::LeaseGrant { .. } | Op::LeaseWrite { .. } | Op::LeaseReturn { .. } => {
+                self.fmt_lease_op(f)
+            }
+            Op::WriteBack { blocks } => write!(f, "write back {blocks} block(s)"),
+            Op::SyncAll => write!(f, "syncfs"),
+            Op::Map { .. } | Op::MapStore { .. } | Op::Msync { .. } | Op::Unmap { .. } => {
+                self.fmt_map_op(f)
+            }
+        }
+    }
+}
+
+impl Op {
+    /// How an op allocating or freeing a file's space reads.
+    fn fmt_space_op(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             Op::Fallocate {
                 path,
                 off,
@@ -266,22 +309,25 @@ impl fmt::Display for Op {
                 f,
                 "zero range {path} @{off} len {len} keep_size {keep_size}"
             ),
-            Op::WriteSync {
+            _ => unreachable!("Display sends only space ops here"),
+        }
+    }
+
+    /// How an op of another process's write lease reads.
+    fn fmt_lease_op(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Op::LeaseGrant { path } => write!(f, "write lease on {path}"),
+            Op::LeaseWrite {
                 path,
                 off,
                 len,
                 seed,
-            } => write!(f, "write O_SYNC {path} @{off} len {len} seed {seed}"),
-            Op::WriteBack { blocks } => write!(f, "write back {blocks} block(s)"),
-            Op::SyncAll => write!(f, "syncfs"),
-            Op::Map { .. } | Op::MapStore { .. } | Op::Msync { .. } | Op::Unmap { .. } => {
-                self.fmt_map_op(f)
-            }
+            } => write!(f, "leased write {path} @{off} len {len} seed {seed}"),
+            Op::LeaseReturn { path } => write!(f, "return the lease on {path}"),
+            _ => unreachable!("Display sends only lease ops here"),
         }
     }
-}
 
-impl Op {
     /// How an op on a mapping reads.
     fn fmt_map_op(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -34,7 +34,9 @@ mod table;
 
 use super::cost::{self, calibrate};
 use super::hunter::{self, Hunter};
-use super::{BufferOptions, DataPolicy, FallocStep, HunterOptions, Lawn, ZoneOptions};
+use super::{
+    BufferOptions, DataPolicy, FallocStep, HunterOptions, Lawn, LeasedWrites, ZoneOptions,
+};
 use crate::data::Context;
 use crate::error::Result;
 use crate::fs::Core;
@@ -325,6 +327,24 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
 
     fn touch(&self, fs: Context<'_, D>, st: &mut InodeState, now: Timespec) -> Result<()> {
         DataPolicy::<D>::touch(&self.e.hunter, fs, st, now)
+    }
+
+    fn lease_writes(
+        &self,
+        fs: Context<'_, D>,
+        st: &mut InodeState,
+        n: usize,
+    ) -> Result<Option<LeasedWrites>> {
+        self.e.hunter.lease_writes(fs, st, n)
+    }
+
+    fn adopt(
+        &self,
+        fs: Context<'_, D>,
+        st: &mut InodeState,
+        lease: &LeasedWrites,
+    ) -> Result<usize> {
+        self.e.hunter.adopt(fs, st, lease)
     }
 
     fn truncate(&self, fs: Context<'_, D>, st: &mut InodeState, size: u64) -> Result<()> {

@@ -14,6 +14,7 @@
 
 mod engine;
 mod index;
+mod lease;
 mod log;
 pub(crate) mod options;
 mod own;
@@ -61,6 +62,8 @@ pub(super) struct Stats {
     appends_across: AtomicU64,
     /// Whole-block overwrites that committed themselves (own.rs).
     own_commits: AtomicU64,
+    /// Blocks a lessee wrote that became the file's (lease.rs).
+    adopted: AtomicU64,
 }
 
 /// What the policy and its workers share.
@@ -1082,6 +1085,7 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
             ("in_place_appends".into(), get(&s.in_place)),
             ("appends_across".into(), get(&s.appends_across)),
             ("own_commits".into(), get(&s.own_commits)),
+            ("adopted".into(), get(&s.adopted)),
             ("log_runs".into(), get(&self.shared.logs.runs)),
             ("gap_runs".into(), get(&self.shared.logs.gap_runs)),
             ("pending".into(), pending),

@@ -1,0 +1,258 @@
+//! Write leases against a mounted core (design.md §17.4-§17.5): a
+//! lessee's own commits become the file's when the lease comes back, or
+//! after a crash with the lease still out; what the verifier must not
+//! trust — a record of another file, a seq outside the grant, a torn
+//! block — is dropped, and fsck stays clean either way.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use amber_core::check::{check, CheckOptions};
+use amber_core::{Fs, MountOptions, OpenOptions, WriteLease};
+use amber_format::split::{LogicalInfo, OwnCommit, LI_SIZE};
+use amber_format::{FormatParams, PoolLayout, Timespec, BLOCK_SIZE};
+use amber_lease::{NotMine, Writer, Writes, WINDOW_BLOCKS};
+use amber_pmem::{MapOptions, MmapDevice, PmDevice};
+use amber_sim::SplitMix64;
+
+const POOL: u64 = 64 << 20;
+const BS: usize = BLOCK_SIZE as usize;
+
+fn mount(dev: MmapDevice) -> Fs<MmapDevice> {
+    let o = MountOptions::parse("policy=amber,hunter_interval=never").unwrap();
+    Fs::mount(dev, o).unwrap().0
+}
+
+fn fresh() -> Fs<MmapDevice> {
+    let dev = MmapDevice::anonymous(POOL, &MapOptions::default()).unwrap();
+    let params = FormatParams {
+        layout: PoolLayout::Split,
+        ..FormatParams::for_size(POOL)
+    };
+    Fs::format(&dev, &params).unwrap();
+    mount(dev)
+}
+
+/// The device back from `fs`: unmounted, or dropped as by a crash.
+fn device_of(fs: Fs<MmapDevice>, unmount: bool) -> MmapDevice {
+    let mut dev = Arc::clone(fs.core().device());
+    if unmount {
+        fs.unmount().unwrap();
+    } else {
+        drop(fs);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match Arc::try_unwrap(dev) {
+            Ok(d) => return d,
+            Err(d) if Instant::now() < deadline => {
+                dev = d;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(_) => panic!("the device is still in use 10 s after the drop"),
+        }
+    }
+}
+
+fn assert_clean(dev: &MmapDevice) {
+    let rep = check(dev, &CheckOptions::default()).unwrap();
+    assert!(rep.is_clean(), "fsck: {rep}");
+}
+
+/// `/f`, `blocks` blocks of seeded bytes, fsync'd; its inode and model.
+fn file(fs: &Fs<MmapDevice>, blocks: usize, seed: u64) -> (u64, Vec<u8>) {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(fs, "/f")
+        .unwrap();
+    let mut rng = SplitMix64::new(seed);
+    let model: Vec<u8> = (0..blocks * BS).map(|_| rng.next_u64() as u8).collect();
+    // Two halves, so the file's blocks are not one run.
+    f.write_at(&model[..blocks * BS / 2], 0).unwrap();
+    f.sync_all().unwrap();
+    f.write_at(&model[blocks * BS / 2..], (blocks * BS / 2) as u64)
+        .unwrap();
+    f.sync_all().unwrap();
+    (
+        fs.core().lookup(amber_format::ROOT_INO, b"f").unwrap().ino,
+        model,
+    )
+}
+
+fn contents(fs: &Fs<MmapDevice>, ino: u64, len: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; len + 10];
+    let n = fs.core().read(ino, 0, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+fn writer(ino: u64, lease: &WriteLease, pool: u64) -> Writer {
+    let w = Writes {
+        generation: lease.view.generation,
+        seq: lease.writes.seq,
+        records: lease.records,
+        blocks: lease.writes.blocks.clone(),
+    };
+    Writer::new(ino, w, pool).expect("a grant inside the pool")
+}
+
+fn time(s: i64) -> Timespec {
+    Timespec {
+        secs: 1_700_000_000 + s,
+        nsecs: 5,
+    }
+}
+
+/// A lessee's writes of random shapes on a leased file, applied to the
+/// model too; returns how many it made.
+fn scribble(
+    dev: &MmapDevice,
+    w: &mut Writer,
+    lease: &WriteLease,
+    model: &mut [u8],
+    rng: &mut SplitMix64,
+    n: usize,
+) -> usize {
+    let mut made = 0;
+    for i in 0..n {
+        let fb = rng.next_u64() % (model.len() / BS) as u64;
+        let (at, len) = match rng.next_u64() % 3 {
+            0 => (0, BS),
+            1 => (rng.next_u64() as usize % BS, 1),
+            _ => (100, 128),
+        };
+        let len = len.min(BS - at);
+        let data: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+        let off = fb * BLOCK_SIZE + at as u64;
+        let view = (&lease.view.runs[..], lease.view.size);
+        match w.write(dev, view, off, &data, time(i as i64)) {
+            Ok(r) => {
+                r.unwrap();
+                let o = off as usize;
+                model[o..o + len].copy_from_slice(&data);
+                made += 1;
+            }
+            Err(NotMine::Spent) => break,
+            Err(NotMine::Shape) => panic!("an overwrite inside a block was refused"),
+        }
+    }
+    made
+}
+
+#[test]
+fn a_lessees_writes_are_the_files_once_adopted_and_after_a_remount() {
+    let fs = fresh();
+    let (ino, mut model) = file(&fs, 24, 1);
+    let core = Arc::clone(fs.core());
+    let lease = core
+        .write_lease(ino, (0, WINDOW_BLOCKS), 40)
+        .unwrap()
+        .unwrap();
+    let dev = Arc::clone(core.device());
+    let mut w = writer(ino, &lease, dev.size());
+    let mut rng = SplitMix64::new(2);
+    assert_eq!(scribble(&dev, &mut w, &lease, &mut model, &mut rng, 30), 30);
+    // Across blocks, and past the size, are the kernel's.
+    let view = (&lease.view.runs[..], lease.view.size);
+    let across = w.write(&*dev, view, BLOCK_SIZE - 1, &[1, 2], time(99));
+    assert_eq!(across.unwrap_err(), NotMine::Shape);
+    let past = w.write(&*dev, view, 24 * BLOCK_SIZE, &[1], time(99));
+    assert_eq!(past.unwrap_err(), NotMine::Shape);
+    assert_eq!(core.adopt(ino, &lease.writes).unwrap(), 30);
+    assert_eq!(contents(&fs, ino, model.len()), model);
+    let attr = core.getattr(ino).unwrap();
+    assert_eq!((attr.size, attr.mtime), (model.len() as u64, time(29)));
+    drop(dev);
+    drop(core);
+    let dev = device_of(fs, true);
+    assert_clean(&dev);
+    let fs = mount(dev);
+    assert_eq!(contents(&fs, ino, model.len()), model);
+}
+
+#[test]
+fn a_crash_with_the_lease_out_keeps_every_write_it_made() {
+    let fs = fresh();
+    let (ino, mut model) = file(&fs, 16, 3);
+    let core = Arc::clone(fs.core());
+    let lease = core
+        .write_lease(ino, (0, WINDOW_BLOCKS), 64)
+        .unwrap()
+        .unwrap();
+    let dev = Arc::clone(core.device());
+    let mut w = writer(ino, &lease, dev.size());
+    let mut rng = SplitMix64::new(4);
+    // Every granted block, then one more: spent.
+    assert_eq!(scribble(&dev, &mut w, &lease, &mut model, &mut rng, 65), 64);
+    drop((dev, core));
+    let dev = device_of(fs, false);
+    let fs = mount(dev);
+    assert_eq!(contents(&fs, ino, model.len()), model);
+    let dev = device_of(fs, true);
+    assert_clean(&dev);
+}
+
+#[test]
+fn the_verifier_drops_what_the_lessee_may_not_have_written() {
+    let fs = fresh();
+    let (ino, mut model) = file(&fs, 8, 5);
+    let before = model.clone();
+    let core = Arc::clone(fs.core());
+    let lease = core
+        .write_lease(ino, (0, WINDOW_BLOCKS), 8)
+        .unwrap()
+        .unwrap();
+    let dev = Arc::clone(core.device());
+    let mut w = writer(ino, &lease, dev.size());
+    let mut rng = SplitMix64::new(6);
+    assert_eq!(scribble(&dev, &mut w, &lease, &mut model, &mut rng, 2), 2);
+    let blocks = &lease.writes.blocks;
+    let stray = |b: u64, li: LogicalInfo, data: &[u8]| {
+        dev.write(b * BLOCK_SIZE, data);
+        dev.write(lease.records + b * LI_SIZE, &li.encode());
+    };
+    let good = vec![7u8; BS];
+    let li = |seq, ino, own: Option<OwnCommit>| LogicalInfo {
+        seq,
+        ino,
+        generation: lease.view.generation,
+        file_block: 1,
+        link: 0,
+        own,
+    };
+    let own = Some(OwnCommit::new(time(50), &good));
+    let seq = lease.writes.seq;
+    // Another file's; a seq past the grant; a torn block; not an own commit.
+    stray(blocks[2], li(seq + 2, ino + 1, own), &good);
+    stray(blocks[3], li(seq + 100, ino, own), &good);
+    stray(blocks[4], li(seq + 4, ino, own), &[8u8; BS]);
+    stray(blocks[5], li(seq + 5, ino, None), &good);
+    assert_eq!(core.adopt(ino, &lease.writes).unwrap(), 2);
+    assert_eq!(contents(&fs, ino, model.len()), model);
+    assert_ne!(model, before);
+    drop((dev, core));
+    let dev = device_of(fs, true);
+    assert_clean(&dev);
+    let fs = mount(dev);
+    assert_eq!(contents(&fs, ino, model.len()), model);
+}
+
+#[test]
+fn an_unused_grant_goes_back_whole() {
+    let fs = fresh();
+    let (ino, model) = file(&fs, 4, 7);
+    let core = Arc::clone(fs.core());
+    let free = fs.statfs().blocks_free;
+    let lease = core
+        .write_lease(ino, (0, WINDOW_BLOCKS), 100)
+        .unwrap()
+        .unwrap();
+    assert_eq!(lease.writes.blocks.len(), 100);
+    assert_eq!(core.adopt(ino, &lease.writes).unwrap(), 0);
+    assert_eq!(fs.statfs().blocks_free, free);
+    assert_eq!(contents(&fs, ino, model.len()), model);
+    drop(core);
+    assert_clean(&device_of(fs, true));
+}
