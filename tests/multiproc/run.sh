@@ -9,12 +9,13 @@
 # the postmaster in the middle of a run, recovery, pgbench's balance
 # invariants and pg_amcheck). Then unmount and a clean fsck.
 #
-# What it pins today: with the mount up the interposer opens, writes and
-# changes through the kernel, and reads a file it reads again and again
-# from its own mapping of the pool under a read lease (design.md §17.3;
-# the write leases of §17.4 are not built); none of these programs may
-# notice it is preloaded. leases.py checks the leases themselves, on a
-# mount of its own.
+# What it pins today: with the mount up the interposer opens and changes
+# names through the kernel, reads a file it reads again and again from its
+# own mapping of the pool under a read lease (design.md §17.3), and
+# overwrites a file it overwrites again and again, a block at a time,
+# under a write lease (§17.4); none of these programs may notice it is
+# preloaded. leases.py and write_leases.py check the leases themselves,
+# each on a mount of its own.
 #
 #   bash tests/multiproc/run.sh [BIN_DIR]     (default target/debug)
 #
@@ -90,6 +91,9 @@ source "$here/programs.sh"
 
 step "read leases: coherence across processes, forks, kill -9, a stopped lessee, a dead daemon"
 python3 "$here/leases.py" "$bin"
+
+step "write leases: leased overwrites read right everywhere, a racing reader, kill -9 of the writer and of the daemon"
+python3 "$here/write_leases.py" "$bin"
 
 step "unmount, fsck"
 "$amberfs" umount "$mnt"

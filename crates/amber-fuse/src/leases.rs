@@ -1,8 +1,10 @@
-//! The adapter's side of the read leases (design.md §17.3): every request
+//! The adapter's side of the leases (design.md §17.3): every request
 //! that changes a regular file's data, size or blocks, or frees it, runs
 //! inside `amber_lease::Leases::exclusive`, which recalls the leases
-//! other processes hold on it first; the root's `user.amberfs.control`
-//! names the socket where they are granted.
+//! other processes hold on it first; every request that reads a file's
+//! data or attributes, or changes its attributes, first recalls a write
+//! lease on it (`settled`), whose holder's writes the core then has. The
+//! root's `user.amberfs.control` names the socket where they are granted.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -35,6 +37,22 @@ pub(crate) fn changing(g: Option<&Granting>, ino: u64) -> Result<Option<Exclusiv
             Err(Errno::EIO)
         }
     }
+}
+
+/// Recalls a write lease on `ino` (its holder's writes become the core's)
+/// and holds new ones off until the guard drops; nothing to do, beyond a
+/// look at the table, for a file no one writes under a lease.
+pub(crate) fn settled(g: Option<&Granting>, ino: u64) -> Result<Option<Exclusive<'_>>, Errno> {
+    let Some(g) = g else {
+        return Ok(None);
+    };
+    g.leases.settle_writes(ino).map_err(|u| {
+        crate::log(format_args!(
+            "a request on inode {ino} failed: process {} holds a write lease it does not return",
+            u.pid
+        ));
+        Errno::EIO
+    })
 }
 
 /// The inode a name in `parent` holds now, whose leases an unlink or a

@@ -174,6 +174,12 @@ impl<D: PmDevice> AmberFuse<D> {
         self
     }
 
+    /// Recalls a write lease on `ino` before reading or changing its
+    /// attributes or reading its data (`leases::settled`).
+    fn settled(&self, ino: u64) -> Result<Option<amber_lease::Exclusive<'_>>, Errno> {
+        leases::settled(self.granting.as_ref(), ino)
+    }
+
     /// Recalls the leases on `ino` for a change of it (`leases::changing`).
     fn changing(&self, ino: u64) -> Result<Option<amber_lease::Exclusive<'_>>, Errno> {
         leases::changing(self.granting.as_ref(), ino)
@@ -351,11 +357,27 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         }
     }
 
+    /// A file another process writes under a lease is looked up again
+    /// once the lease is back: its times are the lessee's.
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        entry(reply, self.core.lookup(parent.0, name.as_bytes()));
+        let found = self.core.lookup(parent.0, name.as_bytes());
+        let _settled = match found.as_ref().map(|a| self.settled(a.ino)) {
+            Ok(Ok(Some(g))) => Some(g),
+            Ok(Err(e)) => return reply.error(e),
+            _ => None,
+        };
+        let found = match &_settled {
+            Some(_) => self.core.lookup(parent.0, name.as_bytes()),
+            None => found,
+        };
+        entry(reply, found);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let _settled = match self.settled(ino.0) {
+            Ok(g) => g,
+            Err(e) => return reply.error(e),
+        };
         attr_reply(reply, self.core.getattr(ino.0));
     }
 
@@ -385,7 +407,14 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
             atime: atime.map(time_set),
             mtime: mtime.map(time_set),
         };
-        let _change = match size.map(|_| self.changing(ino.0)).transpose() {
+        // Any change writes the file's attributes, which a write lease's
+        // holder keeps; one of the size changes its blocks too.
+        let change = if size.is_some() {
+            self.changing(ino.0)
+        } else {
+            self.settled(ino.0)
+        };
+        let _change = match change {
             Ok(g) => g,
             Err(e) => return reply.error(e),
         };
@@ -549,6 +578,10 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        let _settled = match self.settled(ino.0) {
+            Ok(g) => g,
+            Err(e) => return reply.error(e),
+        };
         let mut buf = vec![0u8; size as usize];
         match self.core.read(ino.0, offset, &mut buf) {
             Ok(n) => reply.data(&buf[..n]),
@@ -724,6 +757,10 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         if let Err(e) = xattr::check(name, kind, req.uid(), Access::Write) {
             return reply.error(e);
         }
+        let _settled = match self.settled(ino.0) {
+            Ok(g) => g,
+            Err(e) => return reply.error(e),
+        };
         if xattr::is_acl(name) {
             // The kernel checked the caller owns the file.
             let drop_sgid = !privs::in_group_or_root(req, gid);
@@ -766,6 +803,10 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         if let Err(e) = xattr::check(name, kind, req.uid(), Access::Write) {
             return reply.error(e);
         }
+        let _settled = match self.settled(ino.0) {
+            Ok(g) => g,
+            Err(e) => return reply.error(e),
+        };
         empty(reply, self.core.removexattr(ino.0, name));
     }
 

@@ -1,7 +1,8 @@
 //! A preloaded process as a client of the mount's daemon (design.md
 //! §17.3): a regular file it has open on the FUSE mount and reads again
 //! and again is read from its own mapping of the pool under a read lease,
-//! with no FUSE round trip. Everything else about the descriptor stays the
+//! with no FUSE round trip (and one it overwrites again and again is
+//! written under a write lease: `lessee_write`). Everything else about the descriptor stays the
 //! kernel's (it was opened through the kernel, so permissions, `dup2`,
 //! inheritance and locks are as on any mount); the file offset is the
 //! kernel's too, moved with lseek after a read.
@@ -60,25 +61,36 @@ const MAX_COUNTED_READS: u32 = 1 << 20;
 /// commands ran at 0.81x the plain mount.
 const READS_BEFORE_CONNECT: u32 = 32;
 
-static HINTS: [AtomicU32; HINTED] = [const { AtomicU32::new(UNKNOWN) }; HINTED];
+/// Which calls a hint is about: a descriptor may be leased for reads and
+/// not for writes (open read-only, or `O_APPEND`), and the other way.
+#[derive(Clone, Copy)]
+pub(super) enum Dir {
+    Read = 0,
+    Write = 1,
+}
+
+static HINTS: [[AtomicU32; HINTED]; 2] = [const { [const { AtomicU32::new(UNKNOWN) }; HINTED] }; 2];
 /// For a `COOLING` descriptor: until when (CLOCK_MONOTONIC_COARSE, ms).
-static COOL_UNTIL_MS: [AtomicU32; HINTED] = [const { AtomicU32::new(0) }; HINTED];
+static COOL_UNTIL_MS: [[AtomicU32; HINTED]; 2] =
+    [const { [const { AtomicU32::new(0) }; HINTED] }; 2];
 /// Held by a leased `read` from taking the descriptor's offset to moving
 /// it, so two threads reading one descriptor read different bytes, as
 /// the kernel's own lock on a file's position makes them. (Two processes
 /// sharing the description after fork are not serialized.)
-static POSITIONS: [Mutex<()>; HINTED] = [const { parking_lot::const_mutex(()) }; HINTED];
+pub(super) static POSITIONS: [Mutex<()>; HINTED] = [const { parking_lot::const_mutex(()) }; HINTED];
 /// The connection, once made: a leaked `Arc<Client>`, never freed (a
 /// forked child forgets its parent's).
 static CLIENT: AtomicPtr<Client> = AtomicPtr::new(std::ptr::null_mut());
 /// Whether this process tried to connect (once: a refusal is final).
 static TRIED: AtomicBool = AtomicBool::new(false);
-static MOUNT_READS: AtomicU32 = AtomicU32::new(0);
+/// Reads and writes of files on the mount the kernel served.
+static MOUNT_CALLS: AtomicU32 = AtomicU32::new(0);
 /// The mount's id (statx's stx_mnt_id); 0 until looked up, u64::MAX if
 /// nothing is mounted there.
 static MOUNT_ID: AtomicU64 = AtomicU64::new(0);
-/// The connection's descriptors, which a forked child closes.
-static SOCKETS: [AtomicI32; 2] = [const { AtomicI32::new(-1) }; 2];
+/// The connection's descriptors (its socket's two and the pool file's),
+/// which a forked child closes.
+static SOCKETS: [AtomicI32; 3] = [const { AtomicI32::new(-1) }; 3];
 static ATFORK: std::sync::Once = std::sync::Once::new();
 
 /// Serves a read of kernel descriptor `fd` into `bufs`, at `at` or (None)
@@ -86,40 +98,21 @@ static ATFORK: std::sync::Once = std::sync::Once::new();
 /// must serve it.
 pub fn read(fd: c_int, bufs: &mut [&mut [u8]], at: Option<u64>) -> Option<isize> {
     state::config()?;
-    if state::inside() || never_leasing() {
-        return None;
-    }
-    let i = usize::try_from(fd).ok().filter(|&i| i < HINTED)?;
-    let slot = &HINTS[i];
-    let hint = slot.load(Ordering::Relaxed);
-    if hint == ELSEWHERE || (hint == COOLING && cooling(i)) {
-        return None;
-    }
-    let Some((ino, size)) = on_mount(fd) else {
-        slot.store(ELSEWHERE, Ordering::Relaxed);
-        return None;
-    };
+    let d = descriptor(fd, Dir::Read)?;
     let client = connected();
-    let _position = at.is_none().then(|| POSITIONS[i].lock());
+    let _position = at.is_none().then(|| POSITIONS[d.i].lock());
     let off = match at {
         Some(o) => o,
         None => u64::try_from(seek(fd, 0, libc::SEEK_CUR)?).ok()?,
     };
-    let held = match client.and_then(|c| c.held(ino, off)) {
+    let held = match client.and_then(|c| c.held(d.ino, off)) {
         Some(h) => h,
         None => {
-            MOUNT_READS.fetch_add(1, Ordering::Relaxed);
-            let reads = (hint.max(ON_MOUNT) - ON_MOUNT + 1).min(MAX_COUNTED_READS);
-            let due = reads > READS_BEFORE_LEASE && off < size;
-            let Some(c) = due.then(|| client.or_else(worth_connecting)).flatten() else {
-                slot.store(ON_MOUNT + reads, Ordering::Relaxed);
-                return None;
-            };
-            slot.store(ON_MOUNT, Ordering::Relaxed);
-            match c.ask(ino, off) {
+            let c = d.due(client, off)?;
+            match c.ask(d.ino, off) {
                 Some(h) => h,
                 None => {
-                    cool(i, c.backoff_left(ino));
+                    cool(d.i, Dir::Read, c.backoff_left(d.ino));
                     return None;
                 }
             }
@@ -132,22 +125,79 @@ pub fn read(fd: c_int, bufs: &mut [&mut [u8]], at: Option<u64>) -> Option<isize>
     isize::try_from(n).ok()
 }
 
-/// Descriptor `i`'s file was refused: its reads skip the lease path for
-/// `left` (a descriptor number reused meanwhile only waits as long).
-fn cool(i: usize, left: Option<std::time::Duration>) {
+/// A kernel descriptor of a regular file on the mount, as a leased call
+/// in direction `dir` sees it.
+pub(super) struct Descriptor {
+    pub(super) i: usize,
+    pub(super) ino: u64,
+    size: u64,
+    hint: u32,
+    dir: Dir,
+}
+
+/// Descriptor `fd` if calls on it in direction `dir` may be leased: its
+/// hint allows it and the kernel says it is a regular file on the mount,
+/// open so (`on_mount`). Called only with the interposer configured.
+pub(super) fn descriptor(fd: c_int, dir: Dir) -> Option<Descriptor> {
+    if state::inside() || never_leasing() {
+        return None;
+    }
+    let i = usize::try_from(fd).ok().filter(|&i| i < HINTED)?;
+    let slot = &HINTS[dir as usize][i];
+    let hint = slot.load(Ordering::Relaxed);
+    if hint == ELSEWHERE || (hint == COOLING && cooling(i, dir)) {
+        return None;
+    }
+    let Some((ino, size)) = on_mount(fd, dir) else {
+        slot.store(ELSEWHERE, Ordering::Relaxed);
+        return None;
+    };
+    Some(Descriptor {
+        i,
+        ino,
+        size,
+        hint,
+        dir,
+    })
+}
+
+impl Descriptor {
+    /// The connection to ask on, if this call (at `off`) is due to ask
+    /// for a lease: the descriptor's kernel calls passed
+    /// `READS_BEFORE_LEASE`, the call is below the end of file, and the
+    /// process is connected or now worth connecting. Otherwise counts
+    /// the kernel's call.
+    pub(super) fn due(&self, client: Option<&'static Client>, off: u64) -> Option<&'static Client> {
+        let slot = &HINTS[self.dir as usize][self.i];
+        MOUNT_CALLS.fetch_add(1, Ordering::Relaxed);
+        let calls = (self.hint.max(ON_MOUNT) - ON_MOUNT + 1).min(MAX_COUNTED_READS);
+        let due = calls > READS_BEFORE_LEASE && off < self.size;
+        let Some(c) = due.then(|| client.or_else(worth_connecting)).flatten() else {
+            slot.store(ON_MOUNT + calls, Ordering::Relaxed);
+            return None;
+        };
+        slot.store(ON_MOUNT, Ordering::Relaxed);
+        Some(c)
+    }
+}
+
+/// Descriptor `i`'s file was refused: its calls in direction `dir` skip
+/// the lease path for `left` (a descriptor number reused meanwhile only
+/// waits as long).
+pub(super) fn cool(i: usize, dir: Dir, left: Option<std::time::Duration>) {
     let Some(left) = left else {
         return;
     };
     // At most a minute: the daemon's cool-downs are a second or so.
     let ms = u32::try_from(left.as_millis().min(60_000)).unwrap_or(60_000);
-    COOL_UNTIL_MS[i].store(now_ms().wrapping_add(ms), Ordering::Relaxed);
-    HINTS[i].store(COOLING, Ordering::Relaxed);
+    COOL_UNTIL_MS[dir as usize][i].store(now_ms().wrapping_add(ms), Ordering::Relaxed);
+    HINTS[dir as usize][i].store(COOLING, Ordering::Relaxed);
 }
 
 /// Whether descriptor `i`'s cool-down still runs: compared as a signed
 /// distance, so the clock's wrap (every 49 days) changes nothing.
-fn cooling(i: usize) -> bool {
-    let left = COOL_UNTIL_MS[i]
+fn cooling(i: usize, dir: Dir) -> bool {
+    let left = COOL_UNTIL_MS[dir as usize][i]
         .load(Ordering::Relaxed)
         .wrapping_sub(now_ms());
     (left as i32) > 0
@@ -160,16 +210,20 @@ fn now_ms() -> u32 {
 
 /// A descriptor the process no longer has: its hint goes.
 pub fn forget(fd: c_int) {
-    if let Some(slot) = usize::try_from(fd).ok().and_then(|i| HINTS.get(i)) {
-        slot.store(UNKNOWN, Ordering::Relaxed);
+    for hints in &HINTS {
+        if let Some(slot) = usize::try_from(fd).ok().and_then(|i| hints.get(i)) {
+            slot.store(UNKNOWN, Ordering::Relaxed);
+        }
     }
 }
 
 /// The inode and size of `fd` if it is a regular file on the mount, open
-/// for reading; asked of the kernel without a FUSE round trip (so the
-/// size is the kernel's cached one: it only decides whether to ask for a
-/// lease, never what a read returns).
-fn on_mount(fd: c_int) -> Option<(u64, u64)> {
+/// for reading (`Dir::Read`) or for writing without `O_APPEND`
+/// (`Dir::Write`: an append's offset is the size, which only the daemon
+/// knows); asked of the kernel without a FUSE round trip (so the size is
+/// the kernel's cached one: it only decides whether to ask for a lease,
+/// never what a call does).
+fn on_mount(fd: c_int, dir: Dir) -> Option<(u64, u64)> {
     let st = statx(fd, None)?;
     let regular = u32::from(st.stx_mode) & libc::S_IFMT == libc::S_IFREG;
     if !regular || st.stx_mnt_id != mount_id()? {
@@ -177,8 +231,12 @@ fn on_mount(fd: c_int) -> Option<(u64, u64)> {
     }
     // SAFETY: fcntl(F_GETFL) takes no pointer.
     let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) } as c_int;
-    let readable = fl >= 0 && fl & libc::O_PATH == 0 && fl & libc::O_ACCMODE != libc::O_WRONLY;
-    readable.then_some((st.stx_ino, st.stx_size))
+    let mode = fl & libc::O_ACCMODE;
+    let open = match dir {
+        Dir::Read => mode != libc::O_WRONLY,
+        Dir::Write => mode != libc::O_RDONLY && fl & libc::O_APPEND == 0,
+    };
+    (fl >= 0 && fl & libc::O_PATH == 0 && open).then_some((st.stx_ino, st.stx_size))
 }
 
 /// The id of the mount at `AMBERFS_MOUNT`, if something is mounted there.
@@ -213,7 +271,7 @@ fn statx(fd: c_int, path: Option<&CString>) -> Option<libc::statx> {
     (r == 0 && st.stx_mask & libc::STATX_MNT_ID != 0).then_some(st)
 }
 
-fn seek(fd: c_int, off: i64, whence: c_int) -> Option<i64> {
+pub(super) fn seek(fd: c_int, off: i64, whence: c_int) -> Option<i64> {
     // SAFETY: lseek takes no pointer.
     let r = unsafe { libc::syscall(libc::SYS_lseek, fd, off, whence) };
     (r >= 0).then_some(r)
@@ -232,7 +290,7 @@ fn never_leasing() -> bool {
 }
 
 /// The connection, if this process made one and the daemon is there.
-fn connected() -> Option<&'static Client> {
+pub(super) fn connected() -> Option<&'static Client> {
     let p = CLIENT.load(Ordering::Acquire);
     // SAFETY: CLIENT only holds a leaked Arc, never freed.
     (!p.is_null()).then(|| unsafe { &*p }).filter(|c| c.alive())
@@ -242,7 +300,7 @@ fn connected() -> Option<&'static Client> {
 /// kernel for a connection to pay (`READS_BEFORE_CONNECT`) and never
 /// connected before.
 fn worth_connecting() -> Option<&'static Client> {
-    if MOUNT_READS.load(Ordering::Relaxed) < READS_BEFORE_CONNECT {
+    if MOUNT_CALLS.load(Ordering::Relaxed) < READS_BEFORE_CONNECT {
         return None;
     }
     if !CLIENT.load(Ordering::Acquire).is_null() {
@@ -259,9 +317,9 @@ fn connect() -> Option<&'static Client> {
     }
     let socket = control_socket()?;
     let client = Client::connect(&socket, lease_thread_start).ok()?;
-    let [a, b] = client.descriptors();
-    SOCKETS[0].store(a, Ordering::Relaxed);
-    SOCKETS[1].store(b, Ordering::Relaxed);
+    for (slot, fd) in SOCKETS.iter().zip(client.descriptors()) {
+        slot.store(fd, Ordering::Relaxed);
+    }
     let raw = Arc::into_raw(client).cast_mut();
     CLIENT.store(raw, Ordering::Release);
     ATFORK.call_once(|| {
@@ -307,7 +365,7 @@ fn lease_thread_start(keep: RawFd) {
 extern "C" fn in_child() {
     CLIENT.store(std::ptr::null_mut(), Ordering::Release);
     TRIED.store(false, Ordering::Release);
-    MOUNT_READS.store(0, Ordering::Relaxed);
+    MOUNT_CALLS.store(0, Ordering::Relaxed);
     for s in &SOCKETS {
         let fd = s.swap(-1, Ordering::Relaxed);
         if fd >= 0 {

@@ -5,6 +5,7 @@
 
 pub mod hooks;
 pub mod lessee;
+pub mod lessee_write;
 pub mod real;
 pub mod route;
 pub mod state;

@@ -13,7 +13,7 @@ use crate::posix::file::OpenFile;
 use crate::posix::Pool;
 use crate::posix::{vectored, Errno};
 use crate::preload::state;
-use crate::preload::{lessee, real};
+use crate::preload::{lessee, lessee_write, real};
 
 /// A kernel descriptor's read of `n` bytes into `b` served under a read
 /// lease (`lessee`), at `at` or the descriptor's offset; None when the
@@ -28,6 +28,21 @@ unsafe fn leased(fd: c_int, b: *mut c_void, n: size_t, at: Option<u64>) -> Optio
     // SAFETY: the caller's contract for `b`.
     let b = unsafe { buf_mut(b, n) }.ok()?;
     lessee::read(fd, &mut [b], at)
+}
+
+/// A kernel descriptor's write of `n` bytes from `b` served under a write
+/// lease (`lessee_write`), at `at` or the descriptor's offset; None when
+/// the kernel serves it.
+///
+/// # Safety
+/// `b` is valid for reads of `n` bytes.
+unsafe fn leased_write(fd: c_int, b: *const c_void, n: size_t, at: Option<u64>) -> Option<ssize_t> {
+    if n == 0 {
+        return None;
+    }
+    // SAFETY: the caller's contract for `b`.
+    let b = unsafe { buf(b, n) }.ok()?;
+    lessee_write::write(fd, b, at)
 }
 
 #[inline]
@@ -45,7 +60,8 @@ pub unsafe fn read(fd: c_int, b: *mut c_void, n: size_t) -> ssize_t {
 #[inline]
 pub unsafe fn write(fd: c_int, b: *const c_void, n: size_t) -> ssize_t {
     // SAFETY: the caller's contract for `b`.
-    let kernel = || unsafe { real::write(fd, b, n) };
+    let kernel =
+        || unsafe { leased_write(fd, b, n, None).unwrap_or_else(|| real::write(fd, b, n)) };
     let served = |_: &Pool, f: &Arc<OpenFile>| {
         // SAFETY: the caller's contract for `b`.
         let b = unsafe { buf(b, n) }?;
@@ -75,7 +91,12 @@ pub unsafe fn pread64(fd: c_int, b: *mut c_void, n: size_t, o: off64_t) -> ssize
 #[inline]
 pub unsafe fn pwrite64(fd: c_int, b: *const c_void, n: size_t, o: off64_t) -> ssize_t {
     // SAFETY: the caller's contract for `b`.
-    let kernel = || unsafe { real::pwrite64(fd, b, n, o) };
+    let kernel = || unsafe {
+        u64::try_from(o)
+            .ok()
+            .and_then(|at| leased_write(fd, b, n, Some(at)))
+            .unwrap_or_else(|| real::pwrite64(fd, b, n, o))
+    };
     let served = |_: &Pool, f: &Arc<OpenFile>| {
         // SAFETY: the caller's contract for `b`.
         let b = unsafe { buf(b, n) }?;
@@ -273,7 +294,7 @@ pub unsafe fn fsync(fd: c_int) -> c_int {
     // SAFETY: no pointers.
     on_fd(
         fd,
-        || unsafe { real::fsync(fd) },
+        || lessee_write::fsync(fd).unwrap_or_else(|| unsafe { real::fsync(fd) }),
         |_, f| f.fsync().map(|()| 0),
         -1,
     )
@@ -283,7 +304,7 @@ pub unsafe fn fdatasync(fd: c_int) -> c_int {
     // SAFETY: no pointers.
     on_fd(
         fd,
-        || unsafe { real::fdatasync(fd) },
+        || lessee_write::fsync(fd).unwrap_or_else(|| unsafe { real::fdatasync(fd) }),
         |_, f| f.fsync().map(|()| 0),
         -1,
     )

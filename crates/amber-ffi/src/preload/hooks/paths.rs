@@ -25,8 +25,16 @@ pub unsafe fn openat64(d: c_int, p: *const c_char, fl: c_int, m: mode_t) -> c_in
         let file = pool.open_found(f, fl, m, state::umask())?;
         pool.install(file, fl & libc::O_CLOEXEC != 0)
     };
+    // A new descriptor's number may carry the lease path's hints of one
+    // closed behind the hooks (glibc's own closes): they go.
+    let kernel = |k| {
+        // SAFETY: the caller's contract, with `k` the path to open.
+        let fd = unsafe { real::openat(d, k, fl, m) };
+        crate::preload::lessee::forget(fd);
+        fd
+    };
     // SAFETY: the caller's contract.
-    unsafe { on_path(d, p, follow, |k| real::openat(d, k, fl, m), served, -1) }
+    unsafe { on_path(d, p, follow, kernel, served, -1) }
 }
 
 pub unsafe fn openat(d: c_int, p: *const c_char, fl: c_int, m: mode_t) -> c_int {

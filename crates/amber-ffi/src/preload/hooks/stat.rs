@@ -31,7 +31,17 @@ pub unsafe fn fstat64(fd: c_int, st: *mut libc::stat64) -> c_int {
     // SAFETY: the caller's contract (stat and stat64 share a layout).
     on_fd(
         fd,
-        || unsafe { real::fstat64(fd, st) },
+        || {
+            // SAFETY: the caller's contract for `st`.
+            let r = unsafe { real::fstat64(fd, st) };
+            if r == 0 {
+                // SAFETY: the kernel filled `st`, so it is valid for writes.
+                if let Some(st) = unsafe { st.as_mut() } {
+                    crate::preload::lessee_write::fstat_times(fd, st);
+                }
+            }
+            r
+        },
         |_, f| unsafe { put(st.cast(), stat::stat(&f.attr()?)) },
         -1,
     )

@@ -1,0 +1,107 @@
+//! A preloaded process's writes under a write lease (design.md §17.4): a
+//! regular file it has open for writing on the FUSE mount and overwrites
+//! again and again is written from its own mapping of the pool, each
+//! write an own commit into a block the daemon granted — durable and
+//! atomic on return, with no FUSE round trip — so `fsync` of it has
+//! nothing left to do. Only an overwrite inside one block below the size
+//! is written so; every other write goes to the kernel, whose daemon
+//! recalls the lease first. `fstat` shows the times of the writes the
+//! daemon has not adopted yet.
+
+use std::ffi::c_int;
+
+use amber_lease::NotMine;
+
+use super::lessee::{connected, cool, descriptor, seek, Descriptor, Dir, POSITIONS};
+use super::state;
+
+/// Serves a write of `data` to kernel descriptor `fd` at `at` or (None)
+/// at the descriptor's offset, which it then moves; None when the kernel
+/// must serve it (the hooks' `kernel` path).
+pub fn write(fd: c_int, data: &[u8], at: Option<u64>) -> Option<isize> {
+    state::config()?;
+    if data.is_empty() {
+        return None;
+    }
+    let d = descriptor(fd, Dir::Write)?;
+    let client = connected();
+    let _position = at.is_none().then(|| POSITIONS[d.i].lock());
+    let off = match at {
+        Some(o) => o,
+        None => u64::try_from(seek(fd, 0, libc::SEEK_CUR)?).ok()?,
+    };
+    let held = match client
+        .and_then(|c| c.held(d.ino, off))
+        .filter(|h| h.writes())
+    {
+        Some(h) => h,
+        None => {
+            let c = d.due(client, off)?;
+            match c.ask_write(d.ino, off) {
+                Some(h) => h,
+                None => {
+                    cool(d.i, Dir::Write, c.backoff_left(d.ino));
+                    return None;
+                }
+            }
+        }
+    };
+    let c = connected()?;
+    let done = match c.write(&held, off, data) {
+        Err(NotMine::Spent) => {
+            // Every granted block used: the daemon adopts them, grants more.
+            c.renew(&held);
+            let again = c.ask_write(d.ino, off)?;
+            c.write(&again, off, data).ok()?
+        }
+        other => other.ok()?,
+    };
+    if done.is_err() {
+        // SAFETY: errno is this thread's.
+        unsafe { *libc::__errno_location() = libc::EIO };
+        return Some(-1);
+    }
+    let n = data.len();
+    if at.is_none() {
+        seek(fd, i64::try_from(off + n as u64).ok()?, libc::SEEK_SET)?;
+    }
+    isize::try_from(n).ok()
+}
+
+/// fsync or fdatasync of kernel descriptor `fd`: nothing to do while this
+/// process holds a write lease on its file — every write of it since the
+/// grant was this process's, durable on return, and the grant found the
+/// file's earlier changes durable (it pins the file). None: the kernel's.
+pub fn fsync(fd: c_int) -> Option<c_int> {
+    state::config()?;
+    let d = either(fd)?;
+    connected()?.written(d.ino).map(|_| 0)
+}
+
+/// Descriptor `fd` as a leased call in either direction sees it.
+fn either(fd: c_int) -> Option<Descriptor> {
+    descriptor(fd, Dir::Write).or_else(|| descriptor(fd, Dir::Read))
+}
+
+/// Moves the times in `st`, the kernel's (cached) attributes of `fd`, to
+/// those of this process's writes under a write lease on the file that
+/// the daemon has not adopted yet.
+pub fn fstat_times(fd: c_int, st: &mut libc::stat64) {
+    if state::config().is_none() {
+        return;
+    }
+    let Some(d) = either(fd) else {
+        return;
+    };
+    let Some(Some(t)) = connected().and_then(|c| c.written(d.ino)) else {
+        return;
+    };
+    if (t.secs, i64::from(t.nsecs)) > (st.st_mtime, st.st_mtime_nsec) {
+        st.st_mtime = t.secs;
+        st.st_mtime_nsec = i64::from(t.nsecs);
+    }
+    if (t.secs, i64::from(t.nsecs)) > (st.st_ctime, st.st_ctime_nsec) {
+        st.st_ctime = t.secs;
+        st.st_ctime_nsec = i64::from(t.nsecs);
+    }
+}

@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""Write leases (issue 32, design.md §17.4-§17.6): a preloaded process
+overwrites a file on an `amberfs mount` from its own mapping of the pool,
+each write an own commit into a block the daemon granted, durable on
+return; the daemon adopts them when the lease comes back.
+
+    python3 tests/multiproc/write_leases.py BIN_DIR [SEED]
+
+One pool and one mount serve every case; the last kills the daemon.
+Checked, with an oracle kept in this (not preloaded) process:
+
+* leased writes (whole blocks, a few bytes, 128 B; pwrite and write)
+  are read back right by this process through the kernel, and survive a
+  remount; the daemon counts write leases granted; fstat and stat show
+  the writes' time; writes the lease cannot take (across blocks, past
+  the end, O_APPEND) go to the kernel and are right too;
+* a reader through the kernel racing a leased writer never reads a block
+  older than the writer had finished writing before the read began;
+* kill -9 of a leased writer keeps every write it reported done, and its
+  grant comes back (fsck clean at the end);
+* kill -9 of the daemon: every write a lessee reported done is there
+  after the next mount, whose fsck is clean; the lessee's later writes
+  fail, never land in a pool nobody owns.
+
+Randomized rounds print their seed; pass it as SEED to replay them.
+"""
+import hashlib
+import os
+import random
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from leases import Mount, sha, wait_for, write_file  # noqa: E402
+
+BLOCK = 4096
+WRITES_TO_LEASE = 40  # enough kernel writes to connect (32) and lease
+
+
+def helper(path):
+    """The preloaded writer: follows commands on stdin, one line each,
+    answering on stdout. `w OFF HEX` pwrites (then fsyncs), `s OFF HEX`
+    writes at OFF with lseek+write, `run N SEED` rewrites block-stamped
+    versions until told, reporting each one done on stdout."""
+    fd = os.open(path, os.O_RDWR)
+    for _ in range(WRITES_TO_LEASE):
+        os.pwrite(fd, os.pread(fd, 16, 0), 0)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        words = line.split()
+        try:
+            if words[0] == "w":
+                os.pwrite(fd, bytes.fromhex(words[2]), int(words[1]))
+                os.fsync(fd)
+                print("ok", flush=True)
+            elif words[0] == "s":
+                os.lseek(fd, int(words[1]), 0)
+                os.write(fd, bytes.fromhex(words[2]))
+                print("ok", os.lseek(fd, 0, 1), flush=True)
+            elif words[0] == "mtime":
+                print(os.fstat(fd).st_mtime_ns, flush=True)
+            elif words[0] == "run":
+                stamp_versions(fd, int(words[1]), int(words[2]))
+            elif words[0] == "exit":
+                return
+        except OSError as e:
+            print("error", e.errno, flush=True)
+
+
+def stamp_versions(fd, blocks, seed):
+    """Writes version v into block v % blocks (its first 8 bytes, then
+    filler) and reports `v` once the write returned, forever."""
+    r = random.Random(seed)
+    v = 0
+    while True:
+        v += 1
+        b = v % blocks
+        small = r.random() < 0.5
+        data = struct.pack("<Q", v) + (b"" if small else b"y" * (BLOCK - 8))
+        try:
+            os.pwrite(fd, data, BLOCK * b)
+        except OSError as e:
+            print("error", e.errno, flush=True)
+            return
+        print(v, flush=True)
+
+
+def spawn(m, name):
+    p = subprocess.Popen([sys.executable, __file__, "--helper", m.path(name)], env=m.env(),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready", "the helper did not start"
+    return p
+
+
+def ask(p, line):
+    p.stdin.write(line + "\n")
+    p.stdin.flush()
+    return p.stdout.readline().strip()
+
+
+def read_file(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def leased_writes_are_read_right_everywhere(m, rng):
+    model = bytearray(rng.randbytes(64 * BLOCK))
+    write_file(m.path("a"), model)
+    before = m.leases()["granted_write"]
+    p = spawn(m, "a")
+    for i in range(300):
+        b = rng.randrange(64)
+        shape = rng.choice(["block", "bytes", "128", "seek", "across", "past"])
+        off, n = {
+            "block": (b * BLOCK, BLOCK),
+            "bytes": (b * BLOCK + rng.randrange(BLOCK - 3), 3),
+            "128": (b * BLOCK + 100, 128),
+            "seek": (b * BLOCK + 8, 500),
+            "across": (b * BLOCK + BLOCK - 10, 20),
+            "past": (len(model) - 5, 100),
+        }[shape]
+        data = rng.randbytes(n)
+        verb = "s" if shape == "seek" else "w"
+        got = ask(p, f"{verb} {off} {data.hex()}")
+        assert got.startswith("ok"), f"round {i} ({shape}): {got}"
+        if verb == "s":
+            assert got == f"ok {off + n}", f"round {i}: write() left the offset at {got}"
+        model.extend(b"\0" * max(0, off + n - len(model)))
+        model[off:off + n] = data
+        if i % 25 == 0 or shape in ("across", "past"):
+            assert read_file(m.path("a")) == bytes(model), f"round {i} ({shape}): wrong bytes"
+    assert m.leases()["granted_write"] > before, "no write lease was granted"
+    ask(p, "w 0 00")
+    model[0] = 0
+    mtime = int(ask(p, "mtime"))
+    assert abs(os.stat(m.path("a")).st_mtime_ns - mtime) < 2_000_000_000, "stat's mtime lags"
+    assert mtime >= time.time_ns() - 5_000_000_000, "fstat shows an old mtime"
+    ask(p, "exit")
+    p.wait()
+    assert read_file(m.path("a")) == bytes(model), "the file lost a leased write"
+    # An O_APPEND descriptor is the kernel's: it never overlaps the file.
+    code = ("import os,sys\nfd=os.open(sys.argv[1],os.O_WRONLY|os.O_APPEND)\n"
+            "for i in range(50): os.write(fd,b'z'*100)\n")
+    subprocess.run([sys.executable, "-c", code, m.path("a")], env=m.env(), check=True)
+    model.extend(b"z" * 5000)
+    assert read_file(m.path("a")) == bytes(model), "appends went wrong"
+
+
+def a_reader_racing_a_leased_writer_never_reads_old(m, _rng):
+    blocks = 8
+    write_file(m.path("race"), b"\0" * BLOCK * blocks)
+    p = spawn(m, "race")
+    p.stdin.write(f"run {blocks} 3\n")
+    p.stdin.flush()
+    done = 0
+    fd = os.open(m.path("race"), os.O_RDONLY)
+    reads = 0
+    end = time.time() + 2.0
+    while time.time() < end:
+        line = p.stdout.readline()
+        done = int(line)
+        b = done % blocks
+        got = struct.unpack("<Q", os.pread(fd, 8, BLOCK * b))[0]
+        assert got >= done, f"read version {got} of block {b} after {done} was done"
+        reads += 1
+    os.close(fd)
+    p.kill()
+    p.wait()
+    print(f"      {done} leased writes, {reads} kernel reads, none stale")
+
+
+def a_killed_writer_keeps_what_it_wrote(m, _rng):
+    blocks = 32
+    write_file(m.path("k"), b"\0" * BLOCK * blocks)
+    p = spawn(m, "k")
+    p.stdin.write(f"run {blocks} 4\n")
+    p.stdin.flush()
+    done = 0
+    for _ in range(3000):
+        done = int(p.stdout.readline())
+    p.kill()
+    p.wait()
+    data = read_file(m.path("k"))
+    for v in range(done - blocks + 1, done + 1):
+        got = struct.unpack_from("<Q", data, BLOCK * (v % blocks))[0]
+        assert got >= v, f"block {v % blocks} lost version {v} (has {got})"
+    wait_for(lambda: m.leases()["held"] == 0, "a killed writer's lease stayed")
+
+
+def a_dead_daemon_keeps_every_done_write(m, _rng):
+    blocks = 16
+    write_file(m.path("d"), b"\0" * BLOCK * blocks)
+    p = spawn(m, "d")
+    p.stdin.write(f"run {blocks} 5\n")
+    p.stdin.flush()
+    done = 0
+    for _ in range(2000):
+        done = int(p.stdout.readline())
+    os.kill(m.daemon, signal.SIGKILL)
+    wait_for(lambda: not os.path.exists(f"/proc/{m.daemon}"), "the daemon did not die")
+    # The writer goes on until a write fails; each one reported is done.
+    for line in p.stdout:
+        if line.startswith("error"):
+            break
+        done = int(line)
+    p.stdin.close()
+    p.wait()
+    subprocess.run(["umount", "-l", m.dir], check=True)
+    m.mount()
+    data = read_file(m.path("d"))
+    for v in range(done - blocks + 1, done + 1):
+        got = struct.unpack_from("<Q", data, BLOCK * (v % blocks))[0]
+        assert got >= v, f"block {v % blocks} lost version {v} (has {got})"
+    print(f"      {done} leased writes, every one after the remount")
+
+
+CASES = [
+    leased_writes_are_read_right_everywhere,
+    a_reader_racing_a_leased_writer_never_reads_old,
+    a_killed_writer_keeps_what_it_wrote,
+    a_dead_daemon_keeps_every_done_write,
+]
+
+
+def main():
+    if sys.argv[1] == "--helper":
+        return helper(sys.argv[2])
+    bin_dir = sys.argv[1]
+    seed = int(sys.argv[2]) if len(sys.argv) > 2 else random.randrange(1 << 32)
+    print(f"tests/multiproc/write_leases.py: seed {seed} "
+          f"(replay: write_leases.py {bin_dir} {seed})")
+    work = tempfile.mkdtemp(prefix="amberfs-wleases.")
+    os.chmod(work, 0o755)
+    m = Mount(bin_dir, work)
+    try:
+        for case in CASES:
+            case(m, random.Random(f"{seed}-{case.__name__}"))
+            print(f"  ok  {case.__name__.replace('_', ' ')}")
+        subprocess.run([m.amberfs, "umount", m.dir], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([m.amberfs, "fsck", m.pool], check=True, stdout=subprocess.DEVNULL)
+    finally:
+        subprocess.run(["umount", "-l", m.dir], stderr=subprocess.DEVNULL)
+        os.unlink(m.pool) if os.path.exists(m.pool) else None
+    print("tests/multiproc/write_leases.py: all passed")
+
+
+if __name__ == "__main__":
+    main()
