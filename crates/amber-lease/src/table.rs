@@ -144,7 +144,7 @@ pub struct Leases {
 
 /// Blocks a write lease is granted at a time; a lessee that used them
 /// returns the lease (its writes are adopted) and asks again.
-const GRANTED: usize = 512;
+const GRANTED: usize = 1024;
 const _: () = assert!(GRANTED <= MAX_GRANTED);
 
 impl Leases {

@@ -8,7 +8,7 @@
 //! recovery after a crash, finds it by its record alone. Anything else
 //! (a write across blocks, into a hole, past the size) is the kernel's.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use amber_core::Run;
 use amber_format::split::{LogicalInfo, OwnCommit, Record, LI_SIZE};
@@ -24,8 +24,9 @@ pub struct Writer {
     ino: u64,
     grant: Writes,
     used: usize,
-    /// File blocks this lease rewrote, and their pool offsets now.
-    moved: HashMap<u64, u64>,
+    /// File blocks this lease rewrote, and their pool offsets now
+    /// (ordered: a write's link is the nearest one below it).
+    moved: BTreeMap<u64, u64>,
     /// The newest write's time: the file's mtime and ctime since.
     newest: Option<Timespec>,
 }
@@ -58,7 +59,7 @@ impl Writer {
             ino,
             grant,
             used: 0,
-            moved: HashMap::new(),
+            moved: BTreeMap::new(),
             newest: None,
         })
     }
@@ -134,7 +135,7 @@ impl Writer {
                 (r.file_block + r.blocks - 1).min(fb - 1)
             })
         };
-        let moved_below = self.moved.keys().filter(|&&m| m < fb).max().copied();
+        let moved_below = self.moved.range(..fb).next_back().map(|(&m, _)| m);
         let nearest = below_run(fb).into_iter().chain(moved_below).max();
         if let Some(n) = nearest.and_then(|n| self.locate(runs, n)) {
             return n / BLOCK_SIZE;
