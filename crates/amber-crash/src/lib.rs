@@ -611,8 +611,20 @@ impl Runner<'_> {
             }
         }
         dev.set_fence_hook(None);
+        self.finish(&fs, &mut handles)?;
+        self.digest.image(&dev.durable_image());
+        Ok(())
+    }
+
+    /// What the workload left open goes back — leases, mappings, open
+    /// files — and the pool is unmounted.
+    fn finish(
+        &self,
+        fs: &Core<RecordingDevice>,
+        handles: &mut exec::Handles,
+    ) -> Result<(), String> {
         for l in std::mem::take(&mut handles.leases).into_values() {
-            if let Err(e) = l.give_back(&fs) {
+            if let Err(e) = l.give_back(fs) {
                 return self.fail(format!("lease return at the end: {e}"));
             }
         }
@@ -629,7 +641,6 @@ impl Runner<'_> {
         if let Err(e) = fs.unmount() {
             return self.fail(format!("final unmount: {e}"));
         }
-        self.digest.image(&dev.durable_image());
         Ok(())
     }
 
