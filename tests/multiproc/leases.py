@@ -124,8 +124,10 @@ class Mount:
                              capture_output=True, text=True).stdout
         return json.loads(out)["leases"]
 
-    def spawn(self, mode, name):
-        p = subprocess.Popen([sys.executable, __file__, "--helper", mode, self.path(name)],
+    def spawn(self, mode, name, script=__file__):
+        """`script`'s preloaded helper in `mode` on file `name`, once it
+        says it is ready."""
+        p = subprocess.Popen([sys.executable, script, "--helper", mode, self.path(name)],
                              env=self.env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              text=True)
         assert p.stdout.readline().strip() == "ready", "the helper did not start"
@@ -352,17 +354,18 @@ CASES = [
 ]
 
 
-def main():
-    if sys.argv[1] == "--helper":
-        return helper(sys.argv[2], sys.argv[3])
-    bin_dir = sys.argv[1]
-    seed = int(sys.argv[2]) if len(sys.argv) > 2 else random.randrange(1 << 32)
-    print(f"tests/multiproc/leases.py: seed {seed} (replay: leases.py {bin_dir} {seed})")
+def run_cases(script, cases, argv):
+    """Runs `cases` on one fresh pool and mount (BIN_DIR and an optional
+    SEED in `argv`), then unmounts and checks the pool with fsck."""
+    bin_dir = argv[1]
+    seed = int(argv[2]) if len(argv) > 2 else random.randrange(1 << 32)
+    name = os.path.basename(script)
+    print(f"tests/multiproc/{name}: seed {seed} (replay: {name} {bin_dir} {seed})")
     work = tempfile.mkdtemp(prefix="amberfs-leases.")
     os.chmod(work, 0o755)
     m = Mount(bin_dir, work)
     try:
-        for case in CASES:
+        for case in cases:
             case(m, random.Random(f"{seed}-{case.__name__}"))
             print(f"  ok  {case.__name__.replace('_', ' ')}")
         subprocess.run([m.amberfs, "umount", m.dir], check=True, stdout=subprocess.DEVNULL)
@@ -370,7 +373,13 @@ def main():
     finally:
         subprocess.run(["umount", "-l", m.dir], stderr=subprocess.DEVNULL)
         os.unlink(m.pool) if os.path.exists(m.pool) else None
-    print("tests/multiproc/leases.py: all passed")
+    print(f"tests/multiproc/{name}: all passed")
+
+
+def main():
+    if sys.argv[1] == "--helper":
+        return helper(sys.argv[2], sys.argv[3])
+    run_cases(__file__, CASES, sys.argv)
 
 
 if __name__ == "__main__":

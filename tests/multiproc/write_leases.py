@@ -24,24 +24,22 @@ Checked, with an oracle kept in this (not preloaded) process:
 
 Randomized rounds print their seed; pass it as SEED to replay them.
 """
-import hashlib
 import os
 import random
 import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from leases import Mount, sha, wait_for, write_file  # noqa: E402
+from leases import ask, run_cases, wait_for, write_file  # noqa: E402
 
 BLOCK = 4096
 WRITES_TO_LEASE = 40  # enough kernel writes to connect (32) and lease
 
 
-def helper(path):
+def helper(_mode, path):
     """The preloaded writer: follows commands on stdin, one line each,
     answering on stdout. `w OFF HEX` pwrites (then fsyncs), `s OFF HEX`
     writes at OFF with lseek+write, `run N SEED` rewrites block-stamped
@@ -90,16 +88,7 @@ def stamp_versions(fd, blocks, seed):
 
 
 def spawn(m, name):
-    p = subprocess.Popen([sys.executable, __file__, "--helper", m.path(name)], env=m.env(),
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert p.stdout.readline().strip() == "ready", "the helper did not start"
-    return p
-
-
-def ask(p, line):
-    p.stdin.write(line + "\n")
-    p.stdin.flush()
-    return p.stdout.readline().strip()
+    return m.spawn("write", name, __file__)
 
 
 def read_file(path):
@@ -173,33 +162,39 @@ def a_reader_racing_a_leased_writer_never_reads_old(m, _rng):
     print(f"      {done} leased writes, {reads} kernel reads, none stale")
 
 
-def a_killed_writer_keeps_what_it_wrote(m, _rng):
-    blocks = 32
-    write_file(m.path("k"), b"\0" * BLOCK * blocks)
-    p = spawn(m, "k")
-    p.stdin.write(f"run {blocks} 4\n")
+def stamping(m, name, blocks, seed, versions):
+    """A preloaded writer stamping versions into `blocks` blocks of a new
+    file `name` (`stamp_versions`), once it reported `versions` done;
+    returns it and the last version done."""
+    write_file(m.path(name), b"\0" * BLOCK * blocks)
+    p = spawn(m, name)
+    p.stdin.write(f"run {blocks} {seed}\n")
     p.stdin.flush()
     done = 0
-    for _ in range(3000):
+    for _ in range(versions):
         done = int(p.stdout.readline())
-    p.kill()
-    p.wait()
-    data = read_file(m.path("k"))
+    return p, done
+
+
+def assert_versions_kept(path, blocks, done):
+    """Each block holds at least the last version written to it by `done`."""
+    data = read_file(path)
     for v in range(done - blocks + 1, done + 1):
         got = struct.unpack_from("<Q", data, BLOCK * (v % blocks))[0]
         assert got >= v, f"block {v % blocks} lost version {v} (has {got})"
+
+
+def a_killed_writer_keeps_what_it_wrote(m, _rng):
+    p, done = stamping(m, "k", 32, 4, 3000)
+    p.kill()
+    p.wait()
+    assert_versions_kept(m.path("k"), 32, done)
     wait_for(lambda: m.leases()["held"] == 0, "a killed writer's lease stayed")
 
 
 def a_dead_daemon_keeps_every_done_write(m, _rng):
     blocks = 16
-    write_file(m.path("d"), b"\0" * BLOCK * blocks)
-    p = spawn(m, "d")
-    p.stdin.write(f"run {blocks} 5\n")
-    p.stdin.flush()
-    done = 0
-    for _ in range(2000):
-        done = int(p.stdout.readline())
+    p, done = stamping(m, "d", blocks, 5, 2000)
     os.kill(m.daemon, signal.SIGKILL)
     wait_for(lambda: not os.path.exists(f"/proc/{m.daemon}"), "the daemon did not die")
     # The writer goes on until a write fails; each one reported is done.
@@ -211,10 +206,7 @@ def a_dead_daemon_keeps_every_done_write(m, _rng):
     p.wait()
     subprocess.run(["umount", "-l", m.dir], check=True)
     m.mount()
-    data = read_file(m.path("d"))
-    for v in range(done - blocks + 1, done + 1):
-        got = struct.unpack_from("<Q", data, BLOCK * (v % blocks))[0]
-        assert got >= v, f"block {v % blocks} lost version {v} (has {got})"
+    assert_versions_kept(m.path("d"), blocks, done)
     print(f"      {done} leased writes, every one after the remount")
 
 
@@ -228,24 +220,8 @@ CASES = [
 
 def main():
     if sys.argv[1] == "--helper":
-        return helper(sys.argv[2])
-    bin_dir = sys.argv[1]
-    seed = int(sys.argv[2]) if len(sys.argv) > 2 else random.randrange(1 << 32)
-    print(f"tests/multiproc/write_leases.py: seed {seed} "
-          f"(replay: write_leases.py {bin_dir} {seed})")
-    work = tempfile.mkdtemp(prefix="amberfs-wleases.")
-    os.chmod(work, 0o755)
-    m = Mount(bin_dir, work)
-    try:
-        for case in CASES:
-            case(m, random.Random(f"{seed}-{case.__name__}"))
-            print(f"  ok  {case.__name__.replace('_', ' ')}")
-        subprocess.run([m.amberfs, "umount", m.dir], check=True, stdout=subprocess.DEVNULL)
-        subprocess.run([m.amberfs, "fsck", m.pool], check=True, stdout=subprocess.DEVNULL)
-    finally:
-        subprocess.run(["umount", "-l", m.dir], stderr=subprocess.DEVNULL)
-        os.unlink(m.pool) if os.path.exists(m.pool) else None
-    print("tests/multiproc/write_leases.py: all passed")
+        return helper(sys.argv[2], sys.argv[3])
+    run_cases(__file__, CASES, sys.argv)
 
 
 if __name__ == "__main__":

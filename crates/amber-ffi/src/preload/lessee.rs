@@ -28,7 +28,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use amber_lease::{Client, CONTROL_XATTR};
+use amber_lease::{Client, Held, CONTROL_XATTR};
 use parking_lot::Mutex;
 
 use super::state::{self, Inside};
@@ -77,7 +77,7 @@ static COOL_UNTIL_MS: [[AtomicU32; HINTED]; 2] =
 /// it, so two threads reading one descriptor read different bytes, as
 /// the kernel's own lock on a file's position makes them. (Two processes
 /// sharing the description after fork are not serialized.)
-pub(super) static POSITIONS: [Mutex<()>; HINTED] = [const { parking_lot::const_mutex(()) }; HINTED];
+static POSITIONS: [Mutex<()>; HINTED] = [const { parking_lot::const_mutex(()) }; HINTED];
 /// The connection, once made: a leaked `Arc<Client>`, never freed (a
 /// forked child forgets its parent's).
 static CLIENT: AtomicPtr<Client> = AtomicPtr::new(std::ptr::null_mut());
@@ -99,30 +99,29 @@ static ATFORK: std::sync::Once = std::sync::Once::new();
 pub fn read(fd: c_int, bufs: &mut [&mut [u8]], at: Option<u64>) -> Option<isize> {
     state::config()?;
     let d = descriptor(fd, Dir::Read)?;
-    let client = connected();
-    let _position = at.is_none().then(|| POSITIONS[d.i].lock());
-    let off = match at {
-        Some(o) => o,
-        None => u64::try_from(seek(fd, 0, libc::SEEK_CUR)?).ok()?,
-    };
-    let held = match client.and_then(|c| c.held(d.ino, off)) {
-        Some(h) => h,
-        None => {
-            let c = d.due(client, off)?;
-            match c.ask(d.ino, off) {
-                Some(h) => h,
-                None => {
-                    cool(d.i, Dir::Read, c.backoff_left(d.ino));
-                    return None;
-                }
-            }
-        }
-    };
-    let n = client?.read(&held, off, bufs)?;
+    let (_position, off) = position(fd, d.i, at)?;
+    let (c, held) = d.lease(connected(), off)?;
+    let n = c.read(&held, off, bufs)?;
     if at.is_none() {
         seek(fd, i64::try_from(off + n as u64).ok()?, libc::SEEK_SET)?;
     }
     isize::try_from(n).ok()
+}
+
+/// Where a leased call on descriptor `fd` (hint slot `i`) works: at `at`,
+/// or (None) at the kernel's file offset, under the descriptor's position
+/// lock, which the caller holds until it has moved the offset.
+pub(super) fn position(
+    fd: c_int,
+    i: usize,
+    at: Option<u64>,
+) -> Option<(Option<parking_lot::MutexGuard<'static, ()>>, u64)> {
+    let guard = at.is_none().then(|| POSITIONS[i].lock());
+    let off = match at {
+        Some(o) => o,
+        None => u64::try_from(seek(fd, 0, libc::SEEK_CUR)?).ok()?,
+    };
+    Some((guard, off))
 }
 
 /// A kernel descriptor of a regular file on the mount, as a leased call
@@ -162,6 +161,32 @@ pub(super) fn descriptor(fd: c_int, dir: Dir) -> Option<Descriptor> {
 }
 
 impl Descriptor {
+    /// The connection and the lease this call at `off` is served under:
+    /// one held on the window (a write lease for `Dir::Write`), or one
+    /// asked for now if the call is due (`due`). None: the kernel's call;
+    /// a refusal also cools the descriptor down.
+    pub(super) fn lease(
+        &self,
+        client: Option<&'static Client>,
+        off: u64,
+    ) -> Option<(&'static Client, Arc<Held>)> {
+        let write = matches!(self.dir, Dir::Write);
+        let held = client.and_then(|c| c.held(self.ino, off).map(|h| (c, h)));
+        if let Some((c, h)) = held.filter(|(_, h)| !write || h.writes()) {
+            return Some((c, h));
+        }
+        let c = self.due(client, off)?;
+        let asked = if write {
+            c.ask_write(self.ino, off)
+        } else {
+            c.ask(self.ino, off)
+        };
+        if asked.is_none() {
+            cool(self.i, self.dir, c.backoff_left(self.ino));
+        }
+        Some((c, asked?))
+    }
+
     /// The connection to ask on, if this call (at `off`) is due to ask
     /// for a lease: the descriptor's kernel calls passed
     /// `READS_BEFORE_LEASE`, the call is below the end of file, and the
@@ -184,7 +209,7 @@ impl Descriptor {
 /// Descriptor `i`'s file was refused: its calls in direction `dir` skip
 /// the lease path for `left` (a descriptor number reused meanwhile only
 /// waits as long).
-pub(super) fn cool(i: usize, dir: Dir, left: Option<std::time::Duration>) {
+fn cool(i: usize, dir: Dir, left: Option<std::time::Duration>) {
     let Some(left) = left else {
         return;
     };

@@ -12,7 +12,7 @@ use std::ffi::c_int;
 
 use amber_lease::NotMine;
 
-use super::lessee::{connected, cool, descriptor, seek, Descriptor, Dir, POSITIONS};
+use super::lessee::{connected, descriptor, position, seek, Descriptor, Dir};
 use super::state;
 
 /// Serves a write of `data` to kernel descriptor `fd` at `at` or (None)
@@ -24,29 +24,8 @@ pub fn write(fd: c_int, data: &[u8], at: Option<u64>) -> Option<isize> {
         return None;
     }
     let d = descriptor(fd, Dir::Write)?;
-    let client = connected();
-    let _position = at.is_none().then(|| POSITIONS[d.i].lock());
-    let off = match at {
-        Some(o) => o,
-        None => u64::try_from(seek(fd, 0, libc::SEEK_CUR)?).ok()?,
-    };
-    let held = match client
-        .and_then(|c| c.held(d.ino, off))
-        .filter(|h| h.writes())
-    {
-        Some(h) => h,
-        None => {
-            let c = d.due(client, off)?;
-            match c.ask_write(d.ino, off) {
-                Some(h) => h,
-                None => {
-                    cool(d.i, Dir::Write, c.backoff_left(d.ino));
-                    return None;
-                }
-            }
-        }
-    };
-    let c = connected()?;
+    let (_position, off) = position(fd, d.i, at)?;
+    let (c, held) = d.lease(connected(), off)?;
     let done = match c.write(&held, off, data) {
         Err(NotMine::Spent) => {
             // Every granted block used: the daemon adopts them, grants more.
