@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use amber_core::data::LeaseEnd;
 use amber_core::{Core, FsError, WriteLease};
 use amber_format::BLOCK_SIZE;
 use amber_lease::{Writer, Writes, WINDOW_BLOCKS};
@@ -61,7 +62,8 @@ impl Leased {
 
     /// The lease comes back: the daemon adopts its writes.
     pub fn give_back<D: PmDevice>(self, fs: &Core<D>) -> Result<(), FsError> {
-        fs.adopt(self.ino, &self.lease.writes).map(drop)
+        fs.adopt(self.ino, &self.lease.writes, LeaseEnd::Returned)
+            .map(drop)
     }
 }
 

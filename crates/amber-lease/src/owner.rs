@@ -2,7 +2,7 @@
 //! kept to one interface so the table and its tests do not depend on a
 //! mounted pool.
 
-use amber_core::data::LeasedWrites;
+use amber_core::data::{LeaseEnd, LeasedWrites};
 use amber_core::{Core, LeaseView, WriteLease};
 use amber_pmem::PmDevice;
 
@@ -14,9 +14,10 @@ pub trait Owner: Send + Sync {
     /// Pins `ino` whole and grants `n` blocks for a write lease on the
     /// window (`Core::write_lease`); `None`: not leasable for writes.
     fn write(&self, ino: u64, window: (u64, u64), n: usize) -> Option<WriteLease>;
-    /// Takes a write lease back: its holder's valid commits become the
-    /// file's, the rest of the grant is freed (`Core::adopt`).
-    fn adopt(&self, ino: u64, writes: &LeasedWrites);
+    /// Takes a write lease back, ended as `end` says: its holder's valid
+    /// commits become the file's, the rest of the grant is freed
+    /// (`Core::adopt`).
+    fn adopt(&self, ino: u64, writes: &LeasedWrites, end: LeaseEnd);
 }
 
 impl<D: PmDevice> Owner for Core<D> {
@@ -28,8 +29,8 @@ impl<D: PmDevice> Owner for Core<D> {
         self.write_lease(ino, window, n).ok().flatten()
     }
 
-    fn adopt(&self, ino: u64, writes: &LeasedWrites) {
-        if let Err(e) = Core::adopt(self, ino, writes) {
+    fn adopt(&self, ino: u64, writes: &LeasedWrites, end: LeaseEnd) {
+        if let Err(e) = Core::adopt(self, ino, writes, end) {
             crate::log(format_args!(
                 "a write lease on inode {ino} came back and could not be adopted: {e}"
             ));

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use amber_core::data::LeaseEnd;
 use parking_lot::Mutex;
 
 use crate::table::{Leases, Peer};
@@ -216,7 +217,7 @@ fn requests(reader: &mut impl io::Read, peer: &Peer, sh: &Shared) -> io::Result<
                 sh.leases.grant(peer, seq, (ino, window), write)?;
             }
             Some(Msg::Return { ino, lease } | Msg::Recalled { ino, lease }) => {
-                sh.leases.give_back(peer.id, ino, lease);
+                sh.leases.give_back(peer.id, ino, lease, LeaseEnd::Returned);
             }
             _ => return Ok(()),
         }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
-use amber_core::data::LeasedWrites;
+use amber_core::data::{LeaseEnd, LeasedWrites};
 
 use crate::contention::Bounces;
 use crate::owner::Owner;
@@ -180,16 +180,17 @@ impl Leases {
                 .unwrap_or_default()
         };
         for (ino, lease) in held {
-            self.give_back(id, ino, lease);
+            self.give_back(id, ino, lease, LeaseEnd::Abandoned);
         }
         self.state.lock().held.remove(&id);
     }
 
-    /// Client `id` no longer uses `ino` under `lease` (it returned the
-    /// lease, answered its recall, or is gone). A write lease's grant is
-    /// adopted before the lease leaves the table, so a change of the file
-    /// waiting on the lease finds the lessee's writes in the core.
-    pub(crate) fn give_back(&self, id: u64, ino: u64, lease: u64) {
+    /// Client `id` no longer uses `ino` under `lease`, ended as `end`
+    /// says (it returned the lease or answered its recall: `Returned`; it
+    /// is gone: `Abandoned`). A write lease's grant is adopted before the
+    /// lease leaves the table, so a change of the file waiting on the
+    /// lease finds the lessee's writes in the core.
+    pub(crate) fn give_back(&self, id: u64, ino: u64, lease: u64, end: LeaseEnd) {
         let mut st = self.state.lock();
         if !st.held.get(&id).is_some_and(|h| h.contains(&(ino, lease))) {
             return;
@@ -197,7 +198,7 @@ impl Leases {
         if let Some((i, writes)) = st.writes.remove(&lease) {
             drop(st);
             debug_assert_eq!(i, ino);
-            self.owner.adopt(ino, &writes);
+            self.owner.adopt(ino, &writes, end);
             st = self.state.lock();
         }
         if let Some(h) = st.held.get_mut(&id) {
@@ -259,7 +260,7 @@ impl Leases {
         drop(w);
         if let Some(writes) = unused {
             // Granted blocks nobody wrote: all go back to the allocator.
-            self.owner.adopt(ino, &writes);
+            self.owner.adopt(ino, &writes, LeaseEnd::Returned);
         }
         sent
     }
@@ -550,7 +551,7 @@ mod tests {
             })
         }
 
-        fn adopt(&self, ino: u64, writes: &LeasedWrites) {
+        fn adopt(&self, ino: u64, writes: &LeasedWrites, _end: LeaseEnd) {
             self.adopted.lock().push((ino, writes.clone()));
         }
     }
@@ -607,7 +608,7 @@ mod tests {
             asked(&leases, &peer, &mut client, 7, true),
             Err(Refusal::Busy)
         );
-        leases.give_back(peer.id, 7, read);
+        leases.give_back(peer.id, 7, read, LeaseEnd::Returned);
         let write = asked(&leases, &peer, &mut client, 7, true).unwrap();
         assert_eq!(
             asked(&leases, &peer, &mut client, 7, false),
@@ -625,7 +626,7 @@ mod tests {
                 lease: write
             })
         );
-        leases.give_back(peer.id, 7, write);
+        leases.give_back(peer.id, 7, write, LeaseEnd::Returned);
         assert!(matches!(reading.join().unwrap(), Ok(true)));
         let adopted = owner.adopted.lock().clone();
         assert_eq!(adopted.len(), 1);
@@ -660,7 +661,7 @@ mod tests {
             Some(Msg::Recall { ino: 7, lease })
         );
         assert!(!change.is_finished());
-        leases.give_back(1, 7, lease);
+        leases.give_back(1, 7, lease, LeaseEnd::Returned);
         assert!(change.join().unwrap());
         assert_eq!(leases.held(), 0);
         assert_eq!(leases.counters.recalled.load(Ordering::Relaxed), 1);

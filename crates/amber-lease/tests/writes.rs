@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use amber_core::check::{check, CheckOptions};
+use amber_core::data::LeaseEnd::{Abandoned, Returned};
 use amber_core::{Fs, MountOptions, OpenOptions, WriteLease};
 use amber_format::split::{LogicalInfo, OwnCommit, LI_SIZE};
 use amber_format::{FormatParams, PoolLayout, Timespec, BLOCK_SIZE};
@@ -160,7 +161,7 @@ fn a_lessees_writes_are_the_files_once_adopted_and_after_a_remount() {
     assert_eq!(across.unwrap_err(), NotMine::Shape);
     let past = w.write(&*dev, view, 24 * BLOCK_SIZE, &[1], time(99));
     assert_eq!(past.unwrap_err(), NotMine::Shape);
-    assert_eq!(core.adopt(ino, &lease.writes).unwrap(), 30);
+    assert_eq!(core.adopt(ino, &lease.writes, Returned).unwrap(), 30);
     assert_eq!(contents(&fs, ino, model.len()), model);
     let attr = core.getattr(ino).unwrap();
     assert_eq!((attr.size, attr.mtime), (model.len() as u64, time(29)));
@@ -229,7 +230,8 @@ fn the_verifier_drops_what_the_lessee_may_not_have_written() {
     stray(blocks[3], li(seq + 100, ino, own), &good);
     stray(blocks[4], li(seq + 4, ino, own), &[8u8; BS]);
     stray(blocks[5], li(seq + 5, ino, None), &good);
-    assert_eq!(core.adopt(ino, &lease.writes).unwrap(), 2);
+    // The holder died: each block is checked against its record.
+    assert_eq!(core.adopt(ino, &lease.writes, Abandoned).unwrap(), 2);
     assert_eq!(contents(&fs, ino, model.len()), model);
     assert_ne!(model, before);
     drop((dev, core));
@@ -250,7 +252,7 @@ fn an_unused_grant_goes_back_whole() {
         .unwrap()
         .unwrap();
     assert_eq!(lease.writes.blocks.len(), 100);
-    assert_eq!(core.adopt(ino, &lease.writes).unwrap(), 0);
+    assert_eq!(core.adopt(ino, &lease.writes, Returned).unwrap(), 0);
     assert_eq!(fs.statfs().blocks_free, free);
     assert_eq!(contents(&fs, ino, model.len()), model);
     drop(core);

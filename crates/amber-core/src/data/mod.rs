@@ -308,19 +308,33 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
         Ok(None)
     }
 
-    /// The lease `lease_writes` gave came back (design.md §17.5): the
-    /// lessee's commits among its blocks become the file's, everything
-    /// else in them is cleared and freed. Returns how many were adopted.
+    /// The lease `lease_writes` gave came back (design.md §17.5), as
+    /// `end` says: the lessee's commits among its blocks become the
+    /// file's, everything else in them is cleared and freed. Returns how
+    /// many were adopted.
     fn adopt(
         &self,
         _fs: Context<'_, D>,
         _st: &mut InodeState,
         _lease: &LeasedWrites,
+        _end: LeaseEnd,
     ) -> Result<usize> {
         Err(crate::error::FsError::Unsupported(
             "this policy grants no write leases",
         ))
     }
+}
+
+/// How a write lease came back, which decides what the verifier reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseEnd {
+    /// Its holder gave it back after every write of it returned, each
+    /// fenced: a record's checksum cannot fail, and only the records are
+    /// read.
+    Returned,
+    /// Its holder died or was cut off, maybe in the middle of a write:
+    /// each kept record's block is read and must match its checksum.
+    Abandoned,
 }
 
 /// What a write lease lets another process write (`lease_writes`): free

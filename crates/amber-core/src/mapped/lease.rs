@@ -3,7 +3,7 @@
 //! mapping of the pool while the daemon that owns the pool promises not
 //! to change the file without first recalling the lease.
 
-use crate::data::LeasedWrites;
+use crate::data::{LeaseEnd, LeasedWrites};
 use crate::error::Result;
 use crate::fs::{regular, Core};
 use crate::inode::InodeState;
@@ -109,15 +109,15 @@ impl<D: PmDevice> Core<D> {
         }))
     }
 
-    /// Takes back a write lease of `ino`: the policy adopts the lessee's valid commits
-    /// and frees the rest of the grant (`DataPolicy::adopt`). Returns how
-    /// many blocks became the file's.
-    pub fn adopt(&self, ino: u64, writes: &LeasedWrites) -> Result<usize> {
+    /// Takes back a write lease of `ino`, ended as `end` says: the policy
+    /// adopts the lessee's valid commits and frees the rest of the grant
+    /// (`DataPolicy::adopt`). Returns how many blocks became the file's.
+    pub fn adopt(&self, ino: u64, writes: &LeasedWrites, end: LeaseEnd) -> Result<usize> {
         self.check_writable()?;
         let r = self.inode(ino)?;
         let mut st = r.write();
         regular(&st)?;
-        self.guard(self.policy().adopt(self.context(), &mut st, writes))
+        self.guard(self.policy().adopt(self.context(), &mut st, writes, end))
     }
 
     /// Where the file's blocks in `[first, first + count)` below its end

@@ -70,6 +70,16 @@ pub(super) enum Dir {
 }
 
 static HINTS: [[AtomicU32; HINTED]; 2] = [const { [const { AtomicU32::new(UNKNOWN) }; HINTED] }; 2];
+/// The inode a descriptor's open flags were last found right for in each
+/// direction (`on_mount`'s `F_GETFL`), 0 if none: an open file
+/// description's access mode never changes, and `O_APPEND` only through
+/// `fcntl(F_SETFL)`, whose hook forgets the descriptor, so while statx
+/// still finds that inode the flags need not be asked again.
+static FLAGS_FOR: [[AtomicU64; HINTED]; 2] = [const { [const { AtomicU64::new(0) }; HINTED] }; 2];
+/// Counts the hooks' changes of any descriptor (`forget`): a descriptor
+/// that a thread checked with statx stays the same file while it has not
+/// moved (`lessee_write::fsync`).
+pub(super) static DESCRIPTORS_CHANGED: AtomicU64 = AtomicU64::new(0);
 /// For a `COOLING` descriptor: until when (CLOCK_MONOTONIC_COARSE, ms).
 static COOL_UNTIL_MS: [[AtomicU32; HINTED]; 2] =
     [const { [const { AtomicU32::new(0) }; HINTED] }; 2];
@@ -147,7 +157,7 @@ pub(super) fn descriptor(fd: c_int, dir: Dir) -> Option<Descriptor> {
     if hint == ELSEWHERE || (hint == COOLING && cooling(i, dir)) {
         return None;
     }
-    let Some((ino, size)) = on_mount(fd, dir) else {
+    let Some((ino, size)) = on_mount(fd, dir, &FLAGS_FOR[dir as usize][i]) else {
         slot.store(ELSEWHERE, Ordering::Relaxed);
         return None;
     };
@@ -235,10 +245,13 @@ fn now_ms() -> u32 {
 
 /// A descriptor the process no longer has: its hint goes.
 pub fn forget(fd: c_int) {
-    for hints in &HINTS {
-        if let Some(slot) = usize::try_from(fd).ok().and_then(|i| hints.get(i)) {
-            slot.store(UNKNOWN, Ordering::Relaxed);
-        }
+    DESCRIPTORS_CHANGED.fetch_add(1, Ordering::Relaxed);
+    let Some(i) = usize::try_from(fd).ok().filter(|&i| i < HINTED) else {
+        return;
+    };
+    for d in 0..2 {
+        HINTS[d][i].store(UNKNOWN, Ordering::Relaxed);
+        FLAGS_FOR[d][i].store(0, Ordering::Relaxed);
     }
 }
 
@@ -247,12 +260,16 @@ pub fn forget(fd: c_int) {
 /// (`Dir::Write`: an append's offset is the size, which only the daemon
 /// knows); asked of the kernel without a FUSE round trip (so the size is
 /// the kernel's cached one: it only decides whether to ask for a lease,
-/// never what a call does).
-fn on_mount(fd: c_int, dir: Dir) -> Option<(u64, u64)> {
+/// never what a call does). `flags_for` spares the `F_GETFL` for the
+/// inode whose flags it last found right (`FLAGS_FOR`).
+fn on_mount(fd: c_int, dir: Dir, flags_for: &AtomicU64) -> Option<(u64, u64)> {
     let st = statx(fd, None)?;
     let regular = u32::from(st.stx_mode) & libc::S_IFMT == libc::S_IFREG;
     if !regular || st.stx_mnt_id != mount_id()? {
         return None;
+    }
+    if flags_for.load(Ordering::Relaxed) == st.stx_ino {
+        return Some((st.stx_ino, st.stx_size));
     }
     // SAFETY: fcntl(F_GETFL) takes no pointer.
     let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) } as c_int;
@@ -261,7 +278,11 @@ fn on_mount(fd: c_int, dir: Dir) -> Option<(u64, u64)> {
         Dir::Read => mode != libc::O_WRONLY,
         Dir::Write => mode != libc::O_RDONLY && fl & libc::O_APPEND == 0,
     };
-    (fl >= 0 && fl & libc::O_PATH == 0 && open).then_some((st.stx_ino, st.stx_size))
+    let right = fl >= 0 && fl & libc::O_PATH == 0 && open;
+    if right {
+        flags_for.store(st.stx_ino, Ordering::Relaxed);
+    }
+    right.then_some((st.stx_ino, st.stx_size))
 }
 
 /// The id of the mount at `AMBERFS_MOUNT`, if something is mounted there.

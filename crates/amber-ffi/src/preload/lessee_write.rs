@@ -8,11 +8,20 @@
 //! recalls the lease first. `fstat` shows the times of the writes the
 //! daemon has not adopted yet.
 
+use std::cell::Cell;
 use std::ffi::c_int;
+use std::sync::atomic::Ordering;
 
 use amber_lease::NotMine;
 
-use super::lessee::{connected, descriptor, position, seek, Descriptor, Dir};
+use super::lessee::{connected, descriptor, position, seek, Descriptor, Dir, DESCRIPTORS_CHANGED};
+
+thread_local! {
+    /// The descriptor, inode and `DESCRIPTORS_CHANGED` of this thread's
+    /// last leased write: an `fsync` of that descriptor right after it
+    /// (the common pair) needs no statx to know its file.
+    static LAST_WRITE: Cell<(c_int, u64, u64)> = const { Cell::new((-1, 0, 0)) };
+}
 use super::state;
 
 /// Serves a write of `data` to kernel descriptor `fd` at `at` or (None)
@@ -40,6 +49,8 @@ pub fn write(fd: c_int, data: &[u8], at: Option<u64>) -> Option<isize> {
         unsafe { *libc::__errno_location() = libc::EIO };
         return Some(-1);
     }
+    let changed = DESCRIPTORS_CHANGED.load(Ordering::Relaxed);
+    LAST_WRITE.with(|l| l.set((fd, d.ino, changed)));
     let n = data.len();
     if at.is_none() {
         seek(fd, i64::try_from(off + n as u64).ok()?, libc::SEEK_SET)?;
@@ -53,8 +64,13 @@ pub fn write(fd: c_int, data: &[u8], at: Option<u64>) -> Option<isize> {
 /// file's earlier changes durable (it pins the file). None: the kernel's.
 pub fn fsync(fd: c_int) -> Option<c_int> {
     state::config()?;
-    let d = either(fd)?;
-    connected()?.written(d.ino).map(|_| 0)
+    let (last_fd, ino, changed) = LAST_WRITE.with(Cell::get);
+    let ino = if last_fd == fd && changed == DESCRIPTORS_CHANGED.load(Ordering::Relaxed) {
+        ino
+    } else {
+        either(fd)?.ino
+    };
+    connected()?.written(ino).map(|_| 0)
 }
 
 /// Descriptor `fd` as a leased call in either direction sees it.

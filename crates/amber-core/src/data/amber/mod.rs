@@ -35,7 +35,7 @@ mod table;
 use super::cost::{self, calibrate};
 use super::hunter::{self, Hunter};
 use super::{
-    BufferOptions, DataPolicy, FallocStep, HunterOptions, Lawn, LeasedWrites, ZoneOptions,
+    BufferOptions, DataPolicy, FallocStep, HunterOptions, Lawn, LeaseEnd, LeasedWrites, ZoneOptions,
 };
 use crate::data::Context;
 use crate::error::Result;
@@ -343,8 +343,9 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         fs: Context<'_, D>,
         st: &mut InodeState,
         lease: &LeasedWrites,
+        end: LeaseEnd,
     ) -> Result<usize> {
-        self.e.hunter.adopt(fs, st, lease)
+        self.e.hunter.adopt(fs, st, lease, end)
     }
 
     fn truncate(&self, fs: Context<'_, D>, st: &mut InodeState, size: u64) -> Result<()> {

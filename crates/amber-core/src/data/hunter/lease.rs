@@ -7,7 +7,7 @@
 //! blocks and seqs.
 
 use super::{map_write, media, snapshot, Hunter, HunterFile, Op, PerFile};
-use crate::data::{Context, LeasedWrites};
+use crate::data::{Context, LeaseEnd, LeasedWrites};
 use crate::error::Result;
 use crate::inode::InodeState;
 use amber_format::split::{LogicalInfo, Record};
@@ -57,8 +57,9 @@ impl<X: PerFile> Hunter<X> {
         fs: Context<'_, D>,
         st: &mut InodeState,
         lease: &LeasedWrites,
+        end: LeaseEnd,
     ) -> Result<usize> {
-        let (kept, unused, dropped) = self.sort_granted(fs, st, lease);
+        let (kept, unused, dropped) = self.sort_granted(fs, st, lease, end);
         let dev = &**fs.device();
         for &b in &dropped {
             media(fs).clear_li(dev, b);
@@ -88,13 +89,16 @@ impl<X: PerFile> Hunter<X> {
         fs: Context<'_, D>,
         st: &InodeState,
         lease: &LeasedWrites,
+        end: LeaseEnd,
     ) -> (Vec<(LogicalInfo, u64)>, Vec<u64>, Vec<u64>) {
         let dev = &**fs.device();
         let (mut kept, mut unused, mut dropped) = (Vec::new(), Vec::new(), Vec::new());
         for &b in &lease.blocks {
             match media(fs).read_li(dev, b) {
                 Record::Clear => unused.push(b),
-                Record::Valid(li) if adoptable(fs, st, lease, &li, b) => kept.push((li, b)),
+                Record::Valid(li) if adoptable(fs, st, (lease, end), &li, b) => {
+                    kept.push((li, b));
+                }
                 _ => dropped.push(b),
             }
         }
@@ -156,11 +160,12 @@ impl<X: PerFile> Hunter<X> {
 /// Whether the record in granted block `b` is one the lessee may have
 /// written and a crash now would leave valid: an own commit of this file
 /// and generation, with a seq of the grant, of a block wholly below the
-/// size (a lessee never changes the size), whose data matches.
+/// size (a lessee never changes the size), whose data matches — read
+/// only for a lease `Abandoned` (a returned one's writes all completed).
 fn adoptable<D: PmDevice>(
     fs: Context<'_, D>,
     st: &InodeState,
-    lease: &LeasedWrites,
+    (lease, end): (&LeasedWrites, LeaseEnd),
     li: &LogicalInfo,
     b: u64,
 ) -> bool {
@@ -174,6 +179,9 @@ fn adoptable<D: PmDevice>(
         || (li.file_block.saturating_add(1)).saturating_mul(BLOCK_SIZE) > st.disk.size
     {
         return false;
+    }
+    if end == LeaseEnd::Returned {
+        return true;
     }
     let mut block = vec![0u8; BLOCK_SIZE as usize];
     fs.device().read(fs.layout().block_offset(b), &mut block);

@@ -220,8 +220,18 @@ fn record_lock(cmd: c_int, arg: c_ulong) -> PResult<c_int> {
 
 pub unsafe fn fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
     let served = |p: &'static Pool, f: &Arc<OpenFile>| fcntl_served(p, fd, f, cmd, arg);
-    // SAFETY: the caller's contract for `arg`.
-    on_fd(fd, || unsafe { real::fcntl(fd, cmd, arg) }, served, -1)
+    let kernel = || {
+        // SAFETY: the caller's contract for `arg`.
+        let r = unsafe { real::fcntl(fd, cmd, arg) };
+        // The lease paths' hints: flags that changed, a new descriptor.
+        match cmd {
+            libc::F_SETFL if r >= 0 => lessee::forget(fd),
+            libc::F_DUPFD | libc::F_DUPFD_CLOEXEC if r >= 0 => lessee::forget(r),
+            _ => {}
+        }
+        r
+    };
+    on_fd(fd, kernel, served, -1)
 }
 
 pub unsafe fn fcntl64(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
