@@ -40,6 +40,19 @@ pub fn adapter(
     (adapter, leasing)
 }
 
+/// Has a write grant drop the kernel's cached attributes of its file
+/// (`Leases::on_write_grant`), through `session`'s notifier: offset -1
+/// leaves the page cache alone.
+pub fn forget_attrs_on_write_grants<F: fuser::Filesystem>(
+    leases: &Leases,
+    session: &fuser::Session<F>,
+) {
+    let notifier = session.notifier();
+    leases.on_write_grant(Box::new(move |ino| {
+        let _ = notifier.inval_inode(fuser::INodeNo(ino), -1, 0);
+    }));
+}
+
 /// Starts granting leases on `pool`, mounted as `fs`: the table, and the
 /// server that welcomes clients with the pool's path and emulator.
 fn start(fs: &PoolFs, pool: &Path, config: &MountConfig) -> Option<(Arc<Leases>, LeaseServer)> {

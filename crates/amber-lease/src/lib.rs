@@ -20,7 +20,7 @@ mod writer;
 pub use client::{Client, Held};
 pub use owner::Owner;
 pub use server::{LeaseServer, MAX_CLIENTS};
-pub use table::{Exclusive, Leases, Unresponsive, MAX_LEASES_PER_CLIENT};
+pub use table::{AttrInvalidator, Exclusive, Leases, Unresponsive, MAX_LEASES_PER_CLIENT};
 pub use wire::{Welcome, Writes, MAX_GRANTED, VERSION, WINDOW_BLOCKS};
 pub use writer::{NotMine, Writer};
 

@@ -139,8 +139,15 @@ pub struct Leases {
     changed: Condvar,
     timeout: Duration,
     owner: Arc<dyn Owner>,
+    /// Drops the kernel's cached attributes of a file (the mount's FUSE
+    /// notifier), set once the session exists.
+    forget_attrs: std::sync::OnceLock<AttrInvalidator>,
     pub counters: Counters,
 }
+
+/// How the table makes the kernel ask the daemon for a file's attributes
+/// again (`Leases::on_write_grant`).
+pub type AttrInvalidator = Box<dyn Fn(u64) + Send + Sync>;
 
 /// Blocks a write lease is granted at a time; a lessee that used them
 /// returns the lease (its writes are adopted) and asks again.
@@ -156,8 +163,18 @@ impl Leases {
             changed: Condvar::new(),
             timeout,
             owner,
+            forget_attrs: std::sync::OnceLock::new(),
             counters: Counters::default(),
         }
+    }
+
+    /// Has `f` drop the kernel's cached attributes of a file each time a
+    /// write lease on it is granted, before the grant is sent: the
+    /// lessee's writes move the file's times, and a `stat` through the
+    /// kernel must then ask the daemon, which recalls the lease first.
+    /// Set once (the mount's session is made after the table).
+    pub fn on_write_grant(&self, f: AttrInvalidator) {
+        let _ = self.forget_attrs.set(f);
     }
 
     pub(crate) fn join(&self, peer: Arc<Peer>) {
@@ -253,8 +270,16 @@ impl Leases {
             }
         };
         drop(st);
-        if matches!(msg, Msg::Refused { .. }) {
-            self.counters.refused.fetch_add(1, Ordering::Relaxed);
+        match &msg {
+            Msg::Refused { .. } => {
+                self.counters.refused.fetch_add(1, Ordering::Relaxed);
+            }
+            Msg::Granted(g) if g.writes.is_some() => {
+                if let Some(f) = self.forget_attrs.get() {
+                    f(ino);
+                }
+            }
+            _ => {}
         }
         let sent = wire::send(&mut *w, &msg);
         drop(w);

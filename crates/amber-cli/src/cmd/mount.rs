@@ -384,6 +384,9 @@ fn serve(
             )));
         }
     };
+    if let Some((leases, _)) = &leasing {
+        crate::leasing::forget_attrs_on_write_grants(leases, &session);
+    }
     log(&format!(
         "mounted {} at {} ({threads} thread(s){})",
         pool.shown(),

@@ -317,6 +317,18 @@ fn statx(fd: c_int, path: Option<&CString>) -> Option<libc::statx> {
     (r == 0 && st.stx_mask & libc::STATX_MNT_ID != 0).then_some(st)
 }
 
+/// Every basic attribute of `fd` as the kernel has it cached (no FUSE
+/// request).
+pub(super) fn statx_cached(fd: c_int) -> Option<libc::statx> {
+    // SAFETY: an all-zero statx is valid; the call writes into it.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    let flags = libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC;
+    let basic = libc::STATX_BASIC_STATS;
+    // SAFETY: a NUL-terminated path and a statx we own.
+    let r = unsafe { libc::syscall(libc::SYS_statx, fd, c"".as_ptr(), flags, basic, &raw mut st) };
+    (r == 0 && st.stx_mask & basic == basic).then_some(st)
+}
+
 pub(super) fn seek(fd: c_int, off: i64, whence: c_int) -> Option<i64> {
     // SAFETY: lseek takes no pointer.
     let r = unsafe { libc::syscall(libc::SYS_lseek, fd, off, whence) };

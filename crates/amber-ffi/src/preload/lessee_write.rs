@@ -14,7 +14,9 @@ use std::sync::atomic::Ordering;
 
 use amber_lease::NotMine;
 
-use super::lessee::{connected, descriptor, position, seek, Descriptor, Dir, DESCRIPTORS_CHANGED};
+use super::lessee::{
+    self, connected, descriptor, position, seek, Descriptor, Dir, DESCRIPTORS_CHANGED,
+};
 
 thread_local! {
     /// The descriptor, inode and `DESCRIPTORS_CHANGED` of this thread's
@@ -78,25 +80,36 @@ fn either(fd: c_int) -> Option<Descriptor> {
     descriptor(fd, Dir::Write).or_else(|| descriptor(fd, Dir::Read))
 }
 
-/// Moves the times in `st`, the kernel's (cached) attributes of `fd`, to
-/// those of this process's writes under a write lease on the file that
-/// the daemon has not adopted yet.
-pub fn fstat_times(fd: c_int, st: &mut libc::stat64) {
-    if state::config().is_none() {
-        return;
+/// fstat of kernel descriptor `fd` while this process holds a write lease
+/// on its file: the kernel's cached attributes (statx without a FUSE
+/// request — one would recall this very lease: the grant dropped the
+/// kernel's cache so that other processes' `stat` does) with the times of
+/// the writes the daemon has not adopted yet. Nothing else of the file
+/// can change while the lease is out. None: the kernel's fstat.
+pub fn fstat(fd: c_int) -> Option<libc::stat64> {
+    state::config()?;
+    let d = either(fd)?;
+    let newest = connected()?.written(d.ino)?;
+    let x = lessee::statx_cached(fd)?;
+    let time = |t: libc::statx_timestamp| (t.tv_sec, i64::from(t.tv_nsec));
+    let (mut mtime, mut ctime) = (time(x.stx_mtime), time(x.stx_ctime));
+    if let Some(t) = newest.map(|t| (t.secs, i64::from(t.nsecs))) {
+        mtime = mtime.max(t);
+        ctime = ctime.max(t);
     }
-    let Some(d) = either(fd) else {
-        return;
-    };
-    let Some(Some(t)) = connected().and_then(|c| c.written(d.ino)) else {
-        return;
-    };
-    if (t.secs, i64::from(t.nsecs)) > (st.st_mtime, st.st_mtime_nsec) {
-        st.st_mtime = t.secs;
-        st.st_mtime_nsec = i64::from(t.nsecs);
-    }
-    if (t.secs, i64::from(t.nsecs)) > (st.st_ctime, st.st_ctime_nsec) {
-        st.st_ctime = t.secs;
-        st.st_ctime_nsec = i64::from(t.nsecs);
-    }
+    // SAFETY: an all-zero stat64 is a valid value of the plain C struct.
+    let mut st: libc::stat64 = unsafe { std::mem::zeroed() };
+    st.st_dev = libc::makedev(x.stx_dev_major, x.stx_dev_minor);
+    st.st_ino = x.stx_ino;
+    st.st_nlink = u64::from(x.stx_nlink);
+    st.st_mode = u32::from(x.stx_mode);
+    (st.st_uid, st.st_gid) = (x.stx_uid, x.stx_gid);
+    st.st_rdev = libc::makedev(x.stx_rdev_major, x.stx_rdev_minor);
+    st.st_size = i64::try_from(x.stx_size).ok()?;
+    st.st_blksize = i64::from(x.stx_blksize);
+    st.st_blocks = i64::try_from(x.stx_blocks).ok()?;
+    (st.st_atime, st.st_atime_nsec) = time(x.stx_atime);
+    (st.st_mtime, st.st_mtime_nsec) = mtime;
+    (st.st_ctime, st.st_ctime_nsec) = ctime;
+    Some(st)
 }

@@ -31,16 +31,11 @@ pub unsafe fn fstat64(fd: c_int, st: *mut libc::stat64) -> c_int {
     // SAFETY: the caller's contract (stat and stat64 share a layout).
     on_fd(
         fd,
-        || {
+        || match crate::preload::lessee_write::fstat(fd) {
             // SAFETY: the caller's contract for `st`.
-            let r = unsafe { real::fstat64(fd, st) };
-            if r == 0 {
-                // SAFETY: the kernel filled `st`, so it is valid for writes.
-                if let Some(st) = unsafe { st.as_mut() } {
-                    crate::preload::lessee_write::fstat_times(fd, st);
-                }
-            }
-            r
+            Some(leased) => crate::abi::ret(unsafe { put(st, leased) }, -1),
+            // SAFETY: the caller's contract for `st`.
+            None => unsafe { real::fstat64(fd, st) },
         },
         |_, f| unsafe { put(st.cast(), stat::stat(&f.attr()?)) },
         -1,
