@@ -171,6 +171,13 @@ pub(super) fn descriptor(fd: c_int, dir: Dir) -> Option<Descriptor> {
 }
 
 impl Descriptor {
+    /// Whether `len` bytes at `off` lie inside one block wholly below the
+    /// size the kernel last saw: the only write a write lease takes.
+    pub(super) fn inside_one_block(&self, off: u64, len: usize) -> bool {
+        const BLOCK: u64 = amber_format::BLOCK_SIZE;
+        let end = off.saturating_add(len as u64);
+        len > 0 && off / BLOCK == (end - 1) / BLOCK && (off / BLOCK + 1) * BLOCK <= self.size
+    }
     /// The connection and the lease this call at `off` is served under:
     /// one held on the window (a write lease for `Dir::Write`), or one
     /// asked for now if the call is due (`due`). None: the kernel's call;

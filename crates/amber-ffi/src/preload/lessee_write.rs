@@ -14,6 +14,8 @@ use std::sync::atomic::Ordering;
 
 use amber_lease::NotMine;
 
+use super::state;
+
 use super::lessee::{
     self, connected, descriptor, position, seek, Descriptor, Dir, DESCRIPTORS_CHANGED,
 };
@@ -24,18 +26,26 @@ thread_local! {
     /// (the common pair) needs no statx to know its file.
     static LAST_WRITE: Cell<(c_int, u64, u64)> = const { Cell::new((-1, 0, 0)) };
 }
-use super::state;
 
 /// Serves a write of `data` to kernel descriptor `fd` at `at` or (None)
 /// at the descriptor's offset, which it then moves; None when the kernel
 /// must serve it (the hooks' `kernel` path).
 pub fn write(fd: c_int, data: &[u8], at: Option<u64>) -> Option<isize> {
     state::config()?;
-    if data.is_empty() {
+    // A write that must span blocks is the kernel's before any check.
+    let block = amber_format::BLOCK_SIZE;
+    let spans = |o: u64| o / block != (o + data.len() as u64 - 1) / block;
+    if data.is_empty() || data.len() as u64 > block || at.is_some_and(spans) {
         return None;
     }
     let d = descriptor(fd, Dir::Write)?;
     let (_position, off) = position(fd, d.i, at)?;
+    // A write no lease can take (across blocks, to or past the end) goes
+    // to the kernel without counting toward an ask: a program writing
+    // 8 KiB pages never takes grants it cannot use.
+    if !d.inside_one_block(off, data.len()) {
+        return None;
+    }
     let (c, held) = d.lease(connected(), off)?;
     let done = match c.write(&held, off, data) {
         Err(NotMine::Spent) => {
