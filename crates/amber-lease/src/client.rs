@@ -326,7 +326,8 @@ impl Client {
     /// Writes `data` at `off` of the file `held` leases for writing, as
     /// one own commit (`Writer::write`): durable and atomic on return.
     /// `Err(Shape)` when it is the kernel's to make (not a write lease,
-    /// recalled, or not an overwrite inside one block below the size);
+    /// recalled, not an overwrite inside one block below the size, or a
+    /// persist of this process failed before);
     /// `Err(Spent)` when the lease's blocks are used up (`renew` it).
     pub fn write(
         &self,
@@ -334,6 +335,11 @@ impl Client {
         off: u64,
         data: &[u8],
     ) -> Result<Result<(), PersistError>, NotMine> {
+        if !self.writable.load(Ordering::Acquire) {
+            // A persist failed here: no guess at what the pool holds, the
+            // kernel's path (whose recall adopts what is there) instead.
+            return Err(NotMine::Shape);
+        }
         let mut view = held.view.write();
         let v = view.as_mut().ok_or(NotMine::Shape)?;
         let w = v.writer.as_mut().ok_or(NotMine::Shape)?;
