@@ -142,6 +142,10 @@ pub struct Leases {
     /// Drops the kernel's cached attributes of a file (the mount's FUSE
     /// notifier), set once the session exists.
     forget_attrs: std::sync::OnceLock<AttrInvalidator>,
+    /// Write leases registered and not yet out of the table: while none
+    /// is, `settle_writes` (every FUSE read, getattr and lookup) takes no
+    /// lock.
+    writes_out: AtomicU64,
     pub counters: Counters,
 }
 
@@ -164,6 +168,7 @@ impl Leases {
             timeout,
             owner,
             forget_attrs: std::sync::OnceLock::new(),
+            writes_out: AtomicU64::new(0),
             counters: Counters::default(),
         }
     }
@@ -224,6 +229,8 @@ impl Leases {
         if let Some(f) = st.files.get_mut(&ino) {
             if f.written == Some(lease) {
                 f.written = None;
+                // Only now: until the holder is out, reads must recall.
+                self.writes_out.fetch_sub(1, Ordering::AcqRel);
             }
         }
         drop_holder(&mut st, ino, (id, lease));
@@ -339,6 +346,7 @@ impl Leases {
         if let Some(w) = writes {
             f.written = Some(lease);
             st.writes.insert(lease, (ino, w));
+            self.writes_out.fetch_add(1, Ordering::AcqRel);
             self.counters.written.fetch_add(1, Ordering::Relaxed);
         }
         st.held.entry(id).or_default().insert((ino, lease));
@@ -502,6 +510,11 @@ impl Leases {
     /// the core's. Nothing to do, and no lock beyond the table's, for a
     /// file no one writes under a lease.
     pub fn settle_writes(&self, ino: u64) -> Result<Option<Exclusive<'_>>, Unresponsive> {
+        // Registered under the table's lock before the grant is sent, so
+        // a write that returned is counted here.
+        if self.writes_out.load(Ordering::Acquire) == 0 {
+            return Ok(None);
+        }
         let written = {
             let st = self.state.lock();
             st.files.get(&ino).is_some_and(|f| f.written.is_some())
