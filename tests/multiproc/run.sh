@@ -12,9 +12,9 @@
 # What it pins today: with the mount up the interposer opens and changes
 # names through the kernel, reads a file it reads again and again from its
 # own mapping of the pool under a read lease (design.md §17.3), and
-# overwrites a file it overwrites again and again, a block at a time,
-# under a write lease (§17.4); none of these programs may notice it is
-# preloaded. leases.py and write_leases.py check the leases themselves,
+# writes a file it writes again and again — overwrites, appends, writes
+# across blocks — under a write lease (§17.10-§17.11); none of these
+# programs may notice it is preloaded. leases.py and write_leases.py check the leases themselves,
 # each on a mount of its own.
 #
 #   bash tests/multiproc/run.sh [BIN_DIR]     (default target/debug)

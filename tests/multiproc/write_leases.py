@@ -1,23 +1,28 @@
 #!/usr/bin/env python3
-"""Write leases (issue 32, design.md §17.4-§17.6): a preloaded process
-overwrites a file on an `amberfs mount` from its own mapping of the pool,
-each write an own commit into a block the daemon granted, durable on
-return; the daemon adopts them when the lease comes back.
+"""Write leases (issue 32, design.md §17.4-§17.6, §17.10-§17.11): a
+preloaded process writes a file on an `amberfs mount` from its own
+mapping of the pool into blocks the daemon granted — an overwrite inside
+a block as an own commit, any other write (appends, across blocks, into
+holes) with an attribute entry of its own — durable on return; the
+daemon adopts them when the lease comes back.
 
     python3 tests/multiproc/write_leases.py BIN_DIR [SEED]
 
 One pool and one mount serve every case; the last kills the daemon.
 Checked, with an oracle kept in this (not preloaded) process:
 
-* leased writes (whole blocks, a few bytes, 128 B; pwrite and write)
-  are read back right by this process through the kernel, and survive a
-  remount; the daemon counts write leases granted; fstat and stat show
-  the writes' time; writes the lease cannot take (across blocks, past
-  the end, O_APPEND) go to the kernel and are right too;
+* leased writes (whole blocks, a few bytes, 128 B, across blocks, past
+  the end; pwrite and write) are read back right by this process through
+  the kernel, and survive a remount; the daemon counts write leases
+  granted; fstat and stat show the writes' time; O_APPEND writes go to
+  the kernel and are right too;
+* appends under a lease: the file read through the kernel, and its size
+  by fstat in the writer and by stat elsewhere, are the writer's;
 * a reader through the kernel racing a leased writer never reads a block
   older than the writer had finished writing before the read began;
-* kill -9 of a leased writer keeps every write it reported done, and its
-  grant comes back (fsck clean at the end);
+* kill -9 of a leased writer — overwriting or appending — keeps every
+  write it reported done, and its grant comes back (fsck clean at the
+  end);
 * kill -9 of the daemon: every write a lessee reported done is there
   after the next mount, whose fsck is clean; the lessee's later writes
   fail, never land in a pool nobody owns.
@@ -42,8 +47,9 @@ WRITES_TO_LEASE = 40  # enough kernel writes to connect (32) and lease
 def helper(_mode, path):
     """The preloaded writer: follows commands on stdin, one line each,
     answering on stdout. `w OFF HEX` pwrites (then fsyncs), `s OFF HEX`
-    writes at OFF with lseek+write, `run N SEED` rewrites block-stamped
-    versions until told, reporting each one done on stdout."""
+    writes at OFF with lseek+write, `mtime` and `size` answer fstat's,
+    `run N SEED` rewrites block-stamped versions and `append SEED` appends
+    versioned records until killed, reporting each one done on stdout."""
     fd = os.open(path, os.O_RDWR)
     for _ in range(WRITES_TO_LEASE):
         os.pwrite(fd, os.pread(fd, 16, 0), 0)
@@ -61,8 +67,12 @@ def helper(_mode, path):
                 print("ok", os.lseek(fd, 0, 1), flush=True)
             elif words[0] == "mtime":
                 print(os.fstat(fd).st_mtime_ns, flush=True)
+            elif words[0] == "size":
+                print(os.fstat(fd).st_size, flush=True)
             elif words[0] == "run":
                 stamp_versions(fd, int(words[1]), int(words[2]))
+            elif words[0] == "append":
+                append_versions(fd, int(words[1]))
             elif words[0] == "exit":
                 return
         except OSError as e:
@@ -85,6 +95,32 @@ def stamp_versions(fd, blocks, seed):
             print("error", e.errno, flush=True)
             return
         print(v, flush=True)
+
+
+def append_versions(fd, seed):
+    """Appends records — version v, its length, then filler — of random
+    lengths, reporting `v` once each write returned, forever."""
+    r = random.Random(seed)
+    v = 0
+    while True:
+        v += 1
+        n = 16 + r.randrange(3 * BLOCK)
+        try:
+            os.write(fd, struct.pack("<QQ", v, n) + b"a" * (n - 16))
+        except OSError as e:
+            print("error", e.errno, flush=True)
+            return
+        print(v, flush=True)
+
+
+def appended_versions(data):
+    """The versions `append_versions` left in `data`, checked in order."""
+    at, v = 0, 0
+    while at + 16 <= len(data):
+        got, n = struct.unpack_from("<QQ", data, at)
+        assert got == v + 1 and at + n <= len(data), f"record {v + 1} torn or missing at {at}"
+        at, v = at + n, got
+    return v
 
 
 def spawn(m, name):
@@ -141,6 +177,27 @@ def leased_writes_are_read_right_everywhere(m, rng):
     assert read_file(m.path("a")) == bytes(model), "appends went wrong"
 
 
+def appends_are_leased_and_seen_everywhere(m, rng):
+    model = bytearray(rng.randbytes(BLOCK + 100))
+    write_file(m.path("ap"), model)
+    before = m.leases()["granted_write"]
+    p = spawn(m, "ap")
+    for i in range(200):
+        data = rng.randbytes(rng.choice([1, 100, 4000, 4096, 9000, 70000]))
+        end = len(model)
+        got = ask(p, f"s {end} {data.hex()}")
+        assert got == f"ok {end + len(data)}", f"round {i}: {got}"
+        model += data
+        if i % 20 == 19:
+            assert int(ask(p, "size")) == len(model), f"round {i}: fstat's size"
+            assert os.stat(m.path("ap")).st_size == len(model), f"round {i}: stat's size"
+            assert read_file(m.path("ap")) == bytes(model), f"round {i}: wrong bytes"
+    assert m.leases()["granted_write"] > before, "no write lease was granted"
+    ask(p, "exit")
+    p.wait()
+    assert read_file(m.path("ap")) == bytes(model), "the file lost an append"
+
+
 def a_reader_racing_a_leased_writer_never_reads_old(m, _rng):
     blocks = 8
     write_file(m.path("race"), b"\0" * BLOCK * blocks)
@@ -192,6 +249,17 @@ def a_killed_writer_keeps_what_it_wrote(m, _rng):
     p.wait()
     assert_versions_kept(m.path("k"), 32, done)
     wait_for(lambda: m.leases()["held"] == 0, "a killed writer's lease stayed")
+    write_file(m.path("ka"), b"")
+    p = spawn(m, "ka")
+    p.stdin.write("append 6\n")
+    p.stdin.flush()
+    for _ in range(2000):
+        done = int(p.stdout.readline())
+    p.kill()
+    p.wait()
+    kept = appended_versions(read_file(m.path("ka")))
+    assert kept >= done, f"a killed appender kept {kept} of {done} appends it reported"
+    wait_for(lambda: m.leases()["held"] == 0, "a killed appender's lease stayed")
 
 
 def a_dead_daemon_keeps_every_done_write(m, _rng):
@@ -214,6 +282,7 @@ def a_dead_daemon_keeps_every_done_write(m, _rng):
 
 CASES = [
     leased_writes_are_read_right_everywhere,
+    appends_are_leased_and_seen_everywhere,
     a_reader_racing_a_leased_writer_never_reads_old,
     a_killed_writer_keeps_what_it_wrote,
     a_dead_daemon_keeps_every_done_write,

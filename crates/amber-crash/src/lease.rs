@@ -32,15 +32,10 @@ impl Leased {
         let lease = fs
             .write_lease(ino, (0, WINDOW_BLOCKS), GRANTED)?
             .ok_or(FsError::Unsupported("the policy grants no write leases"))?;
-        let grant = Writes {
-            generation: lease.view.generation,
-            seq: lease.writes.seq,
-            records: lease.records,
-            blocks: lease.writes.blocks.clone(),
-        };
-        let writer = Writer::new(ino, grant, fs.device().size()).ok_or(FsError::Corrupted(
-            "a write lease granted blocks outside the pool".into(),
-        ))?;
+        let view = (0..WINDOW_BLOCKS, lease.view.size);
+        let writer = Writer::new(ino, Writes::of(&lease), view, fs.device().size()).ok_or(
+            FsError::Corrupted("a write lease granted blocks outside the pool".into()),
+        )?;
         Ok(Leased { ino, lease, writer })
     }
 
@@ -51,11 +46,13 @@ impl Leased {
         off: u64,
         data: &[u8],
     ) -> Result<(), FsError> {
-        let view = (&self.lease.view.runs[..], self.lease.view.size);
-        match self.writer.write(&**fs.device(), view, off, data, fs.now()) {
+        match self
+            .writer
+            .write(&**fs.device(), &self.lease.view.runs, off, data, fs.now())
+        {
             Ok(r) => r.map_err(FsError::from),
             Err(_) => Err(FsError::InvalidArgument(
-                "a leased write must overwrite one block below the size, within the grant",
+                "a leased write must lie inside the lease's window and grant",
             )),
         }
     }
@@ -68,8 +65,9 @@ impl Leased {
 }
 
 /// What the leases still out wrote, laid over `st` (read through the
-/// core, which does not know those writes yet): the state a reader of
-/// the lessee's mapping sees, and recovery must keep.
+/// core, which does not know those writes yet): the file at the size the
+/// lessee's writes left, with each block it wrote from where it lies —
+/// the state a reader of the lessee's mapping sees, and recovery must keep.
 pub fn overlay<D: PmDevice>(fs: &Core<D>, leases: &BTreeMap<String, Leased>, st: &mut FsState) {
     let bs = BLOCK_SIZE as usize;
     for (path, l) in leases {
@@ -77,6 +75,7 @@ pub fn overlay<D: PmDevice>(fs: &Core<D>, leases: &BTreeMap<String, Leased>, st:
         else {
             continue;
         };
+        bytes.resize(usize::try_from(l.writer.size()).unwrap_or(usize::MAX), 0);
         for (fb, at) in l.writer.moved() {
             let start = usize::try_from(fb).unwrap_or(usize::MAX).saturating_mul(bs);
             let end = bytes.len().min(start.saturating_add(bs));

@@ -508,8 +508,11 @@ fn amber_in_place_write_backs() {
 /// (an append), or a slice in the zone, goes to PM first — and the
 /// lessee's own commits go into granted blocks: whole blocks, partial
 /// ones merged with the old bytes, one block twice, blocks inside the
-/// append; meanwhile the daemon writes and fsyncs another file and syncs
-/// everything. The return adopts them (clearing and freeing the unused
+/// append; then covered writes (§17.11) with entries of their own:
+/// appends past a partial last block and from past it, a write across
+/// blocks, one into a hole past the end, one after a truncate left old
+/// bytes past the size; meanwhile the daemon writes and fsyncs another
+/// file and syncs everything. The return adopts them (clearing and freeing the unused
 /// grant, persisting the file's queue). Crashes fall inside all of it: a
 /// leased write that returned must survive every later crash.
 fn leased_writes() -> Workload {
@@ -540,6 +543,13 @@ fn leased_writes() -> Workload {
         leased(20580, 2000, 11),
         Op::SyncAll,
         leased(0, 4096, 12),
+        // Growing: past a partial last block, from past it (its tail
+        // zeroed in place), across blocks below the size, into a hole.
+        leased(46768, 3000, 17),
+        leased(53248, 9000, 18),
+        write("g", 0, 100, 19),
+        leased(8000, 5000, 20),
+        leased(70000, 100, 21),
         Op::LeaseReturn { path: f() },
         write("f", 8192, 4096, 13),
         Op::Truncate {
@@ -553,6 +563,7 @@ fn leased_writes() -> Workload {
         fsync("f"),
         Op::LeaseGrant { path: f() },
         leased(12288, 4096, 16),
+        leased(33000, 500, 22),
     ];
     Workload {
         name: "leased-writes".into(),

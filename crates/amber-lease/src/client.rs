@@ -62,6 +62,17 @@ struct View {
     writer: Option<Writer>,
 }
 
+/// What a write lease changed of its file (`Client::written`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    /// The newest write's time (the file's mtime and ctime), if it wrote.
+    pub newest: Option<Timespec>,
+    /// The file's size now.
+    pub size: u64,
+    /// Blocks the file maps now, in 4,096-byte units.
+    pub blocks: u64,
+}
+
 /// The bytes a window spans.
 const WINDOW_BYTES: u64 = WINDOW_BLOCKS * BLOCK;
 
@@ -244,7 +255,11 @@ impl Client {
     /// finds it; what it gives back goes out on `conn`.
     fn hold(&self, conn: &UnixStream, mut g: Grant) -> Option<Arc<Held>> {
         let writer = match g.writes.take() {
-            Some(w) => Writer::new(g.ino, w, self.dev.size()).map(Some),
+            Some(w) => {
+                let window = g.window.saturating_mul(WINDOW_BLOCKS)
+                    ..(g.window + 1).saturating_mul(WINDOW_BLOCKS);
+                Writer::new(g.ino, w, (window, g.size), self.dev.size()).map(Some)
+            }
             None => Some(None),
         };
         let Some(writer) = writer.filter(|_| runs_fit(&g, self.dev.size())) else {
@@ -323,12 +338,12 @@ impl Client {
         usize::try_from(done).ok()
     }
 
-    /// Writes `data` at `off` of the file `held` leases for writing, as
-    /// one own commit (`Writer::write`): durable and atomic on return.
-    /// `Err(Shape)` when it is the kernel's to make (not a write lease,
-    /// recalled, not an overwrite inside one block below the size, or a
-    /// persist of this process failed before);
-    /// `Err(Spent)` when the lease's blocks are used up (`renew` it).
+    /// Writes `data` at `off` of the file `held` leases for writing
+    /// (`Writer::write`): durable and atomic on return. `Err(Shape)` when
+    /// it is the kernel's to make (not a write lease, recalled, not inside
+    /// the lease's window, or a persist of this process failed before);
+    /// `Err(Spent)` when too few of the lease's blocks are left (`renew`
+    /// it).
     pub fn write(
         &self,
         held: &Held,
@@ -343,10 +358,8 @@ impl Client {
         let mut view = held.view.write();
         let v = view.as_mut().ok_or(NotMine::Shape)?;
         let w = v.writer.as_mut().ok_or(NotMine::Shape)?;
-        if window_of(off) != held.window {
-            return Err(NotMine::Shape);
-        }
-        let done = w.write(&self.dev, (&v.runs, v.size), off, data, now())?;
+        let done = w.write(&self.dev, &v.runs, off, data, now())?;
+        v.size = w.size();
         if done.is_err() {
             // A failed persist: this process writes the pool no more.
             self.writable.store(false, Ordering::Release);
@@ -386,18 +399,19 @@ impl Client {
         }
     }
 
-    /// The newest time this process wrote `ino` under a write lease it
-    /// still holds: the file's mtime and ctime, which the kernel's cached
-    /// attributes do not know yet. `None`: no such lease.
-    pub fn written(&self, ino: u64) -> Option<Option<Timespec>> {
+    /// What this process's write lease on `ino` changed that the kernel's
+    /// cached attributes do not know yet. `None`: it holds no write lease
+    /// on the file.
+    pub fn written(&self, ino: u64) -> Option<Written> {
         let leases = self.leases.read();
-        let mut found = None;
-        for h in leases.values().filter(|h| h.ino == ino && h.write) {
-            if let Some(w) = h.view.read().as_ref().and_then(|v| v.writer.as_ref()) {
-                found = Some(found.flatten().max(w.newest()));
-            }
-        }
-        found
+        let held = leases.values().find(|h| h.ino == ino && h.write)?;
+        let view = held.view.read();
+        let w = view.as_ref()?.writer.as_ref()?;
+        Some(Written {
+            newest: w.newest(),
+            size: w.size(),
+            blocks: w.mapped(),
+        })
     }
 
     /// Sends `msg` from a caller's thread, whole, under the writer lock.

@@ -93,12 +93,12 @@ pub struct Counters {
 struct Settled {
     view: amber_core::LeaseView,
     writes: Option<LeasedWrites>,
-    records: u64,
+    /// A write lease's grant as its holder takes it.
+    wire: Option<Writes>,
 }
 
 impl Settled {
     fn into_grant(self, seq: u64, (ino, window): (u64, u64), lease: u64) -> Grant {
-        let generation = self.view.generation;
         Grant {
             seq,
             ino,
@@ -106,12 +106,7 @@ impl Settled {
             lease,
             size: self.view.size,
             runs: self.view.runs,
-            writes: self.writes.map(|w| Writes {
-                generation,
-                seq: w.seq,
-                records: self.records,
-                blocks: w.blocks,
-            }),
+            writes: self.wire,
         }
     }
 }
@@ -305,14 +300,15 @@ impl Leases {
             return Some(Settled {
                 view,
                 writes: None,
-                records: 0,
+                wire: None,
             });
         }
         let w = self.owner.write(ino, window, GRANTED)?;
+        let wire = Writes::of(&w);
         Some(Settled {
             view: w.view,
             writes: Some(w.writes),
-            records: w.records,
+            wire: Some(wire),
         })
     }
 
@@ -584,8 +580,11 @@ mod tests {
                 writes: LeasedWrites {
                     seq: 10,
                     blocks: (100..100 + n as u64).collect(),
+                    mapped: 1,
+                    head: Some((0, 256)),
                 },
                 records: 1 << 16,
+                log: 1 << 15,
             })
         }
 

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use amber_core::Run;
 
 /// The protocol's version; a peer speaking another is refused.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// "AMLS", first in every frame.
 const MAGIC: u32 = 0x534C_4D41;
 const HEADER: usize = 16;
@@ -24,7 +24,7 @@ pub const MAX_RUNS: usize = WINDOW_BLOCKS as usize;
 /// Most blocks one write lease is granted (`amber_core`'s bound).
 pub const MAX_GRANTED: usize = 1024;
 /// The largest body: a grant's runs and blocks, or a path.
-const MAX_BODY: usize = 96 + MAX_RUNS * 24 + MAX_GRANTED * 8;
+const MAX_BODY: usize = 128 + MAX_RUNS * 24 + MAX_GRANTED * 8;
 /// The longest string a message carries (a path, an emulator spec).
 const MAX_TEXT: usize = 4096;
 
@@ -100,17 +100,38 @@ pub struct Grant {
     pub writes: Option<Writes>,
 }
 
-/// What a write lease lets its holder write (design.md §17.4).
+/// What a write lease lets its holder write (design.md §17.4, §17.11).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Writes {
-    /// The file's generation, which its records carry.
+    /// The file's generation, which its records and entries carry.
     pub generation: u32,
-    /// The first seq its records may carry, one per block.
+    /// The first seq its writes may carry, one per write.
     pub seq: u64,
     /// The pool offset of block 0's record.
     pub records: u64,
+    /// The pool offset of the file's attribute log (four entries).
+    pub log: u64,
+    /// Blocks the file mapped when granted.
+    pub mapped: u64,
+    /// Its block at the highest index then: (file block, block).
+    pub head: Option<(u64, u64)>,
     /// The granted blocks (block numbers), at most `MAX_GRANTED`.
     pub blocks: Vec<u64>,
+}
+
+impl Writes {
+    /// The lessee's part of the daemon's grant `w`.
+    pub fn of(w: &amber_core::WriteLease) -> Writes {
+        Writes {
+            generation: w.view.generation,
+            seq: w.writes.seq,
+            records: w.records,
+            log: w.log,
+            mapped: w.writes.mapped,
+            head: w.writes.head,
+            blocks: w.writes.blocks.clone(),
+        }
+    }
 }
 
 mod kind {
@@ -238,6 +259,11 @@ fn encode_grant(b: &mut Body, g: &Grant) {
     b.u32(w.generation);
     b.u64(w.seq);
     b.u64(w.records);
+    b.u64(w.log);
+    b.u64(w.mapped);
+    let (head_at, head) = w.head.unwrap_or((0, 0));
+    b.u64(head_at);
+    b.u64(head);
     b.u32(u32::try_from(w.blocks.len()).expect("blocks are bounded by MAX_GRANTED"));
     for &blk in &w.blocks {
         b.u64(blk);
@@ -327,6 +353,7 @@ fn decode_grant(c: &mut Cursor<'_>) -> io::Result<Grant> {
 
 fn decode_writes(c: &mut Cursor<'_>) -> io::Result<Writes> {
     let (generation, seq, records) = (c.u32()?, c.u64()?, c.u64()?);
+    let (log, mapped, head_at, head) = (c.u64()?, c.u64()?, c.u64()?, c.u64()?);
     let n = c.u32()? as usize;
     if n > MAX_GRANTED {
         return Err(bad("more blocks than a grant may carry"));
@@ -336,6 +363,10 @@ fn decode_writes(c: &mut Cursor<'_>) -> io::Result<Writes> {
         generation,
         seq,
         records,
+        log,
+        mapped,
+        // Block 0 is never a file's: 0 says "no block", as in an entry.
+        head: (head != 0).then_some((head_at, head)),
         blocks,
     })
 }
@@ -440,6 +471,9 @@ mod tests {
                 generation: 3,
                 seq: 77,
                 records: 8 << 20,
+                log: 1 << 14,
+                mapped: 40,
+                head: Some((39, 900)),
                 blocks: vec![500, 501, 900],
             }),
         }));

@@ -1,81 +1,120 @@
-//! A lessee's writes (design.md §17.4): an overwrite inside one block
-//! the file maps, wholly below its size, goes out of place into a block
-//! of the lease's grant — the write's bytes merged with the old block's —
-//! with an own-commit record (§13.6) naming the file, the block's index,
-//! a seq of the grant, the write's time and the checksum of the 4,096
-//! bytes. One fence makes both durable: the write is atomic and durable
-//! on return, before the daemon knows of it; the daemon's verifier, or a
-//! recovery after a crash, finds it by its record alone. Anything else
-//! (a write across blocks, into a hole, past the size) is the kernel's.
+//! A lessee's writes (design.md §17.4, §17.10-§17.11), each into blocks
+//! of the lease's grant, out of place, with the old block's bytes merged
+//! for a partial block:
+//!
+//! * an overwrite inside one block the file maps, wholly below its size,
+//!   is an own commit (§13.6): the block and its record — the file, the
+//!   block's index, a seq of the grant, the write's time and the checksum
+//!   of the 4,096 bytes — and one fence;
+//! * any other write inside the lease's window (across blocks, into a
+//!   hole, at or past the size) is a **covered write**: each block with a
+//!   plain record of the write's seq, one fence, then the file's
+//!   attribute entry of that seq with its size, blocks, times and head,
+//!   and a second fence. Until the entry is durable the records are newer
+//!   than every entry and not own commits — stale to recovery — so the
+//!   write is whole or absent.
+//!
+//! Either is durable and atomic on return, before the daemon knows of it;
+//! the daemon's verifier, or a recovery after a crash, finds it on PM.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 use amber_core::Run;
-use amber_format::split::{LogicalInfo, OwnCommit, Record, LI_SIZE};
+use amber_format::blockmap::MAX_FILE_SIZE;
+use amber_format::split::{
+    AttrEntry, LogicalInfo, OwnCommit, Record, ENTRIES, ENTRY_SIZE, LI_SIZE,
+};
 use amber_format::{Timespec, BLOCK_SIZE};
 use amber_pmem::{PersistError, PmDevice};
 
 use crate::wire::Writes;
 
 /// The state of one write-leased window: what is granted, what is used,
-/// and where the blocks this lease rewrote lie now.
+/// and the file as this lease's writes left it.
 #[derive(Debug)]
 pub struct Writer {
     ino: u64,
     grant: Writes,
+    /// The file blocks the grant's runs describe.
+    window: Range<u64>,
     used: usize,
-    /// File blocks this lease rewrote, and their pool offsets now
-    /// (ordered: a write's link is the nearest one below it).
+    /// File blocks this lease wrote, and their pool offsets now (ordered:
+    /// a write's link is the nearest one below it).
     moved: BTreeMap<u64, u64>,
     /// The newest write's time: the file's mtime and ctime since.
     newest: Option<Timespec>,
+    /// The file's size now.
+    size: u64,
+    /// Blocks the file maps now.
+    mapped: u64,
+    /// Its block at the highest index now: (file block, block).
+    head: Option<(u64, u64)>,
+    /// The log's slots: the one holding the newest entry when granted,
+    /// which this lease never overwrites, and the one its next entry
+    /// takes; read from PM at the first covered write.
+    slots: Option<(Option<u64>, u64)>,
 }
 
 /// Why a write is not the lessee's to make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NotMine {
-    /// Across blocks, into a hole, or not wholly below the size: the
-    /// kernel's.
+    /// Outside the window, past the largest file, or more blocks than a
+    /// grant holds: the kernel's.
     Shape,
-    /// Every granted block is used: return the lease and ask again.
+    /// Too few granted blocks are left: return the lease and ask again.
     Spent,
 }
 
 impl Writer {
-    /// The writer of a grant for `ino`, if every granted block and its
-    /// record lie inside a pool of `pool_size` bytes: a grant is the
+    /// The writer of a grant for `ino` whose runs describe `window` of a
+    /// file of `size` bytes, if every granted block, its record and the
+    /// file's log lie inside a pool of `pool_size` bytes: a grant is the
     /// daemon's word, but a bad one must not make this process store
     /// outside its mapping.
-    pub fn new(ino: u64, grant: Writes, pool_size: u64) -> Option<Writer> {
+    pub fn new(
+        ino: u64,
+        grant: Writes,
+        (window, size): (Range<u64>, u64),
+        pool_size: u64,
+    ) -> Option<Writer> {
+        let inside = |at: u64, len: u64| at.checked_add(len).is_some_and(|e| e <= pool_size);
         let fits = |b: u64| {
-            b.checked_add(1)
-                .and_then(|e| e.checked_mul(BLOCK_SIZE))
-                .is_some_and(|e| e <= pool_size)
+            b.checked_mul(BLOCK_SIZE)
+                .is_some_and(|at| inside(at, BLOCK_SIZE))
                 && b.checked_mul(LI_SIZE)
-                    .and_then(|o| o.checked_add(grant.records + LI_SIZE))
-                    .is_some_and(|e| e <= pool_size)
+                    .and_then(|o| o.checked_add(grant.records))
+                    .is_some_and(|at| inside(at, LI_SIZE))
         };
-        grant.blocks.iter().all(|&b| fits(b)).then(|| Writer {
+        let sound = grant.blocks.iter().all(|&b| fits(b))
+            && inside(grant.log, ENTRIES * ENTRY_SIZE)
+            && size <= MAX_FILE_SIZE;
+        sound.then(|| Writer {
             ino,
+            mapped: grant.mapped,
+            head: grant.head,
             grant,
+            window,
             used: 0,
             moved: BTreeMap::new(),
             newest: None,
+            size,
+            slots: None,
         })
     }
 
-    /// Where file block `fb` lies now: rewritten by this lease, or as the
+    /// Where file block `fb` lies now: written by this lease, or as the
     /// grant's `runs` say (`None`: a hole).
     pub fn locate(&self, runs: &[Run], fb: u64) -> Option<u64> {
         self.moved.get(&fb).copied().or_else(|| located(runs, fb))
     }
 
-    /// The file blocks this lease rewrote and their pool offsets now.
+    /// The file blocks this lease wrote and their pool offsets now.
     pub fn moved(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.moved.iter().map(|(&fb, &at)| (fb, at))
     }
 
-    /// Whether this lease rewrote any block.
+    /// Whether this lease wrote any block.
     pub fn moved_any(&self) -> bool {
         !self.moved.is_empty()
     }
@@ -85,49 +124,226 @@ impl Writer {
         self.newest
     }
 
-    /// Writes `data` at byte `off` of the file (`size` bytes, mapped as
-    /// `runs` and this lease's writes say) as one own commit at `time`.
+    /// The file's size as this lease's writes left it.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Blocks the file maps as this lease's writes left it (an estimate
+    /// past the window: the daemon counts again when it adopts).
+    pub fn mapped(&self) -> u64 {
+        self.mapped
+    }
+
+    /// Writes `data` at byte `off` of the file (mapped as `runs` and this
+    /// lease's writes say) at `time`: an own commit when it overwrites
+    /// one mapped block below the size, else a covered write.
     pub fn write<D: PmDevice>(
         &mut self,
         dev: &D,
-        (runs, size): (&[Run], u64),
+        runs: &[Run],
         off: u64,
         data: &[u8],
         time: Timespec,
     ) -> Result<Result<(), PersistError>, NotMine> {
-        let fb = off / BLOCK_SIZE;
-        let last = off.saturating_add(data.len() as u64);
-        if data.is_empty() || (last - 1) / BLOCK_SIZE != fb || (fb + 1) * BLOCK_SIZE > size {
+        let end = off
+            .checked_add(data.len() as u64)
+            .filter(|&e| e <= MAX_FILE_SIZE && !data.is_empty())
+            .ok_or(NotMine::Shape)?;
+        let (first, last) = (off / BLOCK_SIZE, (end - 1) / BLOCK_SIZE);
+        if !self.window.contains(&first) || !self.window.contains(&last) {
             return Err(NotMine::Shape);
         }
-        let old = self.locate(runs, fb).ok_or(NotMine::Shape)?;
+        if first == last && (first + 1) * BLOCK_SIZE <= self.size {
+            if let Some(old) = self.locate(runs, first) {
+                return self.own_commit(dev, runs, (first, old), off, data, time);
+            }
+        }
+        self.covered(dev, runs, (first..last + 1, off), data, time)
+    }
+
+    /// §13.6's own commit of block `fb` (now at pool offset `old`).
+    fn own_commit<D: PmDevice>(
+        &mut self,
+        dev: &D,
+        runs: &[Run],
+        (fb, old): (u64, u64),
+        off: u64,
+        data: &[u8],
+        time: Timespec,
+    ) -> Result<Result<(), PersistError>, NotMine> {
         let Some(&block) = self.grant.blocks.get(self.used) else {
             return Err(NotMine::Spent);
         };
-        let li = LogicalInfo {
-            seq: self.grant.seq + self.used as u64,
-            ino: self.ino,
-            generation: self.grant.generation,
-            file_block: fb,
-            link: self.link(dev, runs, fb, old),
-            own: None,
-        };
+        let li = self.record(fb, self.link(dev, runs, fb, Some(old)), self.used);
+        let mut image = vec![0u8; BLOCK_SIZE as usize];
+        if data.len() as u64 != BLOCK_SIZE {
+            dev.read(old, &mut image);
+        }
         let at = usize::try_from(off - fb * BLOCK_SIZE).expect("inside a block");
-        let done = commit(dev, self.grant.records, (block, old), li, time, (at, data));
+        image[at..at + data.len()].copy_from_slice(data);
+        dev.write_nt(block * BLOCK_SIZE, &image);
+        let li = LogicalInfo {
+            own: Some(OwnCommit::new(time, &image)),
+            ..li
+        };
+        dev.write_nt(self.grant.records + block * LI_SIZE, &li.encode());
+        let done = dev.drain();
         // A failed fence may still have made the block durable: the block
         // is spent either way, and the caller refuses further writes.
         self.used += 1;
         if done.is_ok() {
-            self.moved.insert(fb, block * BLOCK_SIZE);
-            self.newest = Some(time);
+            self.wrote(fb, block, time);
         }
         Ok(done)
+    }
+
+    /// A covered write of file blocks `fbs`, `data` from byte `off`.
+    fn covered<D: PmDevice>(
+        &mut self,
+        dev: &D,
+        runs: &[Run],
+        (fbs, off): (Range<u64>, u64),
+        data: &[u8],
+        time: Timespec,
+    ) -> Result<Result<(), PersistError>, NotMine> {
+        let n = usize::try_from(fbs.end - fbs.start).map_err(|_| NotMine::Shape)?;
+        if n > self.grant.blocks.len() {
+            return Err(NotMine::Shape);
+        }
+        let end = off + data.len() as u64;
+        let tail = self.tail_to_zero(end, fbs.start);
+        if tail.is_some_and(|t| !self.window.contains(&t)) {
+            return Err(NotMine::Shape);
+        }
+        let blocks = self.grant.blocks[self.used..]
+            .get(..n)
+            .ok_or(NotMine::Spent)?
+            .to_vec();
+        let slot = self.next_slot(dev);
+        if let Some(at) = tail.and_then(|t| self.locate(runs, t)) {
+            let keep = self.size % BLOCK_SIZE;
+            dev.zero_nt(at + keep, BLOCK_SIZE - keep);
+        }
+        let new = self.stream_blocks(dev, runs, (fbs.clone(), &blocks), off, data);
+        let done = dev.drain();
+        let seq_at = self.used;
+        self.used += n;
+        if done.is_err() {
+            return Ok(done);
+        }
+        for (fb, &b) in fbs.zip(&blocks) {
+            self.wrote(fb, b, time);
+        }
+        self.size = self.size.max(end);
+        self.mapped += new;
+        let entry = AttrEntry {
+            seq: self.grant.seq + seq_at as u64,
+            generation: self.grant.generation,
+            size: self.size,
+            blocks: self.mapped,
+            mtime: time,
+            ctime: time,
+            head: self.head.map_or(0, |(_, b)| b),
+        };
+        dev.write_nt(self.grant.log + slot * ENTRY_SIZE, &entry.encode());
+        Ok(dev.drain())
+    }
+
+    /// The old last block, when a write ending at `end` and starting at
+    /// file block `first` grows the file past it without writing it: its
+    /// bytes past the size must read as zeros once the size covers them
+    /// (§12.2's "past the end"). Zeroed in place, past the durable size,
+    /// where no crash can show it.
+    fn tail_to_zero(&self, end: u64, first: u64) -> Option<u64> {
+        let t = self.size / BLOCK_SIZE;
+        (end > self.size && !self.size.is_multiple_of(BLOCK_SIZE) && t < first).then_some(t)
+    }
+
+    /// Streams each block of a covered write — the old bytes below the
+    /// size, zeros past it, `data` from byte `off` — into its granted
+    /// block, with its record. Returns how many were holes.
+    fn stream_blocks<D: PmDevice>(
+        &self,
+        dev: &D,
+        runs: &[Run],
+        (fbs, blocks): (Range<u64>, &[u64]),
+        off: u64,
+        data: &[u8],
+    ) -> u64 {
+        let bs = BLOCK_SIZE as usize;
+        let mut link = self.link(dev, runs, fbs.start, self.locate(runs, fbs.start));
+        let mut holes = 0;
+        let mut image = vec![0u8; bs];
+        for (fb, &block) in fbs.zip(blocks) {
+            let start = fb * BLOCK_SIZE;
+            image.fill(0);
+            let old = self.locate(runs, fb);
+            let keep = usize::try_from(self.size.saturating_sub(start)).map_or(bs, |k| k.min(bs));
+            match old {
+                Some(at) if keep > 0 => dev.read(at, &mut image[..keep]),
+                Some(_) => {}
+                None => holes += 1,
+            }
+            let from = off.max(start);
+            let to = (off + data.len() as u64).min(start + BLOCK_SIZE);
+            let src = usize::try_from(from - off).expect("inside the write");
+            let dst = usize::try_from(from - start).expect("inside the block");
+            let len = usize::try_from(to - from).expect("inside the block");
+            image[dst..dst + len].copy_from_slice(&data[src..src + len]);
+            dev.write_nt(block * BLOCK_SIZE, &image);
+            let li = LogicalInfo {
+                own: None,
+                ..self.record(fb, link, self.used)
+            };
+            dev.write_nt(self.grant.records + block * LI_SIZE, &li.encode());
+            link = block;
+        }
+        holes
+    }
+
+    /// The record of file block `fb` for the write that starts at granted
+    /// block `used` (its seq), linking to block `link`.
+    fn record(&self, fb: u64, link: u64, used: usize) -> LogicalInfo {
+        LogicalInfo {
+            seq: self.grant.seq + used as u64,
+            ino: self.ino,
+            generation: self.grant.generation,
+            file_block: fb,
+            link,
+            own: None,
+        }
+    }
+
+    /// Notes that file block `fb` now lies in granted block `block`.
+    fn wrote(&mut self, fb: u64, block: u64, time: Timespec) {
+        self.moved.insert(fb, block * BLOCK_SIZE);
+        self.newest = Some(time);
+        if self.head.is_none_or(|(h, _)| fb >= h) {
+            self.head = Some((fb, block));
+        }
+    }
+
+    /// The slot the next entry goes to: round robin over the log's slots
+    /// but the one the grant found newest, so a lessee's entries never
+    /// evict the entry the daemon's verifier falls back to.
+    fn next_slot<D: PmDevice>(&mut self, dev: &D) -> u64 {
+        let (base, next) = *self.slots.get_or_insert_with(|| {
+            let base = newest_slot(dev, self.grant.log);
+            (base, base.map_or(0, |b| (b + 1) % ENTRIES))
+        });
+        let mut after = (next + 1) % ENTRIES;
+        if Some(after) == base {
+            after = (after + 1) % ENTRIES;
+        }
+        self.slots = Some((base, after));
+        next
     }
 
     /// The block below `fb` in the chain: the nearest lower mapped block
     /// this window knows, else what the old block's record links to (the
     /// daemon's verifier rewrites a wrong one).
-    fn link<D: PmDevice>(&self, dev: &D, runs: &[Run], fb: u64, old: u64) -> u64 {
+    fn link<D: PmDevice>(&self, dev: &D, runs: &[Run], fb: u64, old: Option<u64>) -> u64 {
         let below_run = |fb: u64| {
             let i = runs.partition_point(|r| r.file_block < fb);
             i.checked_sub(1).map(|i| {
@@ -140,6 +356,9 @@ impl Writer {
         if let Some(n) = nearest.and_then(|n| self.locate(runs, n)) {
             return n / BLOCK_SIZE;
         }
+        let Some(old) = old else {
+            return 0;
+        };
         let mut raw = [0u8; LI_SIZE as usize];
         dev.read(self.grant.records + (old / BLOCK_SIZE) * LI_SIZE, &mut raw);
         match LogicalInfo::decode(&raw) {
@@ -149,41 +368,26 @@ impl Writer {
     }
 }
 
+/// The slot of the log at `log` holding its newest valid entry of any
+/// generation (the one the daemon's next entry would follow), if any.
+fn newest_slot<D: PmDevice>(dev: &D, log: u64) -> Option<u64> {
+    let mut newest: Option<(u64, u64)> = None;
+    for i in 0..ENTRIES {
+        let mut raw = [0u8; ENTRY_SIZE as usize];
+        dev.read(log + i * ENTRY_SIZE, &mut raw);
+        if let Record::Valid(e) = AttrEntry::decode(&raw) {
+            if newest.is_none_or(|(seq, _)| e.seq > seq) {
+                newest = Some((e.seq, i));
+            }
+        }
+    }
+    newest.map(|(_, i)| i)
+}
+
 /// The pool offset of file block `fb` in `runs` (sorted, disjoint).
 fn located(runs: &[Run], fb: u64) -> Option<u64> {
     let i = runs.partition_point(|r| r.file_block + r.blocks <= fb);
     runs.get(i)
         .filter(|r| r.file_block <= fb)
         .map(|r| r.pool_off + (fb - r.file_block) * BLOCK_SIZE)
-}
-
-/// Streams the block image — `data` at byte `at`, over the bytes at pool
-/// offset `old` — into granted block `block`, then its record (`li` with
-/// the image's checksum and `time`), and fences once.
-fn commit<D: PmDevice>(
-    dev: &D,
-    records: u64,
-    (block, old): (u64, u64),
-    li: LogicalInfo,
-    time: Timespec,
-    (at, data): (usize, &[u8]),
-) -> Result<(), PersistError> {
-    let bs = BLOCK_SIZE as usize;
-    let merged;
-    let image = if data.len() == bs {
-        data
-    } else {
-        let mut b = vec![0u8; bs];
-        dev.read(old, &mut b);
-        b[at..at + data.len()].copy_from_slice(data);
-        merged = b;
-        &merged[..]
-    };
-    dev.write_nt(block * BLOCK_SIZE, image);
-    let li = LogicalInfo {
-        own: Some(OwnCommit::new(time, image)),
-        ..li
-    };
-    dev.write_nt(records + block * LI_SIZE, &li.encode());
-    dev.drain()
 }

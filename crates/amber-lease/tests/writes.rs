@@ -1,16 +1,18 @@
-//! Write leases against a mounted core (design.md §17.4-§17.5): a
-//! lessee's own commits become the file's when the lease comes back, or
-//! after a crash with the lease still out; what the verifier must not
-//! trust — a record of another file, a seq outside the grant, a torn
-//! block — is dropped, and fsck stays clean either way.
+//! Write leases against a mounted core (design.md §17.4-§17.5, §17.10-
+//! §17.11): a lessee's own commits and covered writes (appends, writes
+//! across blocks and into holes) become the file's when the lease comes
+//! back, or after a crash with the lease still out; what the verifier must
+//! not trust — a record of another file, a seq outside the grant, a torn
+//! block, a torn or shrinking entry — is dropped, and fsck stays clean
+//! either way.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use amber_core::check::{check, CheckOptions};
 use amber_core::data::LeaseEnd::{Abandoned, Returned};
-use amber_core::{Fs, MountOptions, OpenOptions, WriteLease};
-use amber_format::split::{LogicalInfo, OwnCommit, LI_SIZE};
+use amber_core::{Core, Fs, MountOptions, OpenOptions, WriteLease};
+use amber_format::split::{AttrEntry, LogicalInfo, OwnCommit, Record, ENTRY_SIZE, LI_SIZE};
 use amber_format::{FormatParams, PoolLayout, Timespec, BLOCK_SIZE};
 use amber_lease::{NotMine, Writer, Writes, WINDOW_BLOCKS};
 use amber_pmem::{MapOptions, MmapDevice, PmDevice};
@@ -89,15 +91,22 @@ fn contents(fs: &Fs<MmapDevice>, ino: u64, len: usize) -> Vec<u8> {
     buf
 }
 
-fn writer(ino: u64, lease: &WriteLease, pool: u64) -> Writer {
-    let w = Writes {
-        generation: lease.view.generation,
-        seq: lease.writes.seq,
-        records: lease.records,
-        blocks: lease.writes.blocks.clone(),
-    };
-    Writer::new(ino, w, pool).expect("a grant inside the pool")
+/// A write lease of `n` blocks on `ino`'s first window, as a lessee
+/// holds it: the core, the grant, the device and the grant's writer.
+fn leased(fs: &Fs<MmapDevice>, ino: u64, n: usize) -> Leased {
+    let core = Arc::clone(fs.core());
+    let lease = core
+        .write_lease(ino, (0, WINDOW_BLOCKS), n)
+        .unwrap()
+        .unwrap();
+    let dev = Arc::clone(core.device());
+    let window = (0..WINDOW_BLOCKS, lease.view.size);
+    let w =
+        Writer::new(ino, Writes::of(&lease), window, dev.size()).expect("a grant inside the pool");
+    (core, lease, dev, w)
 }
+
+type Leased = (Arc<Core<MmapDevice>>, WriteLease, Arc<MmapDevice>, Writer);
 
 fn time(s: i64) -> Timespec {
     Timespec {
@@ -127,8 +136,7 @@ fn scribble(
         let len = len.min(BS - at);
         let data: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
         let off = fb * BLOCK_SIZE + at as u64;
-        let view = (&lease.view.runs[..], lease.view.size);
-        match w.write(dev, view, off, &data, time(i as i64)) {
+        match w.write(dev, &lease.view.runs, off, &data, time(i as i64)) {
             Ok(r) => {
                 r.unwrap();
                 let o = off as usize;
@@ -146,20 +154,20 @@ fn scribble(
 fn a_lessees_writes_are_the_files_once_adopted_and_after_a_remount() {
     let fs = fresh();
     let (ino, mut model) = file(&fs, 24, 1);
-    let core = Arc::clone(fs.core());
-    let lease = core
-        .write_lease(ino, (0, WINDOW_BLOCKS), 40)
-        .unwrap()
-        .unwrap();
-    let dev = Arc::clone(core.device());
-    let mut w = writer(ino, &lease, dev.size());
+    let (core, lease, dev, mut w) = leased(&fs, ino, 40);
     let mut rng = SplitMix64::new(2);
     assert_eq!(scribble(&dev, &mut w, &lease, &mut model, &mut rng, 30), 30);
-    // Across blocks, and past the size, are the kernel's.
-    let view = (&lease.view.runs[..], lease.view.size);
-    let across = w.write(&*dev, view, BLOCK_SIZE - 1, &[1, 2], time(99));
+    // Past the window, and past the largest file, are the kernel's.
+    let runs = &lease.view.runs;
+    let across = w.write(
+        &*dev,
+        runs,
+        WINDOW_BLOCKS * BLOCK_SIZE - 1,
+        &[1, 2],
+        time(99),
+    );
     assert_eq!(across.unwrap_err(), NotMine::Shape);
-    let past = w.write(&*dev, view, 24 * BLOCK_SIZE, &[1], time(99));
+    let past = w.write(&*dev, runs, u64::MAX - 1, &[1], time(99));
     assert_eq!(past.unwrap_err(), NotMine::Shape);
     assert_eq!(core.adopt(ino, &lease.writes, Returned).unwrap(), 30);
     assert_eq!(contents(&fs, ino, model.len()), model);
@@ -177,13 +185,7 @@ fn a_lessees_writes_are_the_files_once_adopted_and_after_a_remount() {
 fn a_crash_with_the_lease_out_keeps_every_write_it_made() {
     let fs = fresh();
     let (ino, mut model) = file(&fs, 16, 3);
-    let core = Arc::clone(fs.core());
-    let lease = core
-        .write_lease(ino, (0, WINDOW_BLOCKS), 64)
-        .unwrap()
-        .unwrap();
-    let dev = Arc::clone(core.device());
-    let mut w = writer(ino, &lease, dev.size());
+    let (core, lease, dev, mut w) = leased(&fs, ino, 64);
     let mut rng = SplitMix64::new(4);
     // Every granted block, then one more: spent.
     assert_eq!(scribble(&dev, &mut w, &lease, &mut model, &mut rng, 65), 64);
@@ -200,13 +202,7 @@ fn the_verifier_drops_what_the_lessee_may_not_have_written() {
     let fs = fresh();
     let (ino, mut model) = file(&fs, 8, 5);
     let before = model.clone();
-    let core = Arc::clone(fs.core());
-    let lease = core
-        .write_lease(ino, (0, WINDOW_BLOCKS), 8)
-        .unwrap()
-        .unwrap();
-    let dev = Arc::clone(core.device());
-    let mut w = writer(ino, &lease, dev.size());
+    let (core, lease, dev, mut w) = leased(&fs, ino, 8);
     let mut rng = SplitMix64::new(6);
     assert_eq!(scribble(&dev, &mut w, &lease, &mut model, &mut rng, 2), 2);
     let blocks = &lease.writes.blocks;
@@ -257,4 +253,159 @@ fn an_unused_grant_goes_back_whole() {
     assert_eq!(contents(&fs, ino, model.len()), model);
     drop(core);
     assert_clean(&device_of(fs, true));
+}
+
+/// A lessee's writes of every shape — overwrites, appends, writes across
+/// blocks, into holes and past the end, a partial last block — applied
+/// to the model too; returns how many it made.
+fn grow(
+    dev: &MmapDevice,
+    w: &mut Writer,
+    lease: &WriteLease,
+    model: &mut Vec<u8>,
+    rng: &mut SplitMix64,
+    n: usize,
+) -> usize {
+    let mut made = 0;
+    for i in 0..n {
+        let size = model.len() as u64;
+        let (off, len) = match rng.next_u64() % 5 {
+            0 => (size, 1 + rng.next_u64() % (3 * BLOCK_SIZE)),
+            1 => (
+                size + rng.next_u64() % (2 * BLOCK_SIZE),
+                1 + rng.next_u64() % 300,
+            ),
+            2 => (
+                rng.next_u64() % size.max(1),
+                1 + rng.next_u64() % (2 * BLOCK_SIZE),
+            ),
+            3 => (rng.next_u64() % size.max(1), 1 + rng.next_u64() % 64),
+            _ => (
+                (rng.next_u64() % size.div_ceil(BLOCK_SIZE).max(1)) * BLOCK_SIZE,
+                BLOCK_SIZE,
+            ),
+        };
+        let data: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+        match w.write(dev, &lease.view.runs, off, &data, time(i as i64)) {
+            Ok(r) => {
+                r.unwrap();
+                let (o, end) = (off as usize, (off + len) as usize);
+                if end > model.len() {
+                    model.resize(end, 0);
+                }
+                model[o..end].copy_from_slice(&data);
+                made += 1;
+            }
+            Err(NotMine::Spent) => break,
+            Err(NotMine::Shape) => panic!("a write inside the window was refused"),
+        }
+        assert_eq!(w.size(), model.len() as u64);
+    }
+    made
+}
+
+#[test]
+fn writes_that_grow_the_file_are_adopted_whole() {
+    for seed in 0..8u64 {
+        println!("seed {seed}");
+        let fs = fresh();
+        let (ino, mut model) = file(&fs, 1 + seed as usize % 5, seed);
+        // A partial last block, so growth must zero its tail.
+        let cut = model.len() as u64 - 1000;
+        let f = OpenOptions::new().write(true).open(&fs, "/f").unwrap();
+        f.set_len(cut).unwrap();
+        f.sync_all().unwrap();
+        drop(f);
+        model.truncate(cut as usize);
+        let (core, lease, dev, mut w) = leased(&fs, ino, 200);
+        let mut rng = SplitMix64::new(100 + seed);
+        let made = grow(&dev, &mut w, &lease, &mut model, &mut rng, 40);
+        assert!(made > 10, "seed {seed}: {made} writes");
+        core.adopt(ino, &lease.writes, Returned).unwrap();
+        assert_eq!(contents(&fs, ino, model.len()), model, "seed {seed}");
+        assert_eq!(core.getattr(ino).unwrap().size, model.len() as u64);
+        drop((dev, core));
+        let dev = device_of(fs, true);
+        assert_clean(&dev);
+        let fs = mount(dev);
+        assert_eq!(contents(&fs, ino, model.len()), model, "seed {seed}");
+        assert_clean(&device_of(fs, true));
+    }
+}
+
+#[test]
+fn a_crash_with_growing_writes_out_keeps_them_all() {
+    for seed in 0..8u64 {
+        println!("seed {seed}");
+        let fs = fresh();
+        let (ino, mut model) = file(&fs, 3, seed);
+        let (core, lease, dev, mut w) = leased(&fs, ino, 200);
+        let mut rng = SplitMix64::new(200 + seed);
+        grow(&dev, &mut w, &lease, &mut model, &mut rng, 40);
+        drop((dev, core));
+        let fs = mount(device_of(fs, false));
+        assert_eq!(contents(&fs, ino, model.len()), model, "seed {seed}");
+        assert_eq!(fs.core().getattr(ino).unwrap().size, model.len() as u64);
+        assert_clean(&device_of(fs, true));
+    }
+}
+
+/// The slot of the newest valid entry in the log at `log`.
+fn newest_entry(dev: &MmapDevice, log: u64) -> (u64, AttrEntry) {
+    (0..4u64)
+        .filter_map(|i| {
+            let mut raw = [0u8; ENTRY_SIZE as usize];
+            dev.read(log + i * ENTRY_SIZE, &mut raw);
+            match AttrEntry::decode(&raw) {
+                Record::Valid(e) => Some((i, e)),
+                _ => None,
+            }
+        })
+        .max_by_key(|(_, e)| e.seq)
+        .expect("an entry")
+}
+
+#[test]
+fn a_torn_entry_leaves_its_write_out_and_a_shrinking_one_every_entry() {
+    for (shrink, end) in [(false, Abandoned), (true, Returned)] {
+        let fs = fresh();
+        let (ino, before) = file(&fs, 4, 9);
+        let mut model = before.clone();
+        let (core, lease, dev, mut w) = leased(&fs, ino, 64);
+        let runs = &lease.view.runs;
+        w.write(&*dev, runs, model.len() as u64, &[3u8; 5000], time(1))
+            .unwrap()
+            .unwrap();
+        model.extend_from_slice(&[3u8; 5000]);
+        let kept = model.clone();
+        w.write(&*dev, runs, 100, &[4u8; 9000], time(2))
+            .unwrap()
+            .unwrap();
+        let (slot, mut e) = newest_entry(&dev, lease.log);
+        if shrink {
+            // A sound checksum over a size below the grant's: every entry
+            // of the lessee goes, and with them its covered writes.
+            e.size = 10;
+            dev.write(lease.log + slot * ENTRY_SIZE, &e.encode());
+        } else {
+            // The lessee died inside its second write's entry.
+            dev.write(lease.log + slot * ENTRY_SIZE + 20, &[0xff]);
+        }
+        core.adopt(ino, &lease.writes, end).unwrap();
+        let want = if shrink { &before } else { &kept };
+        assert_eq!(
+            &contents(&fs, ino, want.len() + 100),
+            want,
+            "shrink {shrink}"
+        );
+        drop((dev, core));
+        let dev = device_of(fs, true);
+        assert_clean(&dev);
+        let fs = mount(dev);
+        assert_eq!(
+            &contents(&fs, ino, want.len() + 100),
+            want,
+            "shrink {shrink}"
+        );
+    }
 }

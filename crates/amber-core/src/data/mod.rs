@@ -338,13 +338,19 @@ pub enum LeaseEnd {
 }
 
 /// What a write lease lets another process write (`lease_writes`): free
-/// blocks, and the seqs from `seq` on, one per block at most.
+/// blocks, the seqs from `seq` on (one per write, so at most one per
+/// block), and where the file's blocks end — what the entry of a write
+/// that changes the file's blocks or size must say (design.md §17.11).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeasedWrites {
-    /// The first seq a lessee's record may carry.
+    /// The first seq a lessee's record or entry may carry.
     pub seq: u64,
     /// The granted blocks, whose records were clear when granted.
     pub blocks: Vec<u64>,
+    /// Blocks the file mapped when granted.
+    pub mapped: u64,
+    /// Its block at the highest index then, as (file block, block).
+    pub head: Option<(u64, u64)>,
 }
 
 /// What fallocate does: the modes of Linux's fallocate(2) Amber has.

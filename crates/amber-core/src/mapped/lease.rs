@@ -35,8 +35,9 @@ pub struct LeaseView {
 }
 
 /// A write lease's grant (design.md §17.4): the window's view, the
-/// blocks and seqs the lessee writes its own commits with, and where the
-/// pool keeps block `b`'s record (`records + 64 b`).
+/// blocks and seqs the lessee writes with, where the pool keeps block
+/// `b`'s record (`records + 64 b`) and where the file's attribute log
+/// lies (its four entries from `log`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteLease {
     /// The window, as a read lease sees it.
@@ -45,6 +46,8 @@ pub struct WriteLease {
     pub writes: LeasedWrites,
     /// The pool offset of block 0's record.
     pub records: u64,
+    /// The pool offset of the file's attribute log.
+    pub log: u64,
 }
 
 impl<D: PmDevice> Core<D> {
@@ -91,6 +94,7 @@ impl<D: PmDevice> Core<D> {
             return Ok(None);
         };
         let records = split.regions.li_start * BLOCK_SIZE;
+        let log = split.regions.entry_offset(ino, 0);
         let r = self.inode(ino)?;
         let mut st = r.write();
         regular(&st)?;
@@ -106,6 +110,7 @@ impl<D: PmDevice> Core<D> {
             view: self.view_of(&st, first, count),
             writes,
             records,
+            log,
         }))
     }
 

@@ -174,6 +174,12 @@ impl SplitMedia {
     pub fn write_entry<D: PmDevice>(&self, dev: &D, ino: u64, slot: u64, e: &AttrEntry) {
         dev.write_nt(self.regions.entry_offset(ino, slot), &e.encode());
     }
+
+    /// Clears entry `slot` of `ino`'s attribute log (non-temporal; the
+    /// caller drains).
+    pub fn clear_entry<D: PmDevice>(&self, dev: &D, ino: u64, slot: u64) {
+        dev.zero_nt(self.regions.entry_offset(ino, slot), ENTRY_SIZE);
+    }
 }
 
 /// What an attribute log says about the file of generation `generation`:

@@ -171,13 +171,6 @@ pub(super) fn descriptor(fd: c_int, dir: Dir) -> Option<Descriptor> {
 }
 
 impl Descriptor {
-    /// Whether `len` bytes at `off` lie inside one block wholly below the
-    /// size the kernel last saw: the only write a write lease takes.
-    pub(super) fn inside_one_block(&self, off: u64, len: usize) -> bool {
-        const BLOCK: u64 = amber_format::BLOCK_SIZE;
-        let end = off.saturating_add(len as u64);
-        len > 0 && off / BLOCK == (end - 1) / BLOCK && (off / BLOCK + 1) * BLOCK <= self.size
-    }
     /// The connection and the lease this call at `off` is served under:
     /// one held on the window (a write lease for `Dir::Write`), or one
     /// asked for now if the call is due (`due`). None: the kernel's call;
@@ -206,14 +199,14 @@ impl Descriptor {
 
     /// The connection to ask on, if this call (at `off`) is due to ask
     /// for a lease: the descriptor's kernel calls passed
-    /// `READS_BEFORE_LEASE`, the call is below the end of file, and the
-    /// process is connected or now worth connecting. Otherwise counts
-    /// the kernel's call.
+    /// `READS_BEFORE_LEASE`, a read is below the end of file (a write may
+    /// be anywhere: appends are leased too), and the process is connected
+    /// or now worth connecting. Otherwise counts the kernel's call.
     pub(super) fn due(&self, client: Option<&'static Client>, off: u64) -> Option<&'static Client> {
         let slot = &HINTS[self.dir as usize][self.i];
         MOUNT_CALLS.fetch_add(1, Ordering::Relaxed);
         let calls = (self.hint.max(ON_MOUNT) - ON_MOUNT + 1).min(MAX_COUNTED_READS);
-        let due = calls > READS_BEFORE_LEASE && off < self.size;
+        let due = calls > READS_BEFORE_LEASE && (off < self.size || matches!(self.dir, Dir::Write));
         let Some(c) = due.then(|| client.or_else(worth_connecting)).flatten() else {
             slot.store(ON_MOUNT + calls, Ordering::Relaxed);
             return None;

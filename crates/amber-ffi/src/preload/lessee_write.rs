@@ -1,12 +1,14 @@
-//! A preloaded process's writes under a write lease (design.md §17.4): a
-//! regular file it has open for writing on the FUSE mount and overwrites
-//! again and again is written from its own mapping of the pool, each
-//! write an own commit into a block the daemon granted — durable and
-//! atomic on return, with no FUSE round trip — so `fsync` of it has
-//! nothing left to do. Only an overwrite inside one block below the size
-//! is written so; every other write goes to the kernel, whose daemon
-//! recalls the lease first. `fstat` shows the times of the writes the
-//! daemon has not adopted yet.
+//! A preloaded process's writes under a write lease (design.md §17.4,
+//! §17.10-§17.11): a regular file it has open for writing (without
+//! `O_APPEND`) on the FUSE mount and writes again and again is written
+//! from its own mapping of the pool into blocks the daemon granted — an
+//! overwrite inside one block as an own commit, any other write of at
+//! most 1 MiB inside the lease's 16 MiB window (appends, writes across
+//! blocks or into holes) covered by an attribute entry of its own — each
+//! durable and atomic on return, with no FUSE round trip, so `fsync` of
+//! it has nothing left to do. Every other write goes to the kernel, whose
+//! daemon recalls the lease first. `fstat` shows the size, blocks and
+//! times of the writes the daemon has not adopted yet.
 
 use std::cell::Cell;
 use std::ffi::c_int;
@@ -27,25 +29,20 @@ thread_local! {
     static LAST_WRITE: Cell<(c_int, u64, u64)> = const { Cell::new((-1, 0, 0)) };
 }
 
+/// The largest write served under a write lease: a grant's quarter, so
+/// a process writing big chunks still makes four writes per grant.
+const MAX_LEASED_WRITE: usize = 256 * amber_format::BLOCK_SIZE as usize;
+
 /// Serves a write of `data` to kernel descriptor `fd` at `at` or (None)
 /// at the descriptor's offset, which it then moves; None when the kernel
 /// must serve it (the hooks' `kernel` path).
 pub fn write(fd: c_int, data: &[u8], at: Option<u64>) -> Option<isize> {
     state::config()?;
-    // A write that must span blocks is the kernel's before any check.
-    let block = amber_format::BLOCK_SIZE;
-    let spans = |o: u64| o / block != (o + data.len() as u64 - 1) / block;
-    if data.is_empty() || data.len() as u64 > block || at.is_some_and(spans) {
+    if data.is_empty() || data.len() > MAX_LEASED_WRITE {
         return None;
     }
     let d = descriptor(fd, Dir::Write)?;
     let (_position, off) = position(fd, d.i, at)?;
-    // A write no lease can take (across blocks, to or past the end) goes
-    // to the kernel without counting toward an ask: a program writing
-    // 8 KiB pages never takes grants it cannot use.
-    if !d.inside_one_block(off, data.len()) {
-        return None;
-    }
     let (c, held) = d.lease(connected(), off)?;
     let done = match c.write(&held, off, data) {
         Err(NotMine::Spent) => {
@@ -93,17 +90,18 @@ fn either(fd: c_int) -> Option<Descriptor> {
 /// fstat of kernel descriptor `fd` while this process holds a write lease
 /// on its file: the kernel's cached attributes (statx without a FUSE
 /// request — one would recall this very lease: the grant dropped the
-/// kernel's cache so that other processes' `stat` does) with the times of
-/// the writes the daemon has not adopted yet. Nothing else of the file
-/// can change while the lease is out. None: the kernel's fstat.
+/// kernel's cache so that other processes' `stat` does) with the size,
+/// blocks and times of the writes the daemon has not adopted yet. Nothing
+/// else of the file can change while the lease is out. None: the
+/// kernel's fstat.
 pub fn fstat(fd: c_int) -> Option<libc::stat64> {
     state::config()?;
     let d = either(fd)?;
-    let newest = connected()?.written(d.ino)?;
+    let written = connected()?.written(d.ino)?;
     let x = lessee::statx_cached(fd)?;
     let time = |t: libc::statx_timestamp| (t.tv_sec, i64::from(t.tv_nsec));
     let (mut mtime, mut ctime) = (time(x.stx_mtime), time(x.stx_ctime));
-    if let Some(t) = newest.map(|t| (t.secs, i64::from(t.nsecs))) {
+    if let Some(t) = written.newest.map(|t| (t.secs, i64::from(t.nsecs))) {
         mtime = mtime.max(t);
         ctime = ctime.max(t);
     }
@@ -115,9 +113,10 @@ pub fn fstat(fd: c_int) -> Option<libc::stat64> {
     st.st_mode = u32::from(x.stx_mode);
     (st.st_uid, st.st_gid) = (x.stx_uid, x.stx_gid);
     st.st_rdev = libc::makedev(x.stx_rdev_major, x.stx_rdev_minor);
-    st.st_size = i64::try_from(x.stx_size).ok()?;
+    st.st_size = i64::try_from(written.size).ok()?;
     st.st_blksize = i64::from(x.stx_blksize);
-    st.st_blocks = i64::try_from(x.stx_blocks).ok()?;
+    // Amber counts 4,096-byte blocks; stat's are 512 bytes.
+    st.st_blocks = i64::try_from(written.blocks.saturating_mul(8)).ok()?;
     (st.st_atime, st.st_atime_nsec) = time(x.stx_atime);
     (st.st_mtime, st.st_mtime_nsec) = mtime;
     (st.st_ctime, st.st_ctime_nsec) = ctime;

@@ -220,10 +220,18 @@ impl FileIndex {
 
     /// The block at the highest index (the chain's head), 0 if none.
     pub fn head(&self) -> u64 {
-        match self.sparse.last_key_value() {
-            Some((_, chunk)) => chunk.iter().rev().copied().find(|&b| b != 0).unwrap_or(0),
-            None => self.dense.last().copied().unwrap_or(0),
+        self.last().map_or(0, |(_, b)| b)
+    }
+
+    /// The highest index mapped and its block, if any (no chunk of the
+    /// sparse level is empty, and the array never ends with a hole).
+    pub fn last(&self) -> Option<(u64, u64)> {
+        if let Some((&c, chunk)) = self.sparse.last_key_value() {
+            let (i, &b) = chunk.iter().enumerate().rev().find(|&(_, &b)| b != 0)?;
+            return Some((c * CHUNK + i as u64, b));
         }
+        let b = *self.dense.last()?;
+        Some((self.len() - 1, b))
     }
 
     /// The block at the nearest index below `fb`, 0 if none.

@@ -594,6 +594,17 @@ impl Queues {
         Ok(())
     }
 
+    /// Forgets which slot of `ino`'s attribute log its next entry takes,
+    /// so the next persist reads it from PM: another process wrote entries
+    /// of the file under a write lease (design.md §17.11).
+    pub fn forget_slot(&self, ino: u64) {
+        self.shards[self.shard_of(ino)]
+            .persist
+            .lock()
+            .slots
+            .remove(&ino);
+    }
+
     /// Drops a deleted file's queued updates and queues the freeing of
     /// every block it held (`blocks`: its index, in runs). Its records and
     /// entries no longer count — the inode is free, or reused under
