@@ -92,7 +92,7 @@ source "$here/programs.sh"
 step "read leases: coherence across processes, forks, kill -9, a stopped lessee, a dead daemon"
 python3 "$here/leases.py" "$bin"
 
-step "write leases: leased overwrites read right everywhere, a racing reader, kill -9 of the writer and of the daemon"
+step "write leases: leased overwrites and appends read right everywhere, a racing reader, kill -9 of the writer and of the daemon"
 python3 "$here/write_leases.py" "$bin"
 
 step "unmount, fsck"
