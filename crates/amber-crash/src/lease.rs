@@ -66,19 +66,25 @@ impl Leased {
 
 /// What the leases still out wrote, laid over `st` (read through the
 /// core, which does not know those writes yet): the file at the size the
-/// lessee's writes left, with each block it wrote from where it lies —
-/// the state a reader of the lessee's mapping sees, and recovery must keep.
+/// lessee's writes left, each block it wrote, and the part past the size
+/// the core knows (appended in place), from where they lie — the state a
+/// reader of the lessee's mapping sees, and recovery must keep.
 pub fn overlay<D: PmDevice>(fs: &Core<D>, leases: &BTreeMap<String, Leased>, st: &mut FsState) {
-    let bs = BLOCK_SIZE as usize;
     for (path, l) in leases {
         let Some(Content::File(bytes)) = st.nodes.get_mut(path.as_str()).map(|n| &mut n.content)
         else {
             continue;
         };
+        let known = bytes.len() as u64 / BLOCK_SIZE;
         bytes.resize(usize::try_from(l.writer.size()).unwrap_or(usize::MAX), 0);
-        for (fb, at) in l.writer.moved() {
-            let start = usize::try_from(fb).unwrap_or(usize::MAX).saturating_mul(bs);
-            let end = bytes.len().min(start.saturating_add(bs));
+        let grown = (known..l.writer.size().div_ceil(BLOCK_SIZE)).filter(|fb| *fb < WINDOW_BLOCKS);
+        let blocks = l.writer.moved().map(|(fb, _)| fb).chain(grown);
+        for fb in blocks {
+            let Some(at) = l.writer.locate(&l.lease.view.runs, fb) else {
+                continue;
+            };
+            let start = usize::try_from(fb * BLOCK_SIZE).unwrap_or(usize::MAX);
+            let end = bytes.len().min(start.saturating_add(BLOCK_SIZE as usize));
             if start < end {
                 fs.device().read(at, &mut bytes[start..end]);
             }

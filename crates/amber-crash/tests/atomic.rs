@@ -509,7 +509,8 @@ fn amber_in_place_write_backs() {
 /// lessee's own commits go into granted blocks: whole blocks, partial
 /// ones merged with the old bytes, one block twice, blocks inside the
 /// append; then covered writes (§17.11) with entries of their own:
-/// appends past a partial last block and from past it, a write across
+/// appends inside a partial last block (in place), past it and from past
+/// it, a write across
 /// blocks, one into a hole past the end, one after a truncate left old
 /// bytes past the size; meanwhile the daemon writes and fsyncs another
 /// file and syncs everything. The return adopts them (clearing and freeing the unused
@@ -543,9 +544,12 @@ fn leased_writes() -> Workload {
         leased(20580, 2000, 11),
         Op::SyncAll,
         leased(0, 4096, 12),
-        // Growing: past a partial last block, from past it (its tail
-        // zeroed in place), across blocks below the size, into a hole.
-        leased(46768, 3000, 17),
+        // Growing: inside the partial last block (in place, the second
+        // over a gap), past it, from past it (its tail zeroed in place),
+        // across blocks below the size, into a hole.
+        leased(46768, 1000, 23),
+        leased(47900, 200, 24),
+        leased(48100, 3000, 17),
         leased(53248, 9000, 18),
         write("g", 0, 100, 19),
         leased(8000, 5000, 20),
@@ -559,6 +563,8 @@ fn leased_writes() -> Workload {
         Op::LeaseGrant { path: f() },
         leased(24576, 100, 14),
         leased(8192, 4096, 15),
+        // In place over a gap the truncate left old bytes in.
+        leased(30100, 50, 25),
         Op::LeaseReturn { path: f() },
         fsync("f"),
         Op::LeaseGrant { path: f() },

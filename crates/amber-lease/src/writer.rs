@@ -38,7 +38,11 @@ pub struct Writer {
     grant: Writes,
     /// The file blocks the grant's runs describe.
     window: Range<u64>,
+    /// Granted blocks used.
     used: usize,
+    /// Seqs used, one per write: at most one per granted block, so the
+    /// grant's seqs never run out before its blocks.
+    seqs: usize,
     /// File blocks this lease wrote, and their pool offsets now (ordered:
     /// a write's link is the nearest one below it).
     moved: BTreeMap<u64, u64>,
@@ -96,6 +100,7 @@ impl Writer {
             grant,
             window,
             used: 0,
+            seqs: 0,
             moved: BTreeMap::new(),
             newest: None,
             size,
@@ -154,12 +159,77 @@ impl Writer {
         if !self.window.contains(&first) || !self.window.contains(&last) {
             return Err(NotMine::Shape);
         }
+        if self.seqs == self.grant.blocks.len() {
+            return Err(NotMine::Spent);
+        }
         if first == last && (first + 1) * BLOCK_SIZE <= self.size {
             if let Some(old) = self.locate(runs, first) {
                 return self.own_commit(dev, runs, (first, old), off, data, time);
             }
         }
+        let tail = self.size / BLOCK_SIZE;
+        if off >= self.size && last == tail && !self.size.is_multiple_of(BLOCK_SIZE) {
+            if let Some(at) = self.locate(runs, tail) {
+                return Ok(self.append_in_place(dev, at, off, data, time));
+            }
+        }
         self.covered(dev, runs, (first..last + 1, off), data, time)
+    }
+
+    /// An append inside the partial last block (at pool offset `at`), in
+    /// place as the daemon's own (§12.2): the gap zeroed, the bytes
+    /// written past the size, where no crash shows them; fence; then the
+    /// entry with the new size; fence. No granted block, no record.
+    fn append_in_place<D: PmDevice>(
+        &mut self,
+        dev: &D,
+        at: u64,
+        off: u64,
+        data: &[u8],
+        time: Timespec,
+    ) -> Result<(), PersistError> {
+        let start = self.size / BLOCK_SIZE * BLOCK_SIZE;
+        let slot = self.next_slot(dev);
+        dev.zero_nt(at + (self.size - start), off - self.size);
+        dev.write_nt(at + (off - start), data);
+        dev.drain()?;
+        let seq = self.take_seq();
+        self.newest = Some(time);
+        self.size = off + data.len() as u64;
+        self.commit_entry(dev, slot, seq, time)
+    }
+
+    /// The next of the grant's seqs.
+    fn take_seq(&mut self) -> u64 {
+        assert!(
+            self.seqs < self.grant.blocks.len(),
+            "a grant's seqs ran out"
+        );
+        self.seqs += 1;
+        self.grant.seq + self.seqs as u64 - 1
+    }
+
+    /// Writes the file's attribute entry of write `seq` — its size,
+    /// blocks, head and `time` as this lease's writes left them — into
+    /// log slot `slot`, and fences.
+    fn commit_entry<D: PmDevice>(
+        &self,
+        dev: &D,
+        slot: u64,
+        seq: u64,
+        time: Timespec,
+    ) -> Result<(), PersistError> {
+        let entry = AttrEntry {
+            seq,
+            generation: self.grant.generation,
+            size: self.size,
+            blocks: self.mapped,
+            mtime: time,
+            ctime: time,
+            head: self.head.map_or(0, |(_, b)| b),
+        };
+        dev.write_nt(self.grant.log + slot * ENTRY_SIZE, &entry.encode());
+        dev.drain()
     }
 
     /// §13.6's own commit of block `fb` (now at pool offset `old`).
@@ -175,7 +245,9 @@ impl Writer {
         let Some(&block) = self.grant.blocks.get(self.used) else {
             return Err(NotMine::Spent);
         };
-        let li = self.record(fb, self.link(dev, runs, fb, Some(old)), self.used);
+        let link = self.link(dev, runs, fb, Some(old));
+        let seq = self.take_seq();
+        let li = self.record(fb, link, seq);
         let mut image = vec![0u8; BLOCK_SIZE as usize];
         if data.len() as u64 != BLOCK_SIZE {
             dev.read(old, &mut image);
@@ -225,9 +297,9 @@ impl Writer {
             let keep = self.size % BLOCK_SIZE;
             dev.zero_nt(at + keep, BLOCK_SIZE - keep);
         }
-        let new = self.stream_blocks(dev, runs, (fbs.clone(), &blocks), off, data);
+        let seq = self.take_seq();
+        let new = self.stream_blocks(dev, runs, (fbs.clone(), &blocks), (off, seq), data);
         let done = dev.drain();
-        let seq_at = self.used;
         self.used += n;
         if done.is_err() {
             return Ok(done);
@@ -237,17 +309,7 @@ impl Writer {
         }
         self.size = self.size.max(end);
         self.mapped += new;
-        let entry = AttrEntry {
-            seq: self.grant.seq + seq_at as u64,
-            generation: self.grant.generation,
-            size: self.size,
-            blocks: self.mapped,
-            mtime: time,
-            ctime: time,
-            head: self.head.map_or(0, |(_, b)| b),
-        };
-        dev.write_nt(self.grant.log + slot * ENTRY_SIZE, &entry.encode());
-        Ok(dev.drain())
+        Ok(self.commit_entry(dev, slot, seq, time))
     }
 
     /// The old last block, when a write ending at `end` and starting at
@@ -268,7 +330,7 @@ impl Writer {
         dev: &D,
         runs: &[Run],
         (fbs, blocks): (Range<u64>, &[u64]),
-        off: u64,
+        (off, seq): (u64, u64),
         data: &[u8],
     ) -> u64 {
         let bs = BLOCK_SIZE as usize;
@@ -292,21 +354,18 @@ impl Writer {
             let len = usize::try_from(to - from).expect("inside the block");
             image[dst..dst + len].copy_from_slice(&data[src..src + len]);
             dev.write_nt(block * BLOCK_SIZE, &image);
-            let li = LogicalInfo {
-                own: None,
-                ..self.record(fb, link, self.used)
-            };
+            let li = self.record(fb, link, seq);
             dev.write_nt(self.grant.records + block * LI_SIZE, &li.encode());
             link = block;
         }
         holes
     }
 
-    /// The record of file block `fb` for the write that starts at granted
-    /// block `used` (its seq), linking to block `link`.
-    fn record(&self, fb: u64, link: u64, used: usize) -> LogicalInfo {
+    /// The plain record of file block `fb` for write `seq`, linking to
+    /// block `link`.
+    fn record(&self, fb: u64, link: u64, seq: u64) -> LogicalInfo {
         LogicalInfo {
-            seq: self.grant.seq + used as u64,
+            seq,
             ino: self.ino,
             generation: self.grant.generation,
             file_block: fb,

@@ -318,6 +318,14 @@ fn writes_that_grow_the_file_are_adopted_whole() {
         drop(f);
         model.truncate(cut as usize);
         let (core, lease, dev, mut w) = leased(&fs, ino, 200);
+        // In place, over a gap the truncate left old bytes in: zeros.
+        let gap = model.len() + 100;
+        let runs = &lease.view.runs;
+        w.write(&*dev, runs, gap as u64, &[9; 50], time(0))
+            .unwrap()
+            .unwrap();
+        model.resize(gap, 0);
+        model.extend_from_slice(&[9; 50]);
         let mut rng = SplitMix64::new(100 + seed);
         let made = grow(&dev, &mut w, &lease, &mut model, &mut rng, 40);
         assert!(made > 10, "seed {seed}: {made} writes");
