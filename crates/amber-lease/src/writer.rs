@@ -43,6 +43,9 @@ pub struct Writer {
     /// Seqs used, one per write: at most one per granted block, so the
     /// grant's seqs never run out before its blocks.
     seqs: usize,
+    /// Granted blocks whose pages this process mapped ahead of its
+    /// writes (`populate_ahead`).
+    populated: usize,
     /// File blocks this lease wrote, and their pool offsets now (ordered:
     /// a write's link is the nearest one below it).
     moved: BTreeMap<u64, u64>,
@@ -59,6 +62,9 @@ pub struct Writer {
     /// takes; read from PM at the first covered write.
     slots: Option<(Option<u64>, u64)>,
 }
+
+/// Granted blocks mapped ahead at a time (1 MiB).
+const POPULATE_AHEAD: usize = 256;
 
 /// Why a write is not the lessee's to make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +107,7 @@ impl Writer {
             window,
             used: 0,
             seqs: 0,
+            populated: 0,
             moved: BTreeMap::new(),
             newest: None,
             size,
@@ -199,6 +206,26 @@ impl Writer {
         self.commit_entry(dev, slot, seq, time)
     }
 
+    /// Maps the pages of the granted blocks the next `n` writes of blocks
+    /// take, and more ahead, into this process in runs
+    /// (`MADV_POPULATE_WRITE`): a first touch of each fresh page otherwise
+    /// costs a fault and its clearing in the middle of a write (6.8% of a
+    /// 4 KiB appender's cycles). Only as far as blocks are used: a writer
+    /// appending in place uses none.
+    fn populate_ahead<D: PmDevice>(&mut self, dev: &D, n: usize) {
+        if self.used + n <= self.populated {
+            return;
+        }
+        let len = self.grant.blocks.len();
+        let to = (self.used + n)
+            .max(self.populated + POPULATE_AHEAD)
+            .min(len);
+        for run in self.grant.blocks[self.populated..to].chunk_by(|a, b| a + 1 == *b) {
+            dev.populate(run[0] * BLOCK_SIZE, run.len() as u64 * BLOCK_SIZE);
+        }
+        self.populated = to;
+    }
+
     /// The next of the grant's seqs.
     fn take_seq(&mut self) -> u64 {
         assert!(
@@ -245,6 +272,7 @@ impl Writer {
         let Some(&block) = self.grant.blocks.get(self.used) else {
             return Err(NotMine::Spent);
         };
+        self.populate_ahead(dev, 1);
         let link = self.link(dev, runs, fb, Some(old));
         let seq = self.take_seq();
         let li = self.record(fb, link, seq);
@@ -293,6 +321,7 @@ impl Writer {
             .ok_or(NotMine::Spent)?
             .to_vec();
         let slot = self.next_slot(dev);
+        self.populate_ahead(dev, n);
         if let Some(at) = tail.and_then(|t| self.locate(runs, t)) {
             let keep = self.size % BLOCK_SIZE;
             dev.zero_nt(at + keep, BLOCK_SIZE - keep);
