@@ -14,10 +14,12 @@ Checked, with an oracle kept in this (not preloaded) process:
 * leased writes (whole blocks, a few bytes, 128 B, across blocks, past
   the end; pwrite and write) are read back right by this process through
   the kernel, and survive a remount; the daemon counts write leases
-  granted; fstat and stat show the writes' time; O_APPEND writes go to
-  the kernel and are right too;
+  granted; fstat and stat show the writes' time; another process's
+  O_APPEND writes follow them;
 * appends under a lease: the file read through the kernel, and its size
   by fstat in the writer and by stat elsewhere, are the writer's;
+* O_APPEND writers, one and two at once, writing and writev-ing records:
+  every record whole, none overlapping, each writer's in order;
 * a reader through the kernel racing a leased writer never reads a block
   older than the writer had finished writing before the read began;
 * kill -9 of a leased writer — overwriting or appending — keeps every
@@ -169,7 +171,8 @@ def leased_writes_are_read_right_everywhere(m, rng):
     ask(p, "exit")
     p.wait()
     assert read_file(m.path("a")) == bytes(model), "the file lost a leased write"
-    # An O_APPEND descriptor is the kernel's: it never overlaps the file.
+    # Another process's O_APPEND descriptor: its appends follow every
+    # write the lease made.
     code = ("import os,sys\nfd=os.open(sys.argv[1],os.O_WRONLY|os.O_APPEND)\n"
             "for i in range(50): os.write(fd,b'z'*100)\n")
     subprocess.run([sys.executable, "-c", code, m.path("a")], env=m.env(), check=True)
@@ -196,6 +199,53 @@ def appends_are_leased_and_seen_everywhere(m, rng):
     ask(p, "exit")
     p.wait()
     assert read_file(m.path("ap")) == bytes(model), "the file lost an append"
+
+
+APPENDER = """
+import os, struct, sys
+w, n, seed = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+import random
+r = random.Random(seed)
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+for i in range(n):
+    size = 16 + r.randrange(6000)
+    head = struct.pack("<IIQ", w, i, size)
+    body = bytes([65 + w]) * (size - 16)
+    if i % 2:
+        os.writev(fd, [head, body])
+    else:
+        os.write(fd, head + body)
+    if i % 97 == 0:
+        assert os.fstat(fd).st_size >= os.lseek(fd, 0, 1), "fstat behind the offset"
+"""
+
+
+def o_append_writers_never_overlap(m, rng):
+    """O_APPEND writers, alone and two at once, write and writev records
+    of random lengths: every record whole, none overlapping another, each
+    writer's in order; a lone one takes a write lease."""
+    for writers in (1, 2):
+        name = f"log{writers}"
+        write_file(m.path(name), b"")
+        before = m.leases()["granted_write"]
+        n = 2000
+        procs = [subprocess.Popen([sys.executable, "-c", APPENDER, m.path(name), str(w), str(n),
+                                   str(rng.randrange(1 << 30))], env=m.env())
+                 for w in range(writers)]
+        for p in procs:
+            assert p.wait() == 0, "an appender failed"
+        data = read_file(m.path(name))
+        at, seen = 0, [0] * writers
+        while at < len(data):
+            w, i, size = struct.unpack_from("<IIQ", data, at)
+            assert w < writers and i == seen[w], f"record at {at}: writer {w} #{i}, expected #{seen[w]}"
+            assert data[at + 16:at + size] == bytes([65 + w]) * (size - 16), f"record at {at} torn"
+            seen[w] += 1
+            at += size
+        assert seen == [n] * writers, f"records seen: {seen}"
+        assert os.stat(m.path(name)).st_size == len(data)
+        if writers == 1:
+            assert m.leases()["granted_write"] > before, "a lone O_APPEND writer took no lease"
 
 
 def a_reader_racing_a_leased_writer_never_reads_old(m, _rng):
@@ -283,6 +333,7 @@ def a_dead_daemon_keeps_every_done_write(m, _rng):
 CASES = [
     leased_writes_are_read_right_everywhere,
     appends_are_leased_and_seen_everywhere,
+    o_append_writers_never_overlap,
     a_reader_racing_a_leased_writer_never_reads_old,
     a_killed_writer_keeps_what_it_wrote,
     a_dead_daemon_keeps_every_done_write,

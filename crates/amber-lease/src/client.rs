@@ -62,6 +62,15 @@ struct View {
     writer: Option<Writer>,
 }
 
+/// Where a leased write goes (`Client::write`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum At {
+    /// At this byte.
+    Offset(u64),
+    /// At the end of file (`O_APPEND`).
+    End,
+}
+
 /// What a write lease changed of its file (`Client::written`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Written {
@@ -338,18 +347,21 @@ impl Client {
         usize::try_from(done).ok()
     }
 
-    /// Writes `data` at `off` of the file `held` leases for writing
-    /// (`Writer::write`): durable and atomic on return. `Err(Shape)` when
-    /// it is the kernel's to make (not a write lease, recalled, not inside
-    /// the lease's window, or a persist of this process failed before);
-    /// `Err(Spent)` when too few of the lease's blocks are left (`renew`
-    /// it).
+    /// Writes `data` at `at` of the file `held` leases for writing
+    /// (`Writer::write`): durable and atomic on return. Returns the offset
+    /// it wrote at — the end of file for `At::End`, read under the lease's
+    /// lock, so appends of threads of this process never overlap, and no
+    /// other process can change the file's size while the lease is out.
+    /// `Err(Shape)` when it is the kernel's to make (not a write lease,
+    /// recalled, not inside the lease's window, or a persist of this
+    /// process failed before); `Err(Spent)` when too few of the lease's
+    /// blocks are left (`renew` it).
     pub fn write(
         &self,
         held: &Held,
-        off: u64,
+        at: At,
         data: &[u8],
-    ) -> Result<Result<(), PersistError>, NotMine> {
+    ) -> Result<Result<u64, PersistError>, NotMine> {
         if !self.writable.load(Ordering::Acquire) {
             // A persist failed here: no guess at what the pool holds, the
             // kernel's path (whose recall adopts what is there) instead.
@@ -358,13 +370,17 @@ impl Client {
         let mut view = held.view.write();
         let v = view.as_mut().ok_or(NotMine::Shape)?;
         let w = v.writer.as_mut().ok_or(NotMine::Shape)?;
+        let off = match at {
+            At::Offset(off) => off,
+            At::End => w.size(),
+        };
         let done = w.write(&self.dev, &v.runs, off, data, now())?;
         v.size = w.size();
         if done.is_err() {
             // A failed persist: this process writes the pool no more.
             self.writable.store(false, Ordering::Release);
         }
-        Ok(done)
+        Ok(done.map(|()| off))
     }
 
     /// Returns `held` (its writes become the file's when the daemon takes

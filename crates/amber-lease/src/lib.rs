@@ -17,7 +17,7 @@ mod table;
 mod wire;
 mod writer;
 
-pub use client::{Client, Held, Written};
+pub use client::{At, Client, Held, Written};
 pub use owner::Owner;
 pub use server::{LeaseServer, MAX_CLIENTS};
 pub use table::{AttrInvalidator, Exclusive, Leases, Unresponsive, MAX_LEASES_PER_CLIENT};

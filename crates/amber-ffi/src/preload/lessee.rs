@@ -62,7 +62,7 @@ const MAX_COUNTED_READS: u32 = 1 << 20;
 const READS_BEFORE_CONNECT: u32 = 32;
 
 /// Which calls a hint is about: a descriptor may be leased for reads and
-/// not for writes (open read-only, or `O_APPEND`), and the other way.
+/// not for writes (open read-only), and the other way.
 #[derive(Clone, Copy)]
 pub(super) enum Dir {
     Read = 0,
@@ -71,15 +71,19 @@ pub(super) enum Dir {
 
 static HINTS: [[AtomicU32; HINTED]; 2] = [const { [const { AtomicU32::new(UNKNOWN) }; HINTED] }; 2];
 /// The inode a descriptor's open flags were last found right for in each
-/// direction (`on_mount`'s `F_GETFL`), 0 if none: an open file
-/// description's access mode never changes, and `O_APPEND` only through
-/// `fcntl(F_SETFL)`, whose hook forgets the descriptor, so while statx
-/// still finds that inode the flags need not be asked again.
+/// direction (`on_mount`'s `F_GETFL`), with `APPENDS` set if it was open
+/// with `O_APPEND`; 0 if none: an open file description's access mode
+/// never changes, and `O_APPEND` only through `fcntl(F_SETFL)`, whose
+/// hook forgets the descriptor, so while statx still finds that inode the
+/// flags need not be asked again.
 static FLAGS_FOR: [[AtomicU64; HINTED]; 2] = [const { [const { AtomicU64::new(0) }; HINTED] }; 2];
 /// Counts the hooks' changes of any descriptor (`forget`): a descriptor
 /// that a thread checked with statx stays the same file while it has not
 /// moved (`lessee_write::fsync`).
 pub(super) static DESCRIPTORS_CHANGED: AtomicU64 = AtomicU64::new(0);
+/// `FLAGS_FOR`'s mark of a descriptor open with `O_APPEND` (inode numbers
+/// never reach bit 63).
+const APPENDS: u64 = 1 << 63;
 /// For a `COOLING` descriptor: until when (CLOCK_MONOTONIC_COARSE, ms).
 static COOL_UNTIL_MS: [[AtomicU32; HINTED]; 2] =
     [const { [const { AtomicU32::new(0) }; HINTED] }; 2];
@@ -139,7 +143,10 @@ pub(super) fn position(
 pub(super) struct Descriptor {
     pub(super) i: usize,
     pub(super) ino: u64,
-    size: u64,
+    /// Open with `O_APPEND`: every write goes at the end of file.
+    pub(super) appends: bool,
+    /// The size the kernel last reported.
+    pub(super) size: u64,
     hint: u32,
     dir: Dir,
 }
@@ -157,13 +164,14 @@ pub(super) fn descriptor(fd: c_int, dir: Dir) -> Option<Descriptor> {
     if hint == ELSEWHERE || (hint == COOLING && cooling(i, dir)) {
         return None;
     }
-    let Some((ino, size)) = on_mount(fd, dir, &FLAGS_FOR[dir as usize][i]) else {
+    let Some((ino, size, appends)) = on_mount(fd, dir, &FLAGS_FOR[dir as usize][i]) else {
         slot.store(ELSEWHERE, Ordering::Relaxed);
         return None;
     };
     Some(Descriptor {
         i,
         ino,
+        appends,
         size,
         hint,
         dir,
@@ -256,33 +264,37 @@ pub fn forget(fd: c_int) {
 }
 
 /// The inode and size of `fd` if it is a regular file on the mount, open
-/// for reading (`Dir::Read`) or for writing without `O_APPEND`
-/// (`Dir::Write`: an append's offset is the size, which only the daemon
-/// knows); asked of the kernel without a FUSE round trip (so the size is
-/// the kernel's cached one: it only decides whether to ask for a lease,
-/// never what a call does). `flags_for` spares the `F_GETFL` for the
-/// inode whose flags it last found right (`FLAGS_FOR`).
-fn on_mount(fd: c_int, dir: Dir, flags_for: &AtomicU64) -> Option<(u64, u64)> {
+/// for reading (`Dir::Read`) or for writing (`Dir::Write`), and whether
+/// it is open with `O_APPEND`; asked of the kernel without a FUSE round
+/// trip (so the size is the kernel's cached one: it only decides whether
+/// to ask for a lease, never what a call does). `flags_for` spares the
+/// `F_GETFL` for the inode whose flags it last found right (`FLAGS_FOR`).
+fn on_mount(fd: c_int, dir: Dir, flags_for: &AtomicU64) -> Option<(u64, u64, bool)> {
     let st = statx(fd, None)?;
     let regular = u32::from(st.stx_mode) & libc::S_IFMT == libc::S_IFREG;
     if !regular || st.stx_mnt_id != mount_id()? {
         return None;
     }
-    if flags_for.load(Ordering::Relaxed) == st.stx_ino {
-        return Some((st.stx_ino, st.stx_size));
+    let known = flags_for.load(Ordering::Relaxed);
+    if known & !APPENDS == st.stx_ino {
+        return Some((st.stx_ino, st.stx_size, known & APPENDS != 0));
     }
     // SAFETY: fcntl(F_GETFL) takes no pointer.
     let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) } as c_int;
     let mode = fl & libc::O_ACCMODE;
     let open = match dir {
         Dir::Read => mode != libc::O_WRONLY,
-        Dir::Write => mode != libc::O_RDONLY && fl & libc::O_APPEND == 0,
+        Dir::Write => mode != libc::O_RDONLY,
     };
-    let right = fl >= 0 && fl & libc::O_PATH == 0 && open;
+    let right = fl >= 0 && fl & libc::O_PATH == 0 && open && st.stx_ino & APPENDS == 0;
+    let appends = fl & libc::O_APPEND != 0;
     if right {
-        flags_for.store(st.stx_ino, Ordering::Relaxed);
+        flags_for.store(
+            st.stx_ino | if appends { APPENDS } else { 0 },
+            Ordering::Relaxed,
+        );
     }
-    right.then_some((st.stx_ino, st.stx_size))
+    right.then_some((st.stx_ino, st.stx_size, appends))
 }
 
 /// The id of the mount at `AMBERFS_MOUNT`, if something is mounted there.

@@ -1,12 +1,13 @@
 //! A preloaded process's writes under a write lease (design.md §17.4,
-//! §17.10-§17.11): a regular file it has open for writing (without
-//! `O_APPEND`) on the FUSE mount and writes again and again is written
-//! from its own mapping of the pool into blocks the daemon granted — an
-//! overwrite inside one block as an own commit, any other write of at
-//! most 1 MiB inside the lease's 16 MiB window (appends, writes across
-//! blocks or into holes) covered by an attribute entry of its own — each
-//! durable and atomic on return, with no FUSE round trip, so `fsync` of
-//! it has nothing left to do. Every other write goes to the kernel, whose
+//! §17.10-§17.11): a regular file it has open for writing on the FUSE
+//! mount and writes again and again is written from its own mapping of
+//! the pool into blocks the daemon granted — an overwrite inside one
+//! block as an own commit, any other write of at most 1 MiB inside the
+//! lease's 16 MiB window (appends, writes across blocks or into holes,
+//! and every write of an `O_APPEND` descriptor, at the end of file the
+//! lease knows) covered by an attribute entry of its own — each durable
+//! and atomic on return, with no FUSE round trip, so `fsync` of it has
+//! nothing left to do. Every other write goes to the kernel, whose
 //! daemon recalls the lease first. `fstat` shows the size, blocks and
 //! times of the writes the daemon has not adopted yet.
 
@@ -14,7 +15,7 @@ use std::cell::Cell;
 use std::ffi::c_int;
 use std::sync::atomic::Ordering;
 
-use amber_lease::NotMine;
+use amber_lease::{At, NotMine};
 
 use super::state;
 
@@ -34,8 +35,9 @@ thread_local! {
 const MAX_LEASED_WRITE: usize = 256 * amber_format::BLOCK_SIZE as usize;
 
 /// Serves a write of `data` to kernel descriptor `fd` at `at` or (None)
-/// at the descriptor's offset, which it then moves; None when the kernel
-/// must serve it (the hooks' `kernel` path).
+/// at the descriptor's offset, which it then moves — or, open with
+/// `O_APPEND`, at the end of file whatever `at` says (as Linux's `pwrite`
+/// does); None when the kernel must serve it (the hooks' `kernel` path).
 pub fn write(fd: c_int, data: &[u8], at: Option<u64>) -> Option<isize> {
     state::config()?;
     if data.is_empty() || data.len() > MAX_LEASED_WRITE {
@@ -43,28 +45,54 @@ pub fn write(fd: c_int, data: &[u8], at: Option<u64>) -> Option<isize> {
     }
     let d = descriptor(fd, Dir::Write)?;
     let (_position, off) = position(fd, d.i, at)?;
-    let (c, held) = d.lease(connected(), off)?;
-    let done = match c.write(&held, off, data) {
+    // An append's lease is the window of the end as this process last
+    // saw it; the write itself takes the end under the lease's lock.
+    let (to, near) = if d.appends {
+        let end = connected().and_then(|c| c.written(d.ino));
+        (At::End, end.map_or(d.size, |w| w.size))
+    } else {
+        (At::Offset(off), off)
+    };
+    let (c, held) = d.lease(connected(), near)?;
+    let wrote = match c.write(&held, to, data) {
         Err(NotMine::Spent) => {
-            // Every granted block used: the daemon adopts them, grants more.
+            // Too few granted blocks left: the daemon adopts them, grants more.
             c.renew(&held);
-            let again = c.ask_write(d.ino, off)?;
-            c.write(&again, off, data).ok()?
+            let again = c.ask_write(d.ino, near)?;
+            c.write(&again, to, data).ok()?
         }
         other => other.ok()?,
     };
-    if done.is_err() {
+    let Ok(start) = wrote else {
         // SAFETY: errno is this thread's.
         unsafe { *libc::__errno_location() = libc::EIO };
         return Some(-1);
-    }
+    };
     let changed = DESCRIPTORS_CHANGED.load(Ordering::Relaxed);
     LAST_WRITE.with(|l| l.set((fd, d.ino, changed)));
     let n = data.len();
     if at.is_none() {
-        seek(fd, i64::try_from(off + n as u64).ok()?, libc::SEEK_SET)?;
+        seek(fd, i64::try_from(start + n as u64).ok()?, libc::SEEK_SET)?;
     }
     isize::try_from(n).ok()
+}
+
+/// `write` of the buffers `bufs` in turn, as one write (writev's
+/// atomicity): a single buffer as it is, several gathered into one.
+pub fn write_vectored(fd: c_int, bufs: &[&[u8]], at: Option<u64>) -> Option<isize> {
+    let total = bufs
+        .iter()
+        .try_fold(0usize, |t, b| t.checked_add(b.len()))?;
+    if total == 0 || total > MAX_LEASED_WRITE {
+        return None;
+    }
+    if let [one] = bufs {
+        return write(fd, one, at);
+    }
+    // Asked first, so a socket's or a pipe's writev copies nothing.
+    state::config()?;
+    descriptor(fd, Dir::Write)?;
+    write(fd, &bufs.concat(), at)
 }
 
 /// fsync or fdatasync of kernel descriptor `fd`: nothing to do while this

@@ -143,15 +143,25 @@ unsafe fn readv_at(
     on_fd(fd, kernel, served, -1)
 }
 
-/// Vectored writes at `at` (None: the offset), for every writev form.
+/// Vectored writes at `at` (None: the offset), for every writev form; a
+/// kernel descriptor's under a write lease if `leasable` (the kernel
+/// would take the offset and flags as given).
 unsafe fn writev_at(
     fd: c_int,
     v: *const iovec,
     n: c_int,
-    at: Option<u64>,
+    (at, leasable): (Option<u64>, bool),
     sync: bool,
     kernel: impl FnOnce() -> ssize_t,
 ) -> ssize_t {
+    let kernel = || {
+        let leased = || {
+            // SAFETY: the caller's contract for the iovecs.
+            let bufs = unsafe { gather(iovecs(v, n).ok()?) }.ok()?;
+            lessee_write::write_vectored(fd, &bufs, at)
+        };
+        leasable.then(leased).flatten().unwrap_or_else(kernel)
+    };
     let served = |_: &Pool, f: &Arc<OpenFile>| {
         // SAFETY: the caller's contract for the iovecs.
         let bufs = unsafe { gather(iovecs(v, n)?) }?;
@@ -167,7 +177,7 @@ pub unsafe fn readv(fd: c_int, v: *const iovec, n: c_int) -> ssize_t {
 
 pub unsafe fn writev(fd: c_int, v: *const iovec, n: c_int) -> ssize_t {
     // SAFETY: forwarded contract.
-    unsafe { writev_at(fd, v, n, None, false, || real::writev(fd, v, n)) }
+    unsafe { writev_at(fd, v, n, (None, true), false, || real::writev(fd, v, n)) }
 }
 
 pub unsafe fn preadv64(fd: c_int, v: *const iovec, n: c_int, o: off64_t) -> ssize_t {
@@ -188,7 +198,7 @@ pub unsafe fn pwritev64(fd: c_int, v: *const iovec, n: c_int, o: off64_t) -> ssi
     }
     // SAFETY: forwarded contract.
     unsafe {
-        writev_at(fd, v, n, u64::try_from(o).ok(), false, || {
+        writev_at(fd, v, n, (u64::try_from(o).ok(), o >= 0), false, || {
             real::pwritev64(fd, v, n, o)
         })
     }
@@ -218,11 +228,19 @@ pub unsafe fn preadv64v2(fd: c_int, v: *const iovec, n: c_int, o: off64_t, fl: c
 /// RWF_DSYNC make this write durable on return.
 pub unsafe fn pwritev64v2(fd: c_int, v: *const iovec, n: c_int, o: off64_t, fl: c_int) -> ssize_t {
     let sync = fl & (libc::RWF_SYNC | libc::RWF_DSYNC) != 0;
+    // A leased write is durable on return anyway; any other flag (append,
+    // no-wait) is the kernel's to honour.
+    let plain = fl & !(libc::RWF_SYNC | libc::RWF_DSYNC | libc::RWF_HIPRI) == 0;
     // SAFETY: forwarded contract.
     unsafe {
-        writev_at(fd, v, n, u64::try_from(o).ok(), sync, || {
-            real::pwritev64v2(fd, v, n, o, fl)
-        })
+        writev_at(
+            fd,
+            v,
+            n,
+            (u64::try_from(o).ok(), o >= -1 && plain),
+            sync,
+            || real::pwritev64v2(fd, v, n, o, fl),
+        )
     }
 }
 
