@@ -12,7 +12,7 @@ One pool and one mount serve every case; the last kills the daemon.
 Checked, with an oracle kept in this (not preloaded) process:
 
 * leased writes (whole blocks, a few bytes, 128 B, across blocks, past
-  the end; pwrite and write) are read back right by this process through
+  the end; pwrite and write) and ftruncate up and down are read back right by this process through
   the kernel, and survive a remount; the daemon counts write leases
   granted; fstat and stat show the writes' time; another process's
   O_APPEND writes follow them;
@@ -49,7 +49,8 @@ WRITES_TO_LEASE = 40  # enough kernel writes to connect (32) and lease
 def helper(_mode, path):
     """The preloaded writer: follows commands on stdin, one line each,
     answering on stdout. `w OFF HEX` pwrites (then fsyncs), `s OFF HEX`
-    writes at OFF with lseek+write, `mtime` and `size` answer fstat's,
+    writes at OFF with lseek+write, `t LEN` ftruncates, `mtime` and
+    `size` answer fstat's,
     `run N SEED` rewrites block-stamped versions and `append SEED` appends
     versioned records until killed, reporting each one done on stdout."""
     fd = os.open(path, os.O_RDWR)
@@ -67,6 +68,9 @@ def helper(_mode, path):
                 os.lseek(fd, int(words[1]), 0)
                 os.write(fd, bytes.fromhex(words[2]))
                 print("ok", os.lseek(fd, 0, 1), flush=True)
+            elif words[0] == "t":
+                os.ftruncate(fd, int(words[1]))
+                print("ok", flush=True)
             elif words[0] == "mtime":
                 print(os.fstat(fd).st_mtime_ns, flush=True)
             elif words[0] == "size":
@@ -141,7 +145,14 @@ def leased_writes_are_read_right_everywhere(m, rng):
     p = spawn(m, "a")
     for i in range(300):
         b = rng.randrange(64)
-        shape = rng.choice(["block", "bytes", "128", "seek", "across", "past"])
+        shape = rng.choice(["block", "bytes", "128", "seek", "across", "past", "trunc"])
+        if shape == "trunc":
+            # ftruncate under the lease: up (zeros), or down (ends it).
+            size = rng.randrange(60 * BLOCK, 70 * BLOCK)
+            assert ask(p, f"t {size}") == "ok", f"round {i}: ftruncate failed"
+            model = model[:size] + bytearray(max(0, size - len(model)))
+            assert read_file(m.path("a")) == bytes(model), f"round {i} (trunc): wrong bytes"
+            continue
         off, n = {
             "block": (b * BLOCK, BLOCK),
             "bytes": (b * BLOCK + rng.randrange(BLOCK - 3), 3),

@@ -235,6 +235,7 @@ pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Resul
         | Op::WriteSync { .. }
         | Op::LeaseGrant { .. }
         | Op::LeaseWrite { .. }
+        | Op::LeaseTruncate { .. }
         | Op::LeaseReturn { .. }
         | Op::Fallocate { .. }
         | Op::ZeroRange { .. }
@@ -377,6 +378,41 @@ fn apply_handle<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Re
 }
 
 /// Runs a data op: a write, an allocation change or a flush.
+/// Runs an op of another process's write lease (`crate::lease`).
+fn apply_lease<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Result<(), FsError> {
+    match op {
+        Op::LeaseGrant { path } => {
+            let leased = crate::lease::Leased::grant(fs, resolve(fs, path)?)?;
+            if let Some(old) = handles.leases.insert(path.clone(), leased) {
+                old.give_back(fs)?;
+            }
+            Ok(())
+        }
+        Op::LeaseWrite {
+            path,
+            off,
+            len,
+            seed,
+        } => {
+            let l = handles.leases.get_mut(path).ok_or(FsError::BadHandle)?;
+            l.write(fs, *off, &rng::bytes(*seed, *len as usize))
+        }
+        Op::LeaseTruncate { path, size } => {
+            let l = handles.leases.get_mut(path).ok_or(FsError::BadHandle)?;
+            if l.truncate(fs, *size)? {
+                let l = handles.leases.remove(path).ok_or(FsError::BadHandle)?;
+                l.give_back(fs)?;
+            }
+            Ok(())
+        }
+        Op::LeaseReturn { path } => {
+            let l = handles.leases.remove(path).ok_or(FsError::BadHandle)?;
+            l.give_back(fs)
+        }
+        _ => unreachable!("apply_data sends only lease ops here"),
+    }
+}
+
 fn apply_data<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Result<(), FsError> {
     match op {
         Op::Write {
@@ -403,26 +439,10 @@ fn apply_data<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Resu
             len,
             seed,
         } => write_seeded(fs, resolve(fs, path)?, Some(*off), *len, *seed, true),
-        Op::LeaseGrant { path } => {
-            let leased = crate::lease::Leased::grant(fs, resolve(fs, path)?)?;
-            if let Some(old) = handles.leases.insert(path.clone(), leased) {
-                old.give_back(fs)?;
-            }
-            Ok(())
-        }
-        Op::LeaseWrite {
-            path,
-            off,
-            len,
-            seed,
-        } => {
-            let l = handles.leases.get_mut(path).ok_or(FsError::BadHandle)?;
-            l.write(fs, *off, &rng::bytes(*seed, *len as usize))
-        }
-        Op::LeaseReturn { path } => {
-            let l = handles.leases.remove(path).ok_or(FsError::BadHandle)?;
-            l.give_back(fs)
-        }
+        Op::LeaseGrant { .. }
+        | Op::LeaseWrite { .. }
+        | Op::LeaseTruncate { .. }
+        | Op::LeaseReturn { .. } => apply_lease(fs, op, handles),
         Op::Fallocate {
             path,
             off,

@@ -57,6 +57,20 @@ impl Leased {
         }
     }
 
+    /// Sets the file's size to `size` as the lessee; true if that shrank
+    /// it, which ends the lease (the caller gives it back).
+    pub fn truncate<D: PmDevice>(&mut self, fs: &Core<D>, size: u64) -> Result<bool, FsError> {
+        match self
+            .writer
+            .truncate(&**fs.device(), &self.lease.view.runs, size, fs.now())
+        {
+            Ok(r) => r.map_err(FsError::from),
+            Err(_) => Err(FsError::InvalidArgument(
+                "a leased truncate must lie inside the lease's window and grant",
+            )),
+        }
+    }
+
     /// The lease comes back: the daemon adopts its writes.
     pub fn give_back<D: PmDevice>(self, fs: &Core<D>) -> Result<(), FsError> {
         fs.adopt(self.ino, &self.lease.writes, LeaseEnd::Returned)

@@ -512,8 +512,10 @@ fn amber_in_place_write_backs() {
 /// appends inside a partial last block (in place), past it and from past
 /// it, a write across
 /// blocks, one into a hole past the end, one after a truncate left old
-/// bytes past the size; meanwhile the daemon writes and fsyncs another
-/// file and syncs everything. The return adopts them (clearing and freeing the unused
+/// bytes past the size; leased truncates that grow the file (its tail
+/// zeroed) and shrink it (ending the lease), the file grown again after;
+/// meanwhile the daemon writes and fsyncs another file and syncs
+/// everything. The return adopts them (clearing and freeing the unused
 /// grant, persisting the file's queue). Crashes fall inside all of it: a
 /// leased write that returned must survive every later crash.
 fn leased_writes() -> Workload {
@@ -554,6 +556,11 @@ fn leased_writes() -> Workload {
         write("g", 0, 100, 19),
         leased(8000, 5000, 20),
         leased(70000, 100, 21),
+        // Grown by a leased truncate: the partial tail zeroed first.
+        Op::LeaseTruncate {
+            path: f(),
+            size: 90000,
+        },
         Op::LeaseReturn { path: f() },
         write("f", 8192, 4096, 13),
         Op::Truncate {
@@ -570,6 +577,19 @@ fn leased_writes() -> Workload {
         Op::LeaseGrant { path: f() },
         leased(12288, 4096, 16),
         leased(33000, 500, 22),
+        // A leased shrink ends the lease; the file then grows again, by
+        // the daemon and under a new lease, over the dropped blocks.
+        Op::LeaseTruncate {
+            path: f(),
+            size: 10000,
+        },
+        write("f", 20000, 100, 26),
+        Op::LeaseGrant { path: f() },
+        leased(24000, 3000, 27),
+        Op::LeaseTruncate {
+            path: f(),
+            size: 5000,
+        },
     ];
     Workload {
         name: "leased-writes".into(),

@@ -383,6 +383,42 @@ impl Client {
         Ok(done.map(|()| off))
     }
 
+    /// Sets the size of the file `held` leases for writing to `len`
+    /// (`Writer::truncate`): durable on return. A shrink returns the lease
+    /// at once (it ends it). `Err` as for `write`.
+    pub fn truncate(&self, held: &Held, len: u64) -> Result<Result<(), PersistError>, NotMine> {
+        if !self.writable.load(Ordering::Acquire) {
+            return Err(NotMine::Shape);
+        }
+        let done = {
+            let mut view = held.view.write();
+            let v = view.as_mut().ok_or(NotMine::Shape)?;
+            let w = v.writer.as_mut().ok_or(NotMine::Shape)?;
+            let done = w.truncate(&self.dev, &v.runs, len, now())?;
+            v.size = w.size();
+            done
+        };
+        match done {
+            Ok(shrank) => {
+                if shrank {
+                    self.renew(held);
+                }
+                Ok(Ok(()))
+            }
+            Err(e) => {
+                self.writable.store(false, Ordering::Release);
+                Ok(Err(e))
+            }
+        }
+    }
+
+    /// The write lease this process holds on `ino`, if any (one at most:
+    /// a file has one write lease at a time).
+    pub fn held_write(&self, ino: u64) -> Option<Arc<Held>> {
+        let leases = self.leases.read();
+        leases.values().find(|h| h.ino == ino && h.write).cloned()
+    }
+
     /// Returns `held` (its writes become the file's when the daemon takes
     /// it back, before it answers anything else this process asks).
     pub fn renew(&self, held: &Held) {
@@ -419,8 +455,7 @@ impl Client {
     /// cached attributes do not know yet. `None`: it holds no write lease
     /// on the file.
     pub fn written(&self, ino: u64) -> Option<Written> {
-        let leases = self.leases.read();
-        let held = leases.values().find(|h| h.ino == ino && h.write)?;
+        let held = self.held_write(ino)?;
         let view = held.view.read();
         let w = view.as_ref()?.writer.as_ref()?;
         Some(Written {

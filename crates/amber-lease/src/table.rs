@@ -56,6 +56,9 @@ struct FileLeases {
     busy: u32,
     /// Grants settling the file right now; a change waits them out.
     granting: u32,
+    /// Of them, write grants: one at a time, and no read grant beside it
+    /// (two write grants prepared at once would share the file's seqs).
+    granting_writes: u32,
     /// The write lease among the holders, if one: it excludes every
     /// other lease on the file.
     written: Option<u64>,
@@ -254,6 +257,7 @@ impl Leases {
         let mut st = self.state.lock();
         let f = st.files.entry(ino).or_default();
         f.granting -= 1;
+        f.granting_writes -= u32::from(write);
         let why = if f.busy > 0 || conflicts(f, write) {
             Some(Refusal::Busy)
         } else {
@@ -286,8 +290,8 @@ impl Leases {
         let sent = wire::send(&mut *w, &msg);
         drop(w);
         if let Some(writes) = unused {
-            // Granted blocks nobody wrote: all go back to the allocator.
-            self.owner.adopt(ino, &writes, LeaseEnd::Returned);
+            // Granted blocks nobody was sent: all go back to the allocator.
+            self.owner.adopt(ino, &writes, LeaseEnd::Unused);
         }
         sent
     }
@@ -324,11 +328,13 @@ impl Leases {
             return Err(Refusal::Contended);
         }
         let f = st.files.entry(ino).or_default();
-        if f.busy > 0 || conflicts(f, write) {
+        let racing = f.granting_writes > 0 || (write && f.granting > 0);
+        if f.busy > 0 || racing || conflicts(f, write) {
             forget_if_idle(&mut st, ino);
             return Err(Refusal::Busy);
         }
         f.granting += 1;
+        f.granting_writes += u32::from(write);
         Ok(())
     }
 
@@ -671,6 +677,29 @@ mod tests {
         assert_eq!(adopted[0].1.blocks.len(), GRANTED);
         assert!(!leases.writes_held(peer.id));
         assert!(matches!(leases.settle_writes(7), Ok(None)));
+    }
+
+    #[test]
+    fn a_write_grant_being_prepared_refuses_every_other() {
+        let (leases, peer, mut client, owner) = with_owner(Duration::from_secs(30));
+        // Another client's write grant settles the file right now: a
+        // second one would share its seqs, and a read grant would see the
+        // file before the write lease excludes it.
+        leases.start_grant(2, 9, true).unwrap();
+        for write in [true, false] {
+            assert_eq!(
+                asked(&leases, &peer, &mut client, 9, write),
+                Err(Refusal::Busy)
+            );
+        }
+        assert!(owner.adopted.lock().is_empty());
+        // A read grant being prepared refuses a write grant only.
+        leases.start_grant(2, 10, false).unwrap();
+        assert_eq!(
+            asked(&leases, &peer, &mut client, 10, true),
+            Err(Refusal::Busy)
+        );
+        granted(&leases, &peer, &mut client, 10);
     }
 
     #[test]

@@ -57,6 +57,9 @@ pub struct Writer {
     mapped: u64,
     /// Its block at the highest index now: (file block, block).
     head: Option<(u64, u64)>,
+    /// The lowest block index a shrink of this lease dropped (`u64::MAX`:
+    /// none): the grant's runs no longer hold from there.
+    cut: u64,
     /// The log's slots: the one holding the newest entry when granted,
     /// which this lease never overwrites, and the one its next entry
     /// takes; read from PM at the first covered write.
@@ -108,6 +111,7 @@ impl Writer {
             used: 0,
             seqs: 0,
             populated: 0,
+            cut: u64::MAX,
             moved: BTreeMap::new(),
             newest: None,
             size,
@@ -116,9 +120,10 @@ impl Writer {
     }
 
     /// Where file block `fb` lies now: written by this lease, or as the
-    /// grant's `runs` say (`None`: a hole).
+    /// grant's `runs` say below any shrink of this lease (`None`: a hole).
     pub fn locate(&self, runs: &[Run], fb: u64) -> Option<u64> {
-        self.moved.get(&fb).copied().or_else(|| located(runs, fb))
+        let granted = || (fb < self.cut).then(|| located(runs, fb)).flatten();
+        self.moved.get(&fb).copied().or_else(granted)
     }
 
     /// The file blocks this lease wrote and their pool offsets now.
@@ -224,6 +229,78 @@ impl Writer {
             dev.populate(run[0] * BLOCK_SIZE, run.len() as u64 * BLOCK_SIZE);
         }
         self.populated = to;
+    }
+
+    /// Sets the file's size to `len` (`ftruncate`) at `time`, by an entry
+    /// of its own after, for growth, the partial last block's bytes past
+    /// the size are zeroed in place and fenced. A shrink leaves every
+    /// record as it is — past the entry's size they are stale to recovery,
+    /// and the daemon's adoption frees their blocks — and ends the lease:
+    /// a write after it could grow the file back over them and make them
+    /// count again, so the caller returns the lease (`Ok(Ok(true))`).
+    pub fn truncate<D: PmDevice>(
+        &mut self,
+        dev: &D,
+        runs: &[Run],
+        len: u64,
+        time: Timespec,
+    ) -> Result<Result<bool, PersistError>, NotMine> {
+        if len > MAX_FILE_SIZE {
+            return Err(NotMine::Shape);
+        }
+        if self.seqs == self.grant.blocks.len() {
+            return Err(NotMine::Spent);
+        }
+        if len == self.size {
+            return Ok(Ok(false));
+        }
+        let tail = self.tail_to_zero(len, u64::MAX);
+        if tail.is_some_and(|t| !self.window.contains(&t)) {
+            return Err(NotMine::Shape);
+        }
+        let slot = self.next_slot(dev);
+        if let Some(at) = tail.and_then(|t| self.locate(runs, t)) {
+            let keep = self.size % BLOCK_SIZE;
+            dev.zero_nt(at + keep, BLOCK_SIZE - keep);
+            if let Err(e) = dev.drain() {
+                return Ok(Err(e));
+            }
+        }
+        let seq = self.take_seq();
+        let shrinks = len < self.size;
+        if shrinks {
+            self.drop_from(runs, len.div_ceil(BLOCK_SIZE));
+            self.seqs = self.grant.blocks.len();
+        }
+        self.size = len;
+        self.newest = Some(time);
+        Ok(self.commit_entry(dev, slot, seq, time).map(|()| shrinks))
+    }
+
+    /// Forgets the file's blocks from index `cut` on, as a shrink to it
+    /// leaves the file: the count and head its entry gives (estimates
+    /// past the window, as every lessee's; the daemon counts again), and
+    /// reads past it find holes.
+    fn drop_from(&mut self, runs: &[Run], cut: u64) {
+        let in_runs: u64 = runs
+            .iter()
+            .map(|r| (r.file_block + r.blocks).saturating_sub(r.file_block.max(cut)))
+            .sum();
+        let moved = self.moved.split_off(&cut);
+        let only_moved = moved
+            .keys()
+            .filter(|&&fb| located(runs, fb).is_none())
+            .count();
+        self.mapped = self.mapped.saturating_sub(in_runs + only_moved as u64);
+        self.cut = self.cut.min(cut);
+        let below_run = runs
+            .iter()
+            .rev()
+            .find(|r| r.file_block < cut)
+            .map(|r| (r.file_block + r.blocks - 1).min(cut - 1));
+        let below_moved = self.moved.keys().next_back().copied();
+        let top = below_run.into_iter().chain(below_moved).max();
+        self.head = top.and_then(|fb| self.locate(runs, fb).map(|at| (fb, at / BLOCK_SIZE)));
     }
 
     /// The next of the grant's seqs.

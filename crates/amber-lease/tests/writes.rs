@@ -3,14 +3,15 @@
 //! across blocks and into holes) become the file's when the lease comes
 //! back, or after a crash with the lease still out; what the verifier must
 //! not trust — a record of another file, a seq outside the grant, a torn
-//! block, a torn or shrinking entry — is dropped, and fsck stays clean
-//! either way.
+//! block, a torn entry or one past the grant — is dropped; a leased
+//! truncate grows with zeros and ends the lease when it shrinks; fsck
+//! stays clean either way.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use amber_core::check::{check, CheckOptions};
-use amber_core::data::LeaseEnd::{Abandoned, Returned};
+use amber_core::data::LeaseEnd::{Abandoned, Returned, Unused};
 use amber_core::{Core, Fs, MountOptions, OpenOptions, WriteLease};
 use amber_format::split::{AttrEntry, LogicalInfo, OwnCommit, Record, ENTRY_SIZE, LI_SIZE};
 use amber_format::{FormatParams, PoolLayout, Timespec, BLOCK_SIZE};
@@ -331,12 +332,14 @@ fn writes_that_grow_the_file_are_adopted_whole() {
         assert!(made > 10, "seed {seed}: {made} writes");
         core.adopt(ino, &lease.writes, Returned).unwrap();
         assert_eq!(contents(&fs, ino, model.len()), model, "seed {seed}");
-        assert_eq!(core.getattr(ino).unwrap().size, model.len() as u64);
+        let attr = core.getattr(ino).unwrap();
+        assert_eq!(attr.size, model.len() as u64);
         drop((dev, core));
         let dev = device_of(fs, true);
         assert_clean(&dev);
         let fs = mount(dev);
         assert_eq!(contents(&fs, ino, model.len()), model, "seed {seed}");
+        assert_eq!(fs.core().getattr(ino).unwrap().blocks, attr.blocks);
         assert_clean(&device_of(fs, true));
     }
 }
@@ -374,8 +377,8 @@ fn newest_entry(dev: &MmapDevice, log: u64) -> (u64, AttrEntry) {
 }
 
 #[test]
-fn a_torn_entry_leaves_its_write_out_and_a_shrinking_one_every_entry() {
-    for (shrink, end) in [(false, Abandoned), (true, Returned)] {
+fn a_torn_entry_leaves_its_write_out_and_one_past_the_grant_every_entry() {
+    for (unsound, end) in [(false, Abandoned), (true, Returned)] {
         let fs = fresh();
         let (ino, before) = file(&fs, 4, 9);
         let mut model = before.clone();
@@ -390,21 +393,21 @@ fn a_torn_entry_leaves_its_write_out_and_a_shrinking_one_every_entry() {
             .unwrap()
             .unwrap();
         let (slot, mut e) = newest_entry(&dev, lease.log);
-        if shrink {
-            // A sound checksum over a size below the grant's: every entry
-            // of the lessee goes, and with them its covered writes.
-            e.size = 10;
+        if unsound {
+            // A sound checksum over a seq past the grant's: every entry of
+            // the lessee goes, and with them its covered writes.
+            e.seq = lease.writes.seq + lease.writes.blocks.len() as u64 + 5;
             dev.write(lease.log + slot * ENTRY_SIZE, &e.encode());
         } else {
             // The lessee died inside its second write's entry.
             dev.write(lease.log + slot * ENTRY_SIZE + 20, &[0xff]);
         }
         core.adopt(ino, &lease.writes, end).unwrap();
-        let want = if shrink { &before } else { &kept };
+        let want = if unsound { &before } else { &kept };
         assert_eq!(
             &contents(&fs, ino, want.len() + 100),
             want,
-            "shrink {shrink}"
+            "unsound {unsound}"
         );
         drop((dev, core));
         let dev = device_of(fs, true);
@@ -413,7 +416,93 @@ fn a_torn_entry_leaves_its_write_out_and_a_shrinking_one_every_entry() {
         assert_eq!(
             &contents(&fs, ino, want.len() + 100),
             want,
-            "shrink {shrink}"
+            "unsound {unsound}"
         );
     }
+}
+
+#[test]
+fn a_leased_truncate_grows_with_zeros_and_a_shrink_ends_the_lease() {
+    for (crash, seed) in [(false, 1u64), (true, 2), (false, 3), (true, 4)] {
+        let fs = fresh();
+        let (ino, mut model) = file(&fs, 6, seed);
+        // A partial last block whose bytes past the size are old ones.
+        let f = OpenOptions::new().write(true).open(&fs, "/f").unwrap();
+        f.set_len(model.len() as u64 - 1000).unwrap();
+        drop(f);
+        model.truncate(model.len() - 1000);
+        let (core, lease, dev, mut w) = leased(&fs, ino, 64);
+        let runs = &lease.view.runs;
+        let shrunk = |w: &mut Writer, len| w.truncate(&*dev, runs, len, time(60)).unwrap().unwrap();
+        if seed % 2 == 1 {
+            // Up past the partial block: its old bytes read as zeros.
+            let up = model.len() + 3 * BS;
+            assert!(!shrunk(&mut w, up as u64));
+            model.resize(up, 0);
+        }
+        let mut rng = SplitMix64::new(seed);
+        grow(&dev, &mut w, &lease, &mut model, &mut rng, 10);
+        // Below the size the grant found: the daemon's blocks past it go.
+        let cut = lease.view.size / 2 + 77;
+        assert!(shrunk(&mut w, cut));
+        model.truncate(cut as usize);
+        // The shrink ended the lease: nothing more is written under it.
+        let after = w.write(&*dev, runs, 0, &[1], time(61));
+        assert_eq!(after.unwrap_err(), NotMine::Spent);
+        assert_eq!(w.size(), cut);
+        drop(w);
+        let fs = if crash {
+            drop((dev, core));
+            mount(device_of(fs, false))
+        } else {
+            core.adopt(ino, &lease.writes, Returned).unwrap();
+            drop((dev, core));
+            fs
+        };
+        assert_eq!(contents(&fs, ino, model.len()), model, "seed {seed}");
+        // Grown again by the daemon's write past the end: the bytes
+        // between read as zeros.
+        let f = OpenOptions::new().write(true).open(&fs, "/f").unwrap();
+        f.write_at(&[5; 10], cut + 2 * BLOCK_SIZE).unwrap();
+        drop(f);
+        model.resize((cut + 2 * BLOCK_SIZE) as usize, 0);
+        model.extend_from_slice(&[5; 10]);
+        assert_eq!(contents(&fs, ino, model.len()), model, "seed {seed}");
+        let dev = device_of(fs, true);
+        assert_clean(&dev);
+        let fs = mount(dev);
+        assert_eq!(contents(&fs, ino, model.len()), model, "seed {seed}");
+    }
+}
+
+#[test]
+fn a_grant_never_sent_goes_back_without_touching_the_lease_out() {
+    let fs = fresh();
+    let (ino, mut model) = file(&fs, 3, 11);
+    let (core, lease, dev, mut w) = leased(&fs, ino, 64);
+    let mut rng = SplitMix64::new(11);
+    grow(&dev, &mut w, &lease, &mut model, &mut rng, 5);
+    // A second grant prepared meanwhile (refused by the table before it
+    // was sent): the same seqs as the lease out, whose entries it must
+    // not read.
+    let free = fs.statfs().blocks_free;
+    let log = |dev: &MmapDevice| {
+        let mut raw = vec![0u8; 4 * ENTRY_SIZE as usize];
+        dev.read(lease.log, &mut raw);
+        raw
+    };
+    let before = log(&dev);
+    let other = core
+        .write_lease(ino, (0, WINDOW_BLOCKS), 16)
+        .unwrap()
+        .unwrap();
+    assert_eq!(other.writes.seq, lease.writes.seq);
+    assert_eq!(core.adopt(ino, &other.writes, Unused).unwrap(), 0);
+    assert_eq!(fs.statfs().blocks_free, free);
+    assert!(log(&dev) == before, "the file's log changed");
+    grow(&dev, &mut w, &lease, &mut model, &mut rng, 5);
+    core.adopt(ino, &lease.writes, Returned).unwrap();
+    assert_eq!(contents(&fs, ino, model.len()), model);
+    drop((dev, core));
+    assert_clean(&device_of(fs, true));
 }

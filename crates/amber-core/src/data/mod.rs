@@ -335,6 +335,10 @@ pub enum LeaseEnd {
     /// Its holder died or was cut off, maybe in the middle of a write:
     /// each kept record's block is read and must match its checksum.
     Abandoned,
+    /// It was never sent (refused after the daemon prepared it): nothing
+    /// was written under it, and its blocks only go back. Nothing of the
+    /// file is read — another lease's writes may be there.
+    Unused,
 }
 
 /// What a write lease lets another process write (`lease_writes`): free

@@ -179,6 +179,13 @@ pub enum Op {
         len: u64,
         seed: u64,
     },
+    /// Sets `path`'s size under the lease on it, as its holder's
+    /// `ftruncate` does (design.md §17.11): durable and atomic on return;
+    /// a shrink gives the lease back at once, as the holder does.
+    LeaseTruncate {
+        path: String,
+        size: u64,
+    },
     /// The lease on `path` comes back: the daemon adopts its writes.
     LeaseReturn {
         path: String,
@@ -277,9 +284,10 @@ impl fmt::Display for Op {
                 len,
                 seed,
             } => write!(f, "write O_SYNC {path} @{off} len {len} seed {seed}"),
-            Op::LeaseGrant { .. } | Op::LeaseWrite { .. } | Op::LeaseReturn { .. } => {
-                self.fmt_lease_op(f)
-            }
+            Op::LeaseGrant { .. }
+            | Op::LeaseWrite { .. }
+            | Op::LeaseTruncate { .. }
+            | Op::LeaseReturn { .. } => self.fmt_lease_op(f),
             Op::WriteBack { blocks } => write!(f, "write back {blocks} block(s)"),
             Op::SyncAll => write!(f, "syncfs"),
             Op::Map { .. } | Op::MapStore { .. } | Op::Msync { .. } | Op::Unmap { .. } => {
@@ -323,6 +331,7 @@ impl Op {
                 len,
                 seed,
             } => write!(f, "leased write {path} @{off} len {len} seed {seed}"),
+            Op::LeaseTruncate { path, size } => write!(f, "leased truncate {path} {size}"),
             Op::LeaseReturn { path } => write!(f, "return the lease on {path}"),
             _ => unreachable!("Display sends only lease ops here"),
         }

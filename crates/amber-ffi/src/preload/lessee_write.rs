@@ -77,6 +77,24 @@ pub fn write(fd: c_int, data: &[u8], at: Option<u64>) -> Option<isize> {
     isize::try_from(n).ok()
 }
 
+/// ftruncate of kernel descriptor `fd` to `len` while this process holds
+/// a write lease on its file: an entry of the lease's (`Writer::truncate`),
+/// durable on return; a shrink gives the lease back. None: the kernel's
+/// (no lease held: a truncate alone never asks for one).
+pub fn truncate(fd: c_int, len: i64) -> Option<c_int> {
+    state::config()?;
+    let len = u64::try_from(len).ok()?;
+    let d = descriptor(fd, Dir::Write)?;
+    let c = connected()?;
+    let held = c.held_write(d.ino)?;
+    if c.truncate(&held, len).ok()?.is_err() {
+        // SAFETY: errno is this thread's.
+        unsafe { *libc::__errno_location() = libc::EIO };
+        return Some(-1);
+    }
+    Some(0)
+}
+
 /// `write` of the buffers `bufs` in turn, as one write (writev's
 /// atomicity): a single buffer as it is, several gathered into one.
 pub fn write_vectored(fd: c_int, bufs: &[&[u8]], at: Option<u64>) -> Option<isize> {

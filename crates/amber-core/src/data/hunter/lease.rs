@@ -1,14 +1,14 @@
 //! Write leases on the split layout (design.md §17.4-§17.5, §17.10-§17.11):
 //! another process writes a file's blocks into blocks granted to it — an
 //! overwrite inside one block by an own commit (§13.6), any other write
-//! by records its own attribute entry then covers — and the daemon adopts
-//! what it finds there when the lease comes back. The verifier trusts
-//! nothing it did not check: a record counts only as recovery would count
-//! it after a crash at that moment (`split::judge`), inside the grant's
-//! blocks and seqs, and an entry only if the grant allowed its seq and it
-//! neither shrinks the file nor passes the largest file.
+//! by records its own attribute entry then covers, a truncate by an entry
+//! alone — and the daemon adopts what it finds there when the lease comes
+//! back. The verifier trusts nothing it did not check: a record counts
+//! only as recovery would count it after a crash at that moment
+//! (`split::judge`), inside the grant's blocks and seqs, and an entry only
+//! if the grant allowed its seq and it does not pass the largest file.
 
-use super::{map_write, media, snapshot, Hunter, HunterFile, Op, PerFile};
+use super::{map_write, media, push_frees, snapshot, Hunter, HunterFile, Op, PerFile};
 use crate::data::{Context, LeaseEnd, LeasedWrites};
 use crate::error::Result;
 use crate::inode::InodeState;
@@ -68,6 +68,10 @@ impl<X: PerFile> Hunter<X> {
         lease: &LeasedWrites,
         end: LeaseEnd,
     ) -> Result<usize> {
+        if end == LeaseEnd::Unused {
+            lease.blocks.iter().for_each(|&b| fs.blocks().free(b));
+            return Ok(0);
+        }
         let entry = self.lessee_entry(fs, st, lease)?;
         let (kept, unused, dropped) = self.sort_granted(fs, st, (lease, end), entry.as_ref());
         let dev = &**fs.device();
@@ -97,7 +101,7 @@ impl<X: PerFile> Hunter<X> {
 
     /// The newest entry the lessee wrote in the file's log, if every
     /// entry it wrote is sound: of this generation with a seq of the
-    /// grant, neither shrinking the file nor past the largest file.
+    /// grant, and no larger than the largest file.
     /// Otherwise each is cleared — fenced, so recovery too falls back to
     /// the entry the grant found, which the lessee never overwrites — and
     /// none counts.
@@ -119,9 +123,7 @@ impl<X: PerFile> Hunter<X> {
             })
             .collect();
         let seqs = granted_seqs(lease);
-        let sound = |e: &AttrEntry| {
-            seqs.contains(&e.seq) && e.size >= st.disk.size && e.size <= MAX_FILE_SIZE
-        };
+        let sound = |e: &AttrEntry| seqs.contains(&e.seq) && e.size <= MAX_FILE_SIZE;
         if theirs.iter().all(|(_, e)| sound(e)) {
             return Ok(theirs.into_iter().map(|(_, e)| e).max_by_key(|e| e.seq));
         }
@@ -184,6 +186,15 @@ impl<X: PerFile> Hunter<X> {
             hf.index.make_room(lo, hi, kept.len() as u64)?;
         }
         let mut ops = Vec::with_capacity(kept.len() * 3);
+        if let Some(e) = entry.filter(|e| e.size < st.disk.size) {
+            // The lessee shrank the file (its last act under the lease):
+            // the blocks past the size go, as a truncate's do.
+            push_frees(
+                &mut ops,
+                hf.index.truncate(e.size.div_ceil(BLOCK_SIZE)),
+                false,
+            );
+        }
         let mut newest = entry.map_or(Timespec { secs: 0, nsecs: 0 }, |e| e.mtime);
         for write in
             kept.chunk_by(|a, b| a.0.seq == b.0.seq && a.0.file_block + 1 == b.0.file_block)
@@ -200,8 +211,9 @@ impl<X: PerFile> Hunter<X> {
             .expect("something adopted");
         hf.next_seq = hf.next_seq.max(last + 2);
         if let Some(e) = entry {
-            st.disk.size = st.disk.size.max(e.size);
+            st.disk.size = e.size;
         }
+        st.disk.blocks = hf.index.count();
         // As recovery would take them from the lessee's newest entry and
         // own commits (§13.6).
         st.disk.mtime = newest;

@@ -348,12 +348,9 @@ pub unsafe fn sync_file_range(fd: c_int, o: off64_t, n: off64_t, fl: u32) -> c_i
 
 pub unsafe fn ftruncate64(fd: c_int, l: off64_t) -> c_int {
     // SAFETY: no pointers.
-    on_fd(
-        fd,
-        || unsafe { real::ftruncate64(fd, l) },
-        |_, f| f.ftruncate(offset(l)?).map(|()| 0),
-        -1,
-    )
+    let kernel =
+        || lessee_write::truncate(fd, l).unwrap_or_else(|| unsafe { real::ftruncate64(fd, l) });
+    on_fd(fd, kernel, |_, f| f.ftruncate(offset(l)?).map(|()| 0), -1)
 }
 
 pub unsafe fn ftruncate(fd: c_int, l: off64_t) -> c_int {
