@@ -2,13 +2,14 @@
 //! (`Core::write_lease`, `Core::adopt`) and the lessee's (`amber_lease`'s
 //! `Writer`) over the one device the crash simulator records, so every
 //! store of the protocol is a crash point — including the stores of
-//! other files' ops while a lease is out.
+//! other files' ops while a lease is out. What the lessee's writes should
+//! leave is modelled here byte by byte, apart from the media, so the
+//! oracle sees a lessee that stores the wrong bytes.
 
 use std::collections::BTreeMap;
 
 use amber_core::data::LeaseEnd;
 use amber_core::{Core, FsError, WriteLease};
-use amber_format::BLOCK_SIZE;
 use amber_lease::{Writer, Writes, WINDOW_BLOCKS};
 use amber_pmem::PmDevice;
 
@@ -24,6 +25,10 @@ pub struct Leased {
     ino: u64,
     lease: WriteLease,
     writer: Writer,
+    /// The file's bytes as the lessee's writes should have left them:
+    /// read through the core at the grant, then each write and truncate
+    /// applied here as POSIX says.
+    model: Vec<u8>,
 }
 
 impl Leased {
@@ -36,7 +41,16 @@ impl Leased {
         let writer = Writer::new(ino, Writes::of(&lease), view, fs.device().size()).ok_or(
             FsError::Corrupted("a write lease granted blocks outside the pool".into()),
         )?;
-        Ok(Leased { ino, lease, writer })
+        let size = usize::try_from(lease.view.size).map_err(|_| FsError::FileTooLarge)?;
+        let mut model = vec![0u8; size];
+        let n = fs.read(ino, 0, &mut model)?;
+        model.truncate(n);
+        Ok(Leased {
+            ino,
+            lease,
+            writer,
+            model,
+        })
     }
 
     /// Writes `data` at `off` as the lessee.
@@ -50,25 +64,40 @@ impl Leased {
             .writer
             .write(&**fs.device(), &self.lease.view.runs, off, data, fs.now())
         {
-            Ok(r) => r.map_err(FsError::from),
-            Err(_) => Err(FsError::InvalidArgument(
-                "a leased write must lie inside the lease's window and grant",
-            )),
+            Ok(r) => r.map_err(FsError::from)?,
+            Err(_) => {
+                return Err(FsError::InvalidArgument(
+                    "a leased write must lie inside the lease's window and grant",
+                ))
+            }
         }
+        let at = usize::try_from(off).map_err(|_| FsError::FileTooLarge)?;
+        let end = at + data.len();
+        if end > self.model.len() {
+            self.model.resize(end, 0);
+        }
+        self.model[at..end].copy_from_slice(data);
+        Ok(())
     }
 
     /// Sets the file's size to `size` as the lessee; true if that shrank
     /// it, which ends the lease (the caller gives it back).
     pub fn truncate<D: PmDevice>(&mut self, fs: &Core<D>, size: u64) -> Result<bool, FsError> {
-        match self
-            .writer
-            .truncate(&**fs.device(), &self.lease.view.runs, size, fs.now())
-        {
-            Ok(r) => r.map_err(FsError::from),
-            Err(_) => Err(FsError::InvalidArgument(
-                "a leased truncate must lie inside the lease's window and grant",
-            )),
-        }
+        let shrank =
+            match self
+                .writer
+                .truncate(&**fs.device(), &self.lease.view.runs, size, fs.now())
+            {
+                Ok(r) => r.map_err(FsError::from)?,
+                Err(_) => {
+                    return Err(FsError::InvalidArgument(
+                        "a leased truncate must lie inside the lease's window and grant",
+                    ))
+                }
+            };
+        self.model
+            .resize(usize::try_from(size).map_err(|_| FsError::FileTooLarge)?, 0);
+        Ok(shrank)
     }
 
     /// The lease comes back: the daemon adopts its writes.
@@ -79,29 +108,14 @@ impl Leased {
 }
 
 /// What the leases still out wrote, laid over `st` (read through the
-/// core, which does not know those writes yet): the file at the size the
-/// lessee's writes left, each block it wrote, and the part past the size
-/// the core knows (appended in place), from where they lie — the state a
-/// reader of the lessee's mapping sees, and recovery must keep.
-pub fn overlay<D: PmDevice>(fs: &Core<D>, leases: &BTreeMap<String, Leased>, st: &mut FsState) {
+/// core, which does not know those writes yet): each leased file as its
+/// model says — the state the lessee's writes promised, and recovery
+/// must keep.
+pub fn overlay(leases: &BTreeMap<String, Leased>, st: &mut FsState) {
     for (path, l) in leases {
-        let Some(Content::File(bytes)) = st.nodes.get_mut(path.as_str()).map(|n| &mut n.content)
-        else {
-            continue;
-        };
-        let known = bytes.len() as u64 / BLOCK_SIZE;
-        bytes.resize(usize::try_from(l.writer.size()).unwrap_or(usize::MAX), 0);
-        let grown = (known..l.writer.size().div_ceil(BLOCK_SIZE)).filter(|fb| *fb < WINDOW_BLOCKS);
-        let blocks = l.writer.moved().map(|(fb, _)| fb).chain(grown);
-        for fb in blocks {
-            let Some(at) = l.writer.locate(&l.lease.view.runs, fb) else {
-                continue;
-            };
-            let start = usize::try_from(fb * BLOCK_SIZE).unwrap_or(usize::MAX);
-            let end = bytes.len().min(start.saturating_add(BLOCK_SIZE as usize));
-            if start < end {
-                fs.device().read(at, &mut bytes[start..end]);
-            }
+        if let Some(Content::File(bytes)) = st.nodes.get_mut(path.as_str()).map(|n| &mut n.content)
+        {
+            bytes.clone_from(&l.model);
         }
     }
 }

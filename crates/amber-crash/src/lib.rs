@@ -569,7 +569,7 @@ impl Runner<'_> {
         for (i, op) in self.w.ops.iter().enumerate() {
             let mut before = state::capture(&fs)
                 .or_else(|e| self.fail(format!("before op #{i} ({op}): {e}")))?;
-            lease::overlay(&fs, &handles.leases, &mut before);
+            lease::overlay(&handles.leases, &mut before);
             let range = exec::write_range(&fs, op, &handles, atomic);
             dev.arm_fence_hook(true);
             let res = exec::apply(&fs, op, &mut handles);
@@ -581,7 +581,7 @@ impl Runner<'_> {
             }
             let mut after =
                 state::capture(&fs).or_else(|e| self.fail(format!("after op #{i} ({op}): {e}")))?;
-            lease::overlay(&fs, &handles.leases, &mut after);
+            lease::overlay(&handles.leases, &mut after);
             let mut pts = std::mem::take(&mut *points.lock().expect("hook lock"));
             let tail = dev.crash_point();
             if !tail.lines().is_empty() {

@@ -583,6 +583,13 @@ fn leased_writes() -> Workload {
             path: f(),
             size: 10000,
         },
+        // Up over the old bytes the shrink left past the size: zeros.
+        Op::LeaseGrant { path: f() },
+        Op::LeaseTruncate {
+            path: f(),
+            size: 11000,
+        },
+        Op::LeaseReturn { path: f() },
         write("f", 20000, 100, 26),
         Op::LeaseGrant { path: f() },
         leased(24000, 3000, 27),
