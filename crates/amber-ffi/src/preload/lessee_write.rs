@@ -107,10 +107,15 @@ pub fn write_vectored(fd: c_int, bufs: &[&[u8]], at: Option<u64>) -> Option<isiz
     if let [one] = bufs {
         return write(fd, one, at);
     }
-    // Asked first, so a socket's or a pipe's writev copies nothing.
-    state::config()?;
-    descriptor(fd, Dir::Write)?;
     write(fd, &bufs.concat(), at)
+}
+
+/// Whether a write of kernel descriptor `fd` may be leased (a regular
+/// file on the mount, open for writing): a look at its hint, or one
+/// statx the first time.
+pub fn leasable(fd: c_int) -> Option<()> {
+    state::config()?;
+    descriptor(fd, Dir::Write).map(drop)
 }
 
 /// fsync or fdatasync of kernel descriptor `fd`: nothing to do while this

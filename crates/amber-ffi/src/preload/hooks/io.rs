@@ -156,6 +156,8 @@ unsafe fn writev_at(
 ) -> ssize_t {
     let kernel = || {
         let leased = || {
+            // Asked first, so a socket's or a pipe's writev gathers nothing.
+            lessee_write::leasable(fd)?;
             // SAFETY: the caller's contract for the iovecs.
             let bufs = unsafe { gather(iovecs(v, n).ok()?) }.ok()?;
             lessee_write::write_vectored(fd, &bufs, at)
