@@ -110,6 +110,14 @@ static ATFORK: std::sync::Once = std::sync::Once::new();
 /// Serves a read of kernel descriptor `fd` into `bufs`, at `at` or (None)
 /// at the descriptor's offset, which it then moves; None when the kernel
 /// must serve it.
+/// Whether calls on kernel descriptor `fd` in direction `dir` may be
+/// leased (a regular file on the mount, open so): a look at its hint, or
+/// one statx the first time. The vectored hooks ask it before they gather
+/// their buffers, so a socket's or a pipe's `readv`/`writev` builds none.
+pub(super) fn leasable(fd: c_int, dir: Dir) -> bool {
+    state::config().is_some() && descriptor(fd, dir).is_some()
+}
+
 pub fn read(fd: c_int, bufs: &mut [&mut [u8]], at: Option<u64>) -> Option<isize> {
     state::config()?;
     let d = descriptor(fd, Dir::Read)?;

@@ -110,14 +110,6 @@ pub fn write_vectored(fd: c_int, bufs: &[&[u8]], at: Option<u64>) -> Option<isiz
     write(fd, &bufs.concat(), at)
 }
 
-/// Whether a write of kernel descriptor `fd` may be leased (a regular
-/// file on the mount, open for writing): a look at its hint, or one
-/// statx the first time.
-pub fn leasable(fd: c_int) -> Option<()> {
-    state::config()?;
-    descriptor(fd, Dir::Write).map(drop)
-}
-
 /// fsync or fdatasync of kernel descriptor `fd`: nothing to do while this
 /// process holds a write lease on its file — every write of it since the
 /// grant was this process's, durable on return, and the grant found the

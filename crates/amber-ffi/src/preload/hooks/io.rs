@@ -129,6 +129,8 @@ unsafe fn readv_at(
 ) -> ssize_t {
     let kernel = || {
         let leased = || {
+            // Asked first, so a socket's or a pipe's readv scatters nothing.
+            lessee::leasable(fd, lessee::Dir::Read).then_some(())?;
             // SAFETY: the caller's contract for the iovecs.
             let mut bufs = unsafe { scatter(iovecs(v, n).ok()?) }.ok()?;
             lessee::read(fd, &mut bufs, at)
@@ -157,7 +159,7 @@ unsafe fn writev_at(
     let kernel = || {
         let leased = || {
             // Asked first, so a socket's or a pipe's writev gathers nothing.
-            lessee_write::leasable(fd)?;
+            lessee::leasable(fd, lessee::Dir::Write).then_some(())?;
             // SAFETY: the caller's contract for the iovecs.
             let bufs = unsafe { gather(iovecs(v, n).ok()?) }.ok()?;
             lessee_write::write_vectored(fd, &bufs, at)
