@@ -17,7 +17,8 @@ Checked, with an oracle kept in this (not preloaded) process:
   granted; fstat and stat show the writes' time; another process's
   O_APPEND writes follow them;
 * appends under a lease: the file read through the kernel, and its size
-  by fstat in the writer and by stat elsewhere, are the writer's;
+  by fstat and lseek(SEEK_END) in the writer (recalling nothing) and by
+  stat elsewhere, are the writer's;
 * O_APPEND writers, one and two at once, writing and writev-ing records:
   every record whole, none overlapping, each writer's in order;
 * a reader through the kernel racing a leased writer never reads a block
@@ -50,7 +51,7 @@ def helper(_mode, path):
     """The preloaded writer: follows commands on stdin, one line each,
     answering on stdout. `w OFF HEX` pwrites (then fsyncs), `s OFF HEX`
     writes at OFF with lseek+write, `t LEN` ftruncates, `mtime` and
-    `size` answer fstat's,
+    `size` answer fstat's, `end OFF` lseeks from the end,
     `run N SEED` rewrites block-stamped versions and `append SEED` appends
     versioned records until killed, reporting each one done on stdout."""
     fd = os.open(path, os.O_RDWR)
@@ -75,6 +76,8 @@ def helper(_mode, path):
                 print(os.fstat(fd).st_mtime_ns, flush=True)
             elif words[0] == "size":
                 print(os.fstat(fd).st_size, flush=True)
+            elif words[0] == "end":
+                print(os.lseek(fd, int(words[1]), os.SEEK_END), flush=True)
             elif words[0] == "run":
                 stamp_versions(fd, int(words[1]), int(words[2]))
             elif words[0] == "append":
@@ -203,7 +206,12 @@ def appends_are_leased_and_seen_everywhere(m, rng):
         assert got == f"ok {end + len(data)}", f"round {i}: {got}"
         model += data
         if i % 20 == 19:
+            # The writer's own fstat and lseek(SEEK_END) answer from its
+            # lease, recalling nothing.
+            recalled = m.leases()["recalled"]
+            assert int(ask(p, "end -1")) == len(model) - 1, f"round {i}: lseek(SEEK_END)"
             assert int(ask(p, "size")) == len(model), f"round {i}: fstat's size"
+            assert m.leases()["recalled"] == recalled, f"round {i}: the writer recalled its lease"
             assert os.stat(m.path("ap")).st_size == len(model), f"round {i}: stat's size"
             assert read_file(m.path("ap")) == bytes(model), f"round {i}: wrong bytes"
     assert m.leases()["granted_write"] > before, "no write lease was granted"

@@ -77,6 +77,29 @@ pub fn write(fd: c_int, data: &[u8], at: Option<u64>) -> Option<isize> {
     isize::try_from(n).ok()
 }
 
+/// lseek of kernel descriptor `fd` to `off` from the end of file while
+/// this process holds a write lease on its file: the end is the lease's
+/// (the kernel's would be asked of the daemon, which recalls this very
+/// lease first). None: the kernel's (any other `whence`, no lease).
+pub fn seek_end(fd: c_int, off: i64, whence: c_int) -> Option<i64> {
+    if whence != libc::SEEK_END {
+        return None;
+    }
+    state::config()?;
+    let d = either(fd)?;
+    let size = connected()?.written(d.ino)?.size;
+    let Some(to) = i64::try_from(size)
+        .ok()
+        .and_then(|s| s.checked_add(off))
+        .filter(|&t| t >= 0)
+    else {
+        // SAFETY: errno is this thread's.
+        unsafe { *libc::__errno_location() = libc::EINVAL };
+        return Some(-1);
+    };
+    seek(fd, to, libc::SEEK_SET)
+}
+
 /// ftruncate of kernel descriptor `fd` to `len` while this process holds
 /// a write lease on its file: an entry of the lease's (`Writer::truncate`),
 /// durable on return; a shrink gives the lease back. None: the kernel's

@@ -298,12 +298,9 @@ pub unsafe fn __pread_chk(
 #[inline]
 pub unsafe fn lseek64(fd: c_int, o: off64_t, w: c_int) -> off64_t {
     // SAFETY: no pointers.
-    on_fd(
-        fd,
-        || unsafe { real::lseek64(fd, o, w) },
-        |_, f| Ok(f.lseek(o, w)? as off64_t),
-        -1,
-    )
+    let kernel =
+        || lessee_write::seek_end(fd, o, w).unwrap_or_else(|| unsafe { real::lseek64(fd, o, w) });
+    on_fd(fd, kernel, |_, f| Ok(f.lseek(o, w)? as off64_t), -1)
 }
 
 #[inline]
