@@ -22,7 +22,8 @@ Checked, with an oracle kept in this (not preloaded) process:
 * O_APPEND writers, one and two at once, writing and writev-ing records:
   every record whole, none overlapping, each writer's in order;
 * a reader through the kernel racing a leased writer never reads a block
-  older than the writer had finished writing before the read began;
+  older than the writer had finished writing before the read began, nor
+  does a load from a `MAP_SHARED` mapping of the file through the kernel;
 * kill -9 of a leased writer — overwriting or appending — keeps every
   write it reported done, and its grant comes back (fsck clean at the
   end);
@@ -290,6 +291,53 @@ def a_reader_racing_a_leased_writer_never_reads_old(m, _rng):
     print(f"      {done} leased writes, {reads} kernel reads, none stale")
 
 
+def a_mapping_never_shows_old(m, _rng):
+    """A `MAP_SHARED` mapping of the file through the kernel, in this
+    process, racing a leased writer: a page never shows a block older
+    than the writer had finished writing before the load. (A write grant
+    first drops the kernel's pages of the file, and a page faulted in
+    again recalls the lease.) Then another, preloaded, process's store
+    into its own mapping is in this one's at once."""
+    import mmap
+    blocks = 8
+    write_file(m.path("mapped"), b"\0" * BLOCK * blocks)
+    fd = os.open(m.path("mapped"), os.O_RDONLY)
+    pages = mmap.mmap(fd, BLOCK * blocks, mmap.MAP_SHARED, mmap.PROT_READ)
+    assert pages[:8] == b"\0" * 8
+    before = m.leases()["granted_write"]
+    p = spawn(m, "mapped")
+    p.stdin.write(f"run {blocks} 5\n")
+    p.stdin.flush()
+    done, loads = 0, 0
+    end = time.time() + 2.0
+    while time.time() < end:
+        done = int(p.stdout.readline())
+        b = done % blocks
+        got = struct.unpack_from("<Q", pages, BLOCK * b)[0]
+        assert got >= done, f"the mapping shows version {got} of block {b} after {done} was done"
+        loads += 1
+    p.kill()
+    p.wait()
+    # Another process's store into its own shared mapping is in this
+    # one's at once: one page cache, every process's.
+    code = ("import mmap,os,sys\nfd=os.open(sys.argv[1],os.O_RDWR)\n"
+            "m=mmap.mmap(fd,4096,mmap.MAP_SHARED)\nm[8:16]=b'storedit'\n"
+            "print('stored',flush=True)\nsys.stdin.readline()\nm.flush()\n")
+    other = subprocess.Popen([sys.executable, "-c", code, m.path("mapped")], env=m.env(),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert other.stdout.readline().strip() == "stored"
+    assert pages[8:16] == b"storedit", "another process's store is not in this mapping"
+    other.stdin.write("\n")
+    other.stdin.flush()
+    assert other.wait() == 0
+    assert read_file(m.path("mapped"))[8:16] == b"storedit", "msync lost the store"
+    pages.close()
+    os.close(fd)
+    granted = m.leases()["granted_write"] - before
+    assert granted > 0, "no write lease was granted beside the mapping"
+    print(f"      {done} writes ({granted} write leases), {loads} loads, none stale")
+
+
 def stamping(m, name, blocks, seed, versions):
     """A preloaded writer stamping versions into `blocks` blocks of a new
     file `name` (`stamp_versions`), once it reported `versions` done;
@@ -354,6 +402,7 @@ CASES = [
     appends_are_leased_and_seen_everywhere,
     o_append_writers_never_overlap,
     a_reader_racing_a_leased_writer_never_reads_old,
+    a_mapping_never_shows_old,
     a_killed_writer_keeps_what_it_wrote,
     a_dead_daemon_keeps_every_done_write,
 ]

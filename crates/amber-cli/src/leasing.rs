@@ -40,16 +40,19 @@ pub fn adapter(
     (adapter, leasing)
 }
 
-/// Has a write grant drop the kernel's cached attributes of its file
-/// (`Leases::on_write_grant`), through `session`'s notifier: offset -1
-/// leaves the page cache alone.
-pub fn forget_attrs_on_write_grants<F: fuser::Filesystem>(
+/// Has a write grant first drop the kernel's pages and attributes of its
+/// file (`Leases::on_write_grant`), through `session`'s notifier: offset
+/// 0 and length 0 are the whole file. The kernel unmaps the pages from
+/// every process and writes dirty ones back before the notification
+/// returns.
+pub fn drop_cached_on_write_grants<F: fuser::Filesystem>(
     leases: &Leases,
     session: &fuser::Session<F>,
 ) {
     let notifier = session.notifier();
     leases.on_write_grant(Box::new(move |ino| {
-        let _ = notifier.inval_inode(fuser::INodeNo(ino), -1, 0);
+        // ENOENT: the kernel holds nothing of the file.
+        let _ = notifier.inval_inode(fuser::INodeNo(ino), 0, 0);
     }));
 }
 

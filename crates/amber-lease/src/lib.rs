@@ -20,7 +20,7 @@ mod writer;
 pub use client::{At, Client, Held, Written};
 pub use owner::Owner;
 pub use server::{LeaseServer, MAX_CLIENTS};
-pub use table::{AttrInvalidator, Exclusive, Leases, Unresponsive, MAX_LEASES_PER_CLIENT};
+pub use table::{CacheInvalidator, Exclusive, Leases, Unresponsive, MAX_LEASES_PER_CLIENT};
 pub use wire::{Welcome, Writes, MAX_GRANTED, VERSION, WINDOW_BLOCKS};
 pub use writer::{NotMine, Writer};
 

@@ -59,6 +59,15 @@ struct FileLeases {
     /// Of them, write grants: one at a time, and no read grant beside it
     /// (two write grants prepared at once would share the file's seqs).
     granting_writes: u32,
+    /// A write grant dropping the kernel's pages of the file before it
+    /// settles (`Leases::prime`): no other grant starts, and a change
+    /// does not wait for it (the kernel may write a dirty page back
+    /// through one while it drops the pages).
+    priming: bool,
+    /// The kernel read the file's data or attributes while a write grant
+    /// was being prepared (`settle_writes`): it may hold a page or
+    /// attributes from before the grant, so the grant is refused.
+    spoiled: bool,
     /// The write lease among the holders, if one: it excludes every
     /// other lease on the file.
     written: Option<u64>,
@@ -137,19 +146,22 @@ pub struct Leases {
     changed: Condvar,
     timeout: Duration,
     owner: Arc<dyn Owner>,
-    /// Drops the kernel's cached attributes of a file (the mount's FUSE
-    /// notifier), set once the session exists.
-    forget_attrs: std::sync::OnceLock<AttrInvalidator>,
+    /// Drops the kernel's cached pages and attributes of a file (the
+    /// mount's FUSE notifier), set once the session exists.
+    drop_cached: std::sync::OnceLock<CacheInvalidator>,
     /// Write leases registered and not yet out of the table: while none
-    /// is, `settle_writes` (every FUSE read, getattr and lookup) takes no
+    /// is, and no write grant is being prepared (`preparing_writes`),
+    /// `settle_writes` (every FUSE read, getattr and lookup) takes no
     /// lock.
     writes_out: AtomicU64,
+    /// Write grants from priming to their registration or refusal.
+    preparing_writes: AtomicU64,
     pub counters: Counters,
 }
 
-/// How the table makes the kernel ask the daemon for a file's attributes
-/// again (`Leases::on_write_grant`).
-pub type AttrInvalidator = Box<dyn Fn(u64) + Send + Sync>;
+/// How the table makes the kernel drop its pages of a file and ask the
+/// daemon for them and its attributes again (`Leases::on_write_grant`).
+pub type CacheInvalidator = Box<dyn Fn(u64) + Send + Sync>;
 
 /// Blocks a write lease is granted at a time; a lessee that used them
 /// returns the lease (its writes are adopted) and asks again.
@@ -165,19 +177,23 @@ impl Leases {
             changed: Condvar::new(),
             timeout,
             owner,
-            forget_attrs: std::sync::OnceLock::new(),
+            drop_cached: std::sync::OnceLock::new(),
             writes_out: AtomicU64::new(0),
+            preparing_writes: AtomicU64::new(0),
             counters: Counters::default(),
         }
     }
 
-    /// Has `f` drop the kernel's cached attributes of a file each time a
-    /// write lease on it is granted, before the grant is sent: the
-    /// lessee's writes move the file's times, and a `stat` through the
-    /// kernel must then ask the daemon, which recalls the lease first.
+    /// Has `f` drop the kernel's cached pages and attributes of a file
+    /// each time a write lease on it is to be granted, before the grant
+    /// settles: the lessee's writes change the file behind the kernel,
+    /// whose next fill of a page (a load from a `MAP_SHARED` mapping) or
+    /// `stat` must then ask the daemon, which recalls the lease first.
+    /// `f` must return only once the kernel dropped them, and may have
+    /// the kernel write a dirty page back through the mount meanwhile.
     /// Set once (the mount's session is made after the table).
-    pub fn on_write_grant(&self, f: AttrInvalidator) {
-        let _ = self.forget_attrs.set(f);
+    pub fn on_write_grant(&self, f: CacheInvalidator) {
+        let _ = self.drop_cached.set(f);
     }
 
     pub(crate) fn join(&self, peer: Arc<Peer>) {
@@ -258,7 +274,8 @@ impl Leases {
         let f = st.files.entry(ino).or_default();
         f.granting -= 1;
         f.granting_writes -= u32::from(write);
-        let why = if f.busy > 0 || conflicts(f, write) {
+        let spoiled = write && std::mem::take(&mut f.spoiled);
+        let why = if f.busy > 0 || spoiled || conflicts(f, write) {
             Some(Refusal::Busy)
         } else {
             seen.is_none().then_some(Refusal::Unleasable)
@@ -275,17 +292,14 @@ impl Leases {
                 (Msg::Refused { seq, ino, why }, seen.and_then(|g| g.writes))
             }
         };
+        if write {
+            // Registered (or refused) under the lock: kernel reads from
+            // here on recall the lease instead.
+            self.preparing_writes.fetch_sub(1, Ordering::AcqRel);
+        }
         drop(st);
-        match &msg {
-            Msg::Refused { .. } => {
-                self.counters.refused.fetch_add(1, Ordering::Relaxed);
-            }
-            Msg::Granted(g) if g.writes.is_some() => {
-                if let Some(f) = self.forget_attrs.get() {
-                    f(ino);
-                }
-            }
-            _ => {}
+        if matches!(msg, Msg::Refused { .. }) {
+            self.counters.refused.fetch_add(1, Ordering::Relaxed);
         }
         let sent = wire::send(&mut *w, &msg);
         drop(w);
@@ -316,25 +330,50 @@ impl Leases {
         })
     }
 
+    /// Starts preparing a grant of `ino` to client `id`; a write grant
+    /// first has the kernel drop its pages of the file (`prime`).
     fn start_grant(&self, id: u64, ino: u64, write: bool) -> Result<(), Refusal> {
+        if write {
+            self.prime(id, ino)?;
+        }
         let mut st = self.state.lock();
-        if st.closing {
-            return Err(Refusal::Unleasable);
-        }
-        if st.held.get(&id).map_or(0, HashSet::len) >= MAX_LEASES_PER_CLIENT {
-            return Err(Refusal::Limit);
-        }
-        if st.bounces.contended(ino, Instant::now()) {
-            return Err(Refusal::Contended);
-        }
+        let admitted = admit(&mut st, id, ino, write);
         let f = st.files.entry(ino).or_default();
-        let racing = f.granting_writes > 0 || (write && f.granting > 0);
-        if f.busy > 0 || racing || conflicts(f, write) {
-            forget_if_idle(&mut st, ino);
-            return Err(Refusal::Busy);
+        if admitted.is_ok() {
+            f.granting += 1;
+            f.granting_writes += u32::from(write);
+            return Ok(());
         }
-        f.granting += 1;
-        f.granting_writes += u32::from(write);
+        if write {
+            f.spoiled = false;
+            self.preparing_writes.fetch_sub(1, Ordering::AcqRel);
+        }
+        forget_if_idle(&mut st, ino);
+        admitted
+    }
+
+    /// A write grant's first phase: has the kernel drop its pages and
+    /// attributes of `ino` while every other grant of it is held off. A
+    /// change through the kernel may run meanwhile (dropping a dirty page
+    /// writes it back through one); a read through the kernel from here
+    /// to the grant's registration spoils the grant (`settle_writes`), as
+    /// the kernel may keep what it read.
+    fn prime(&self, id: u64, ino: u64) -> Result<(), Refusal> {
+        {
+            let mut st = self.state.lock();
+            if let Err(why) = admit(&mut st, id, ino, true) {
+                forget_if_idle(&mut st, ino);
+                return Err(why);
+            }
+            let f = st.files.entry(ino).or_default();
+            f.priming = true;
+            f.spoiled = false;
+            self.preparing_writes.fetch_add(1, Ordering::AcqRel);
+        }
+        if let Some(drop_cached) = self.drop_cached.get() {
+            drop_cached(ino);
+        }
+        self.state.lock().files.entry(ino).or_default().priming = false;
         Ok(())
     }
 
@@ -480,11 +519,31 @@ fn drop_holder(st: &mut State, ino: u64, holder: (u64, u64)) {
 
 /// Drops `ino`'s entry once nothing refers to it, so the table holds
 /// only files with leases, grants or changes under way.
+/// Whether a grant of `ino` to client `id` (a write grant if `write`)
+/// may start now; a write grant asks twice, before and after `prime`.
+fn admit(st: &mut State, id: u64, ino: u64, write: bool) -> Result<(), Refusal> {
+    if st.closing {
+        return Err(Refusal::Unleasable);
+    }
+    if st.held.get(&id).map_or(0, HashSet::len) >= MAX_LEASES_PER_CLIENT {
+        return Err(Refusal::Limit);
+    }
+    if st.bounces.contended(ino, Instant::now()) {
+        return Err(Refusal::Contended);
+    }
+    let f = st.files.entry(ino).or_default();
+    let racing = f.priming || f.granting_writes > 0 || (write && f.granting > 0);
+    if f.busy > 0 || racing || conflicts(f, write) || (write && f.spoiled) {
+        return Err(Refusal::Busy);
+    }
+    Ok(())
+}
+
 fn forget_if_idle(st: &mut State, ino: u64) {
     if st
         .files
         .get(&ino)
-        .is_some_and(|f| f.holders.is_empty() && f.busy == 0 && f.granting == 0)
+        .is_some_and(|f| f.holders.is_empty() && f.busy == 0 && f.granting == 0 && !f.priming)
     {
         st.files.remove(&ino);
     }
@@ -509,17 +568,23 @@ impl Drop for Exclusive<'_> {
 impl Leases {
     /// Recalls the write leases on `ino` before the daemon reads it (its
     /// data, size or times) for a request: their holder's writes are then
-    /// the core's. Nothing to do, and no lock beyond the table's, for a
-    /// file no one writes under a lease.
+    /// the core's. A read while a write grant of the file is being
+    /// prepared spoils the grant (`prime`). Nothing to do, and no lock,
+    /// while no write lease is out or being prepared.
     pub fn settle_writes(&self, ino: u64) -> Result<Option<Exclusive<'_>>, Unresponsive> {
         // Registered under the table's lock before the grant is sent, so
         // a write that returned is counted here.
-        if self.writes_out.load(Ordering::Acquire) == 0 {
+        if self.writes_out.load(Ordering::Acquire) == 0
+            && self.preparing_writes.load(Ordering::Acquire) == 0
+        {
             return Ok(None);
         }
         let written = {
-            let st = self.state.lock();
-            st.files.get(&ino).is_some_and(|f| f.written.is_some())
+            let mut st = self.state.lock();
+            st.files.get_mut(&ino).is_some_and(|f| {
+                f.spoiled |= f.written.is_none() && (f.priming || f.granting_writes > 0);
+                f.written.is_some()
+            })
         };
         if written {
             self.exclusive(ino).map(Some)
@@ -700,6 +765,35 @@ mod tests {
             Err(Refusal::Busy)
         );
         granted(&leases, &peer, &mut client, 10);
+    }
+
+    #[test]
+    fn a_write_grant_drops_the_kernels_pages_and_a_read_meanwhile_spoils_it() {
+        let (leases, peer, mut client, owner) = with_owner(Duration::from_secs(30));
+        // The invalidator as the kernel runs it: a dirty page written
+        // back (a change, which must not wait for the grant), then, in
+        // the first grant only, a page faulted in again (a read).
+        let dropped = Arc::new(AtomicU64::new(0));
+        let (l, d) = (Arc::downgrade(&leases), Arc::clone(&dropped));
+        leases.on_write_grant(Box::new(move |ino| {
+            let l = l.upgrade().unwrap();
+            drop(l.exclusive(ino).unwrap());
+            if d.fetch_add(1, Ordering::AcqRel) == 0 {
+                assert!(matches!(l.settle_writes(ino), Ok(None)));
+            }
+        }));
+        assert_eq!(
+            asked(&leases, &peer, &mut client, 7, true),
+            Err(Refusal::Busy)
+        );
+        assert_eq!(dropped.load(Ordering::Acquire), 1);
+        assert!(owner.adopted.lock().is_empty(), "refused before any block");
+        asked(&leases, &peer, &mut client, 7, true).unwrap();
+        assert_eq!(dropped.load(Ordering::Acquire), 2);
+        assert_eq!(leases.preparing_writes.load(Ordering::Acquire), 0);
+        // A read grant drops nothing.
+        granted(&leases, &peer, &mut client, 8);
+        assert_eq!(dropped.load(Ordering::Acquire), 2);
     }
 
     #[test]

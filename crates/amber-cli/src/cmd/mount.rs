@@ -385,7 +385,7 @@ fn serve(
         }
     };
     if let Some((leases, _)) = &leasing {
-        crate::leasing::forget_attrs_on_write_grants(leases, &session);
+        crate::leasing::drop_cached_on_write_grants(leases, &session);
     }
     log(&format!(
         "mounted {} at {} ({threads} thread(s){})",
