@@ -46,7 +46,10 @@ impl<X: PerFile> Hunter<X> {
         self.settle(fs, st)?;
         self.with_file(fs, st, |hf, _| {
             let mut blocks = Vec::with_capacity(n);
-            self.take_blocks(fs, n, &mut blocks)?;
+            // The lessee maps them ahead in its own mapping; the daemon
+            // never writes them (mapping them here cost it a fifth of
+            // its time under two leased writers).
+            self.take_blocks_for(fs, n, &mut blocks, false)?;
             Ok(Some(LeasedWrites {
                 seq: hf.next_seq,
                 blocks,

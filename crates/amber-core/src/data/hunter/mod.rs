@@ -255,15 +255,30 @@ impl<X: PerFile> Hunter<X> {
         n: usize,
         out: &mut Vec<u64>,
     ) -> Result<()> {
+        self.take_blocks_for(fs, n, out, true)
+    }
+
+    /// `take_blocks`, with the fresh runs' pages mapped ahead in this
+    /// process only if `here` (not for a lessee, which writes the blocks
+    /// through its own mapping and maps them ahead there).
+    fn take_blocks_for<D: PmDevice>(
+        &self,
+        fs: Context<'_, D>,
+        n: usize,
+        out: &mut Vec<u64>,
+        here: bool,
+    ) -> Result<()> {
         debug_assert!(out.is_empty());
         let logs = &self.shared.logs;
         // The log writes a run's blocks one after another: its pages are
         // mapped ahead, not a fault per block (prefault.rs).
         let layout = fs.layout();
         let fresh = |b: u64, len: u64| {
-            let dev = &**fs.device();
-            let pf = &self.shared.prefault;
-            pf.request(dev, layout.block_offset(b), len * BLOCK_SIZE);
+            if here {
+                let dev = &**fs.device();
+                let pf = &self.shared.prefault;
+                pf.request(dev, layout.block_offset(b), len * BLOCK_SIZE);
+            }
         };
         logs.take(fs.blocks(), fs.homes(), n, out, &fresh);
         if out.len() < n {
