@@ -107,20 +107,31 @@ static MOUNT_ID: AtomicU64 = AtomicU64::new(0);
 static SOCKETS: [AtomicI32; 3] = [const { AtomicI32::new(-1) }; 3];
 static ATFORK: std::sync::Once = std::sync::Once::new();
 
+/// Calls on kernel descriptor `fd` in direction `dir`, if they may be
+/// leased (a regular file on the mount, open so): a look at its hint, or
+/// one statx. The vectored hooks ask it before they gather their
+/// buffers, so a socket's or a pipe's `readv`/`writev` builds none, and
+/// pass it on (`read_as`, `lessee_write::write_vectored`): one statx a
+/// call.
+pub(super) fn leasable(fd: c_int, dir: Dir) -> Option<Descriptor> {
+    state::config()?;
+    descriptor(fd, dir)
+}
+
 /// Serves a read of kernel descriptor `fd` into `bufs`, at `at` or (None)
 /// at the descriptor's offset, which it then moves; None when the kernel
 /// must serve it.
-/// Whether calls on kernel descriptor `fd` in direction `dir` may be
-/// leased (a regular file on the mount, open so): a look at its hint, or
-/// one statx the first time. The vectored hooks ask it before they gather
-/// their buffers, so a socket's or a pipe's `readv`/`writev` builds none.
-pub(super) fn leasable(fd: c_int, dir: Dir) -> bool {
-    state::config().is_some() && descriptor(fd, dir).is_some()
+pub fn read(fd: c_int, bufs: &mut [&mut [u8]], at: Option<u64>) -> Option<isize> {
+    read_as(leasable(fd, Dir::Read)?, fd, bufs, at)
 }
 
-pub fn read(fd: c_int, bufs: &mut [&mut [u8]], at: Option<u64>) -> Option<isize> {
-    state::config()?;
-    let d = descriptor(fd, Dir::Read)?;
+/// `read` of descriptor `fd`, which `leasable` found to be `d`.
+pub(super) fn read_as(
+    d: Descriptor,
+    fd: c_int,
+    bufs: &mut [&mut [u8]],
+    at: Option<u64>,
+) -> Option<isize> {
     let (_position, off) = position(fd, d.i, at)?;
     let (c, held) = d.lease(connected(), off)?;
     let n = c.read(&held, off, bufs)?;

@@ -39,11 +39,14 @@ const MAX_LEASED_WRITE: usize = 256 * amber_format::BLOCK_SIZE as usize;
 /// `O_APPEND`, at the end of file whatever `at` says (as Linux's `pwrite`
 /// does); None when the kernel must serve it (the hooks' `kernel` path).
 pub fn write(fd: c_int, data: &[u8], at: Option<u64>) -> Option<isize> {
-    state::config()?;
     if data.is_empty() || data.len() > MAX_LEASED_WRITE {
         return None;
     }
-    let d = descriptor(fd, Dir::Write)?;
+    write_as(lessee::leasable(fd, Dir::Write)?, fd, data, at)
+}
+
+/// `write` of descriptor `fd`, which `leasable` found to be `d`.
+fn write_as(d: Descriptor, fd: c_int, data: &[u8], at: Option<u64>) -> Option<isize> {
     let (_position, off) = position(fd, d.i, at)?;
     // An append's lease is the window of the end as this process last
     // saw it; the write itself takes the end under the lease's lock.
@@ -118,9 +121,15 @@ pub fn truncate(fd: c_int, len: i64) -> Option<c_int> {
     Some(0)
 }
 
-/// `write` of the buffers `bufs` in turn, as one write (writev's
-/// atomicity): a single buffer as it is, several gathered into one.
-pub fn write_vectored(fd: c_int, bufs: &[&[u8]], at: Option<u64>) -> Option<isize> {
+/// `write` of the buffers `bufs` in turn to descriptor `fd`, which
+/// `leasable` found to be `d`, as one write (writev's atomicity): a
+/// single buffer as it is, several gathered into one.
+pub(super) fn write_vectored(
+    d: Descriptor,
+    fd: c_int,
+    bufs: &[&[u8]],
+    at: Option<u64>,
+) -> Option<isize> {
     let total = bufs
         .iter()
         .try_fold(0usize, |t, b| t.checked_add(b.len()))?;
@@ -128,9 +137,9 @@ pub fn write_vectored(fd: c_int, bufs: &[&[u8]], at: Option<u64>) -> Option<isiz
         return None;
     }
     if let [one] = bufs {
-        return write(fd, one, at);
+        return write_as(d, fd, one, at);
     }
-    write(fd, &bufs.concat(), at)
+    write_as(d, fd, &bufs.concat(), at)
 }
 
 /// fsync or fdatasync of kernel descriptor `fd`: nothing to do while this

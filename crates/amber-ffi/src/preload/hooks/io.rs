@@ -130,10 +130,10 @@ unsafe fn readv_at(
     let kernel = || {
         let leased = || {
             // Asked first, so a socket's or a pipe's readv scatters nothing.
-            lessee::leasable(fd, lessee::Dir::Read).then_some(())?;
+            let d = lessee::leasable(fd, lessee::Dir::Read)?;
             // SAFETY: the caller's contract for the iovecs.
             let mut bufs = unsafe { scatter(iovecs(v, n).ok()?) }.ok()?;
-            lessee::read(fd, &mut bufs, at)
+            lessee::read_as(d, fd, &mut bufs, at)
         };
         leasable.then(leased).flatten().unwrap_or_else(kernel)
     };
@@ -159,10 +159,10 @@ unsafe fn writev_at(
     let kernel = || {
         let leased = || {
             // Asked first, so a socket's or a pipe's writev gathers nothing.
-            lessee::leasable(fd, lessee::Dir::Write).then_some(())?;
+            let d = lessee::leasable(fd, lessee::Dir::Write)?;
             // SAFETY: the caller's contract for the iovecs.
             let bufs = unsafe { gather(iovecs(v, n).ok()?) }.ok()?;
-            lessee_write::write_vectored(fd, &bufs, at)
+            lessee_write::write_vectored(d, fd, &bufs, at)
         };
         leasable.then(leased).flatten().unwrap_or_else(kernel)
     };
