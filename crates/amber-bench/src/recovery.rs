@@ -30,7 +30,7 @@ use crate::progress::Progress;
 use crate::record::{human_bytes, Record};
 use crate::spec::TargetSpec;
 use crate::stats::summarize;
-use crate::target::{format_pool, release, BenchDevice};
+use crate::target::{format_pool, BenchDevice};
 use amber_core::{Fs, FsError, MountOptions, OpenOptions, RecoveryReport};
 use amber_format::FormatParams;
 use amber_sim::SplitMix64;
@@ -263,7 +263,9 @@ fn measure(
     let bar = Progress::new(2 * cfg.reps as u64, &format!("{name}: mounts"));
     let mut fs = fs;
     for _ in 0..cfg.reps {
-        let dev = release(fs, true, RELEASE_WAIT).map_err(|e| format!("unmount: {e}"))?;
+        let dev = fs
+            .into_device(true, RELEASE_WAIT)
+            .map_err(|e| format!("unmount: {e}"))?;
         let (clean, rep, ms) = timed_mount(dev, &opts)?;
         if !rep.was_clean {
             return Err("the mount after a clean unmount ran recovery".into());
@@ -275,7 +277,9 @@ fn measure(
             .core()
             .sync_all()
             .map_err(|e| format!("sync_all before the crash: {e}"))?;
-        let dev = release(clean, false, RELEASE_WAIT).map_err(|e| format!("crash: {e}"))?;
+        let dev = clean
+            .into_device(false, RELEASE_WAIT)
+            .map_err(|e| format!("crash: {e}"))?;
         let (crashed, rep, ms) = timed_mount(dev, &opts)?;
         if rep.was_clean {
             return Err("the mount after a crash found the pool marked clean".into());
@@ -288,7 +292,8 @@ fn measure(
     }
     bar.finish();
     m.verified_bytes = verify(&fs, cfg)?;
-    release(fs, true, RELEASE_WAIT).map_err(|e| format!("last unmount: {e}"))?;
+    fs.into_device(true, RELEASE_WAIT)
+        .map_err(|e| format!("last unmount: {e}"))?;
     Ok(m)
 }
 

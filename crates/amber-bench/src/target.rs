@@ -49,39 +49,6 @@ pub fn format_pool(
     Ok(dev)
 }
 
-/// Ends a mount and hands its device back: unmounted cleanly, or just
-/// dropped (a crash, as far as the pool can tell). A policy's background
-/// thread may still hold the core for a moment after the handle went;
-/// this waits for it, at most `wait`.
-pub fn release(
-    fs: Fs<BenchDevice>,
-    unmount: bool,
-    wait: std::time::Duration,
-) -> io::Result<BenchDevice> {
-    let mut dev = fs.core().device().clone();
-    if unmount {
-        fs.unmount().map_err(to_io)?;
-    } else {
-        drop(fs);
-    }
-    let deadline = std::time::Instant::now() + wait;
-    loop {
-        match std::sync::Arc::try_unwrap(dev) {
-            Ok(d) => return Ok(d),
-            Err(shared) if std::time::Instant::now() < deadline => {
-                dev = shared;
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-            Err(_) => {
-                return Err(io::Error::other(format!(
-                    "pool still in use (an open file?) {} ms after its mount ended",
-                    wait.as_millis()
-                )))
-            }
-        }
-    }
-}
-
 /// An open file of a target. Offsets are explicit so threads never share
 /// a cursor.
 pub trait TargetFile: Send {
@@ -478,7 +445,9 @@ impl Target for AmberTarget {
         let old = slot
             .take()
             .ok_or_else(|| io::Error::other("pool not mounted"))?;
-        let dev = release(old, true, RESET_WAIT)?;
+        let dev = old
+            .into_device(true, RESET_WAIT)
+            .map_err(io::Error::other)?;
         drop(slot);
         self.mount(dev)
     }

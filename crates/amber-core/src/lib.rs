@@ -34,7 +34,8 @@ pub mod units;
 pub mod zone;
 
 pub use api::{
-    DirEntry as Entry, File, FileType, Fs, MapOptions, Mapping, Metadata, OpenOptions, Permissions,
+    DirEntry as Entry, File, FileType, Fs, IntoDeviceError, MapOptions, Mapping, Metadata,
+    OpenOptions, Permissions,
 };
 pub use durability::{Atomicity, Durability};
 pub use error::{DeviceError, FsError, Result};

@@ -8,7 +8,7 @@
 //! stays clean either way.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use amber_core::check::{check, CheckOptions};
 use amber_core::data::LeaseEnd::{Abandoned, Returned, Unused};
@@ -39,23 +39,7 @@ fn fresh() -> Fs<MmapDevice> {
 
 /// The device back from `fs`: unmounted, or dropped as by a crash.
 fn device_of(fs: Fs<MmapDevice>, unmount: bool) -> MmapDevice {
-    let mut dev = Arc::clone(fs.core().device());
-    if unmount {
-        fs.unmount().unwrap();
-    } else {
-        drop(fs);
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match Arc::try_unwrap(dev) {
-            Ok(d) => return d,
-            Err(d) if Instant::now() < deadline => {
-                dev = d;
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Err(_) => panic!("the device is still in use 10 s after the drop"),
-        }
-    }
+    fs.into_device(unmount, Duration::from_secs(10)).unwrap()
 }
 
 fn assert_clean(dev: &MmapDevice) {

@@ -20,6 +20,31 @@ use amber_format::{FileKind, FormatParams, Timespec, ROOT_INO};
 use amber_pmem::{DramOverlay, PmDevice};
 use std::sync::Arc;
 
+/// Why `Fs::into_device` kept the device.
+#[derive(Debug)]
+pub enum IntoDeviceError {
+    /// The clean unmount failed.
+    Unmount(FsError),
+    /// Something else (a clone of the handle, an open `File`, a mapping,
+    /// a thread) still held the pool this long after the mount ended.
+    InUse(std::time::Duration),
+}
+
+impl std::fmt::Display for IntoDeviceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IntoDeviceError::Unmount(e) => write!(f, "unmount: {e}"),
+            IntoDeviceError::InUse(t) => write!(
+                f,
+                "pool still in use (an open file?) {} ms after its mount ended",
+                t.as_millis()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for IntoDeviceError {}
+
 /// A mounted Amber file system.
 pub struct Fs<D: PmDevice> {
     core: Arc<Core<D>>,
@@ -85,6 +110,36 @@ impl<D: PmDevice> Fs<D> {
     /// still open stays for the next mount to free.
     pub fn unmount(self) -> Result<()> {
         self.core.unmount()
+    }
+
+    /// Ends this mount and takes the device back: unmounted cleanly
+    /// (`unmount`), or dropped as a crash leaves it (what only DRAM held
+    /// is gone). A policy's background thread in the middle of a pass
+    /// holds the core until the pass ends, so this waits for the last
+    /// other holder, at most `wait`.
+    pub fn into_device(
+        self,
+        unmount: bool,
+        wait: std::time::Duration,
+    ) -> std::result::Result<D, IntoDeviceError> {
+        let mut dev = Arc::clone(self.core.device());
+        if unmount {
+            self.unmount().map_err(IntoDeviceError::Unmount)?;
+        } else {
+            drop(self);
+        }
+        let deadline = std::time::Instant::now() + wait;
+        // Bounded by the deadline.
+        loop {
+            match Arc::try_unwrap(dev) {
+                Ok(d) => return Ok(d),
+                Err(held) if std::time::Instant::now() < deadline => {
+                    dev = held;
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                Err(_) => return Err(IntoDeviceError::InUse(wait)),
+            }
+        }
     }
 
     /// The inode-level interface (used by the FUSE adapter).

@@ -10,7 +10,7 @@ use amber_core::{Core, File, Fs, MountOptions, OpenOptions};
 use amber_format::{FormatParams, PoolLayout};
 use amber_pmem::{MapOptions, MmapDevice};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The library's default format for `size` bytes, but in the classic
 /// layout: the one the block-map policies (direct, hinfs*, cow, finelog,
@@ -32,23 +32,7 @@ pub fn direct() -> MountOptions {
 /// unmount (a crash: DRAM is gone). A policy's background thread may hold
 /// the core for the rest of a pass; this waits for it, at most 10 s.
 pub fn device_of(fs: Fs<MmapDevice>, unmount: bool) -> MmapDevice {
-    let mut dev = fs.core().device().clone();
-    if unmount {
-        fs.unmount().unwrap();
-    } else {
-        drop(fs);
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match Arc::try_unwrap(dev) {
-            Ok(d) => return d,
-            Err(d) if Instant::now() < deadline => {
-                dev = d;
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Err(_) => panic!("the device is still in use 10 s after the drop"),
-        }
-    }
+    fs.into_device(unmount, Duration::from_secs(10)).unwrap()
 }
 
 /// A fresh anonymous device of `size` bytes, formatted in the layout the

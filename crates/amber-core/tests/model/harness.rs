@@ -9,7 +9,6 @@ use super::tree::{Body, Id, Tree};
 use amber_core::{File, Fs, MountOptions, OpenOptions};
 use amber_format::FormatParams;
 use amber_pmem::{MapOptions, MmapDevice};
-use std::sync::Arc;
 
 /// Mount options naming `policy`, which may carry options of its own
 /// after a comma (`amber,amber_buffer=always`); a buffering policy (hinfs
@@ -54,26 +53,11 @@ pub fn remount(fs: Fs<MmapDevice>, clean: bool, policy: &str) -> Result<Fs<MmapD
             .map_err(|e| format!("sync before remounting: {e:?}"))?;
     }
     let before = fs.statfs();
-    let dev = fs.core().device().clone();
-    if clean {
-        fs.unmount().map_err(|e| format!("unmount: {e:?}"))?;
-    } else {
-        drop(fs);
-    }
     // A write-back thread in the middle of a pass holds the core (and the
     // device) until the pass ends.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let mut dev = dev;
-    let dev = loop {
-        match Arc::try_unwrap(dev) {
-            Ok(d) => break d,
-            Err(d) if std::time::Instant::now() < deadline => {
-                dev = d;
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-            Err(_) => return Err("device still in use after unmount".to_string()),
-        }
-    };
+    let dev = fs
+        .into_device(clean, std::time::Duration::from_secs(10))
+        .map_err(|e| e.to_string())?;
     let (fs, rep) = Fs::mount(dev, options(policy)).map_err(|e| format!("mount: {e:?}"))?;
     if clean && !rep.was_clean {
         return Err(format!("clean unmount, but mount ran recovery: {rep:?}"));
