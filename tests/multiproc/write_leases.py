@@ -12,7 +12,8 @@ One pool and one mount serve every case; the last kills the daemon.
 Checked, with an oracle kept in this (not preloaded) process:
 
 * leased writes (whole blocks, a few bytes, 128 B, across blocks, past
-  the end; pwrite and write) and ftruncate up and down are read back right by this process through
+  the end; pwrite and write), ftruncate up and down and posix_fallocate
+  are read back right by this process through
   the kernel, and survive a remount; the daemon counts write leases
   granted; fstat and stat show the writes' time; another process's
   O_APPEND writes follow them;
@@ -51,7 +52,8 @@ WRITES_TO_LEASE = 40  # enough kernel writes to connect (32) and lease
 def helper(_mode, path):
     """The preloaded writer: follows commands on stdin, one line each,
     answering on stdout. `w OFF HEX` pwrites (then fsyncs), `s OFF HEX`
-    writes at OFF with lseek+write, `t LEN` ftruncates, `mtime` and
+    writes at OFF with lseek+write, `t LEN` ftruncates, `f OFF LEN`
+    posix_fallocates, `mtime` and
     `size` answer fstat's, `end OFF` lseeks from the end,
     `run N SEED` rewrites block-stamped versions and `append SEED` appends
     versioned records until killed, reporting each one done on stdout."""
@@ -72,6 +74,9 @@ def helper(_mode, path):
                 print("ok", os.lseek(fd, 0, 1), flush=True)
             elif words[0] == "t":
                 os.ftruncate(fd, int(words[1]))
+                print("ok", flush=True)
+            elif words[0] == "f":
+                os.posix_fallocate(fd, int(words[1]), int(words[2]))
                 print("ok", flush=True)
             elif words[0] == "mtime":
                 print(os.fstat(fd).st_mtime_ns, flush=True)
@@ -147,9 +152,18 @@ def leased_writes_are_read_right_everywhere(m, rng):
     write_file(m.path("a"), model)
     before = m.leases()["granted_write"]
     p = spawn(m, "a")
+    leased_fallocates = 0
     for i in range(300):
         b = rng.randrange(64)
-        shape = rng.choice(["block", "bytes", "128", "seek", "across", "past", "trunc"])
+        shape = rng.choice(["block", "bytes", "128", "seek", "across", "past", "trunc", "falloc"])
+        if shape == "falloc":
+            # posix_fallocate under the lease: holes and the end, no recall.
+            off, n = rng.randrange(len(model) + 2 * BLOCK), rng.randrange(1, 3 * BLOCK)
+            recalled = m.leases()["recalled"]
+            assert ask(p, f"f {off} {n}") == "ok", f"round {i}: posix_fallocate failed"
+            leased_fallocates += m.leases()["recalled"] == recalled
+            model.extend(b"\0" * max(0, off + n - len(model)))
+            continue
         if shape == "trunc":
             # ftruncate under the lease: up (zeros), or down (ends it).
             size = rng.randrange(60 * BLOCK, 70 * BLOCK)
@@ -176,6 +190,7 @@ def leased_writes_are_read_right_everywhere(m, rng):
         if i % 25 == 0 or shape in ("across", "past"):
             assert read_file(m.path("a")) == bytes(model), f"round {i} ({shape}): wrong bytes"
     assert m.leases()["granted_write"] > before, "no write lease was granted"
+    assert leased_fallocates > 0, "no posix_fallocate was made under the lease"
     ask(p, "w 0 00")
     model[0] = 0
     mtime = int(ask(p, "mtime"))

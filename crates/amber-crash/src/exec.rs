@@ -236,6 +236,7 @@ pub fn apply<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Resul
         | Op::LeaseGrant { .. }
         | Op::LeaseWrite { .. }
         | Op::LeaseTruncate { .. }
+        | Op::LeaseAllocate { .. }
         | Op::LeaseReturn { .. }
         | Op::Fallocate { .. }
         | Op::ZeroRange { .. }
@@ -405,6 +406,15 @@ fn apply_lease<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Res
             }
             Ok(())
         }
+        Op::LeaseAllocate {
+            path,
+            off,
+            len,
+            keep_size,
+        } => {
+            let l = handles.leases.get_mut(path).ok_or(FsError::BadHandle)?;
+            l.allocate(fs, (*off, *len), *keep_size)
+        }
         Op::LeaseReturn { path } => {
             let l = handles.leases.remove(path).ok_or(FsError::BadHandle)?;
             l.give_back(fs)
@@ -442,6 +452,7 @@ fn apply_data<D: PmDevice>(fs: &Core<D>, op: &Op, handles: &mut Handles) -> Resu
         Op::LeaseGrant { .. }
         | Op::LeaseWrite { .. }
         | Op::LeaseTruncate { .. }
+        | Op::LeaseAllocate { .. }
         | Op::LeaseReturn { .. } => apply_lease(fs, op, handles),
         Op::Fallocate {
             path,

@@ -100,6 +100,35 @@ impl Leased {
         Ok(shrank)
     }
 
+    /// Allocates `[off, off + len)` as the lessee (`fallocate` mode 0, or
+    /// `FALLOC_FL_KEEP_SIZE` if `keep_size`): zeros where the file had
+    /// none, and without `keep_size` a size of at least the range's end.
+    pub fn allocate<D: PmDevice>(
+        &mut self,
+        fs: &Core<D>,
+        (off, len): (u64, u64),
+        keep_size: bool,
+    ) -> Result<(), FsError> {
+        let runs = &self.lease.view.runs;
+        match self
+            .writer
+            .allocate(&**fs.device(), runs, (off, len), keep_size, fs.now())
+        {
+            Ok(r) => r.map_err(FsError::from)?,
+            Err(_) => {
+                return Err(FsError::InvalidArgument(
+                    "a leased allocation must lie inside the lease's window and grant",
+                ))
+            }
+        }
+        let end = off.saturating_add(len);
+        if !keep_size && end > self.model.len() as u64 {
+            self.model
+                .resize(usize::try_from(end).map_err(|_| FsError::FileTooLarge)?, 0);
+        }
+        Ok(())
+    }
+
     /// The lease comes back: the daemon adopts its writes.
     pub fn give_back<D: PmDevice>(self, fs: &Core<D>) -> Result<(), FsError> {
         fs.adopt(self.ino, &self.lease.writes, LeaseEnd::Returned)

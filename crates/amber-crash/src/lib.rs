@@ -424,15 +424,17 @@ fn note_persisted(h: &mut History, fs: &Core<RecordingDevice>, d: &Done<'_>) {
     let asks = |ino| fs.durability(ino).unwrap_or_default();
     let (op, after, range) = (d.op, d.after, d.range);
     let synced = match op {
-        // A leased truncate is durable on return, and with it every
-        // earlier change of the file (the grant persisted it, and each
-        // leased write was durable on return).
-        Op::Fsync { path } | Op::LeaseTruncate { path, .. } => after
-            .nodes
-            .get(path.as_str())
-            .filter(|n| asks(n.ino) != Durability::Lazy)
-            .map(|n| vec![n.ino])
-            .unwrap_or_default(),
+        // A leased truncate or allocation is durable on return, and with
+        // it every earlier change of the file (the grant persisted it,
+        // and each leased write was durable on return).
+        Op::Fsync { path } | Op::LeaseTruncate { path, .. } | Op::LeaseAllocate { path, .. } => {
+            after
+                .nodes
+                .get(path.as_str())
+                .filter(|n| asks(n.ino) != Durability::Lazy)
+                .map(|n| vec![n.ino])
+                .unwrap_or_default()
+        }
         Op::SyncAll => History::files(after),
         Op::Msync { map } => d.handles.map(*map).map(|m| vec![m.ino]).unwrap_or_default(),
         _ => Vec::new(),

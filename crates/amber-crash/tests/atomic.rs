@@ -518,15 +518,27 @@ fn amber_in_place_write_backs() {
 /// everything. The return adopts them (clearing and freeing the unused
 /// grant, persisting the file's queue). Crashes fall inside all of it: a
 /// leased write that returned must survive every later crash.
-fn leased_writes() -> Workload {
-    let f = || "f".to_string();
-    let leased = |off, len, seed| Op::LeaseWrite {
-        path: f(),
+/// A leased write of `len` bytes of seed `seed` at `off` of "f".
+fn leased(off: u64, len: u64, seed: u64) -> Op {
+    Op::LeaseWrite {
+        path: "f".into(),
         off,
         len,
         seed,
-    };
-    let ops = vec![
+    }
+}
+
+/// A leased truncate of "f" to `size`.
+fn leased_truncate(size: u64) -> Op {
+    Op::LeaseTruncate {
+        path: "f".into(),
+        size,
+    }
+}
+
+fn leased_writes() -> Workload {
+    let f = || "f".to_string();
+    let mut ops = vec![
         Op::Create { path: f() },
         write("f", 0, 32768, 1),
         fsync("f"),
@@ -557,11 +569,42 @@ fn leased_writes() -> Workload {
         leased(8000, 5000, 20),
         leased(70000, 100, 21),
         // Grown by a leased truncate: the partial tail zeroed first.
-        Op::LeaseTruncate {
-            path: f(),
-            size: 90000,
-        },
+        leased_truncate(90000),
         Op::LeaseReturn { path: f() },
+    ];
+    ops.extend(leased_allocations());
+    ops.extend(leased_shrinks());
+    Workload {
+        name: "leased-writes".into(),
+        ops,
+        tolerate_errors: false,
+    }
+}
+
+/// Allocations of "f" (90,000 bytes, holes from block 18 on) under a
+/// lease: holes below the size (the first block of the range has data),
+/// KEEP_SIZE inside the size, and a range past the size, which grows the
+/// file.
+fn leased_allocations() -> Vec<Op> {
+    let allocate = |off, len, keep_size| Op::LeaseAllocate {
+        path: "f".into(),
+        off,
+        len,
+        keep_size,
+    };
+    vec![
+        Op::LeaseGrant { path: "f".into() },
+        allocate(72000, 12000, false),
+        allocate(86000, 2000, true),
+        allocate(88000, 6000, false),
+        Op::LeaseReturn { path: "f".into() },
+    ]
+}
+
+/// Leased writes after the daemon shrank "f", and leased shrinks.
+fn leased_shrinks() -> Vec<Op> {
+    let f = || "f".to_string();
+    vec![
         write("f", 8192, 4096, 13),
         Op::Truncate {
             path: f(),
@@ -579,30 +622,16 @@ fn leased_writes() -> Workload {
         leased(33000, 500, 22),
         // A leased shrink ends the lease; the file then grows again, by
         // the daemon and under a new lease, over the dropped blocks.
-        Op::LeaseTruncate {
-            path: f(),
-            size: 10000,
-        },
+        leased_truncate(10000),
         // Up over the old bytes the shrink left past the size: zeros.
         Op::LeaseGrant { path: f() },
-        Op::LeaseTruncate {
-            path: f(),
-            size: 11000,
-        },
+        leased_truncate(11000),
         Op::LeaseReturn { path: f() },
         write("f", 20000, 100, 26),
         Op::LeaseGrant { path: f() },
         leased(24000, 3000, 27),
-        Op::LeaseTruncate {
-            path: f(),
-            size: 5000,
-        },
-    ];
-    Workload {
-        name: "leased-writes".into(),
-        ops,
-        tolerate_errors: false,
-    }
+        leased_truncate(5000),
+    ]
 }
 
 #[test]

@@ -412,6 +412,29 @@ impl Client {
         }
     }
 
+    /// Allocates `[off, off + len)` of the file `held` leases for
+    /// writing (`Writer::allocate`, with `keep_size` for
+    /// `FALLOC_FL_KEEP_SIZE`): durable on return. `Err` as for `write`.
+    pub fn allocate(
+        &self,
+        held: &Held,
+        (off, len): (u64, u64),
+        keep_size: bool,
+    ) -> Result<Result<(), PersistError>, NotMine> {
+        if !self.writable.load(Ordering::Acquire) {
+            return Err(NotMine::Shape);
+        }
+        let mut view = held.view.write();
+        let v = view.as_mut().ok_or(NotMine::Shape)?;
+        let w = v.writer.as_mut().ok_or(NotMine::Shape)?;
+        let done = w.allocate(&self.dev, &v.runs, (off, len), keep_size, now())?;
+        v.size = w.size();
+        if done.is_err() {
+            self.writable.store(false, Ordering::Release);
+        }
+        Ok(done)
+    }
+
     /// The write lease this process holds on `ino`, if any (one at most:
     /// a file has one write lease at a time).
     pub fn held_write(&self, ino: u64) -> Option<Arc<Held>> {

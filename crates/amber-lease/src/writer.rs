@@ -277,6 +277,78 @@ impl Writer {
         Ok(self.commit_entry(dev, slot, seq, time).map(|()| shrinks))
     }
 
+    /// Allocates bytes `[off, off + len)` of the file (`fallocate` mode
+    /// 0, or `FALLOC_FL_KEEP_SIZE` if `keep_size`) at `time`: each run of
+    /// holes below the size becomes a covered write of zeros, and without
+    /// `keep_size` so does the range past the size, which grows the file;
+    /// blocks the file has keep their bytes. A `keep_size` range must end
+    /// at or below the size (the verifier keeps no block past it). The
+    /// blocks and seqs of all of it are counted first, so it is made
+    /// whole under this lease or not started (`Spent`); each covered write
+    /// is atomic, and a crash between two leaves holes that read as the
+    /// zeros they would have held.
+    pub fn allocate<D: PmDevice>(
+        &mut self,
+        dev: &D,
+        runs: &[Run],
+        (off, len): (u64, u64),
+        keep_size: bool,
+        time: Timespec,
+    ) -> Result<Result<(), PersistError>, NotMine> {
+        let end = off
+            .checked_add(len)
+            .filter(|&e| e <= MAX_FILE_SIZE && len > 0 && !(keep_size && e > self.size))
+            .ok_or(NotMine::Shape)?;
+        if !self.window.contains(&(off / BLOCK_SIZE))
+            || !self.window.contains(&((end - 1) / BLOCK_SIZE))
+        {
+            return Err(NotMine::Shape);
+        }
+        let mut ranges = self.holes(runs, off..end.min(self.size));
+        if !keep_size && end > self.size {
+            ranges.push(self.size.max(off)..end);
+        }
+        let blocks: u64 = ranges
+            .iter()
+            .map(|r| (r.end - 1) / BLOCK_SIZE - r.start / BLOCK_SIZE + 1)
+            .sum();
+        let granted = self.grant.blocks.len();
+        if blocks > granted as u64 || ranges.len() > granted {
+            return Err(NotMine::Shape);
+        }
+        if self.used + blocks as usize > granted || self.seqs + ranges.len() > granted {
+            return Err(NotMine::Spent);
+        }
+        for r in ranges {
+            let zeros = vec![0u8; usize::try_from(r.end - r.start).map_err(|_| NotMine::Shape)?];
+            let fbs = r.start / BLOCK_SIZE..(r.end - 1) / BLOCK_SIZE + 1;
+            if let Err(e) = self.covered(dev, runs, (fbs, r.start), &zeros, time)? {
+                return Ok(Err(e));
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    /// The byte ranges inside `bytes` whose blocks are holes, one per run
+    /// of consecutive holes (a hole block partly inside counts whole).
+    fn holes(&self, runs: &[Run], bytes: Range<u64>) -> Vec<Range<u64>> {
+        let mut out: Vec<Range<u64>> = Vec::new();
+        if bytes.is_empty() {
+            return out;
+        }
+        for fb in bytes.start / BLOCK_SIZE..=(bytes.end - 1) / BLOCK_SIZE {
+            if self.locate(runs, fb).is_some() {
+                continue;
+            }
+            let r = (fb * BLOCK_SIZE).max(bytes.start)..((fb + 1) * BLOCK_SIZE).min(bytes.end);
+            match out.last_mut() {
+                Some(last) if last.end == r.start => last.end = r.end,
+                _ => out.push(r),
+            }
+        }
+        out
+    }
+
     /// Forgets the file's blocks from index `cut` on, as a shrink to it
     /// leaves the file: the count and head its entry gives (estimates
     /// past the window, as every lessee's; the daemon counts again), and

@@ -490,3 +490,57 @@ fn a_grant_never_sent_goes_back_without_touching_the_lease_out() {
     drop((dev, core));
     assert_clean(&device_of(fs, true));
 }
+
+#[test]
+fn a_leased_fallocate_fills_holes_with_zeros_and_grows_the_file() {
+    for crash in [false, true] {
+        let fs = fresh();
+        let (ino, mut model) = file(&fs, 6, 11);
+        // Blocks 6..12 are holes.
+        let f = OpenOptions::new().write(true).open(&fs, "/f").unwrap();
+        f.set_len(12 * BLOCK_SIZE).unwrap();
+        f.sync_all().unwrap();
+        drop(f);
+        model.resize(12 * BS, 0);
+        let (core, lease, dev, mut w) = leased(&fs, ino, 64);
+        let runs = &lease.view.runs;
+        let mut allocate = |off, len, keep| w.allocate(&*dev, runs, (off, len), keep, time(70));
+        // Over data (block 5) and holes 6-9: the data stays.
+        allocate(5 * BLOCK_SIZE + 100, 4 * BLOCK_SIZE, false)
+            .unwrap()
+            .unwrap();
+        // KEEP_SIZE inside the size; past it, the kernel's.
+        allocate(10 * BLOCK_SIZE, BLOCK_SIZE, true)
+            .unwrap()
+            .unwrap();
+        let past = allocate(11 * BLOCK_SIZE, 2 * BLOCK_SIZE, true);
+        assert_eq!(past.unwrap_err(), NotMine::Shape);
+        // Past the end, leaving a gap: the size grows, block 11 stays a hole.
+        allocate(12 * BLOCK_SIZE + 3000, 2 * BLOCK_SIZE + 5, false)
+            .unwrap()
+            .unwrap();
+        model.resize(14 * BS + 3005, 0);
+        assert_eq!(w.size(), model.len() as u64);
+        assert_eq!(w.mapped(), 14, "6 blocks, 5 holes filled, 3 grown");
+        drop((dev, core));
+        let fs = if crash {
+            mount(device_of(fs, false))
+        } else {
+            fs.core().adopt(ino, &lease.writes, Returned).unwrap();
+            fs
+        };
+        let attr = fs.core().getattr(ino).unwrap();
+        // 512-byte units.
+        assert_eq!(
+            (attr.size, attr.blocks),
+            (model.len() as u64, 14 * 8),
+            "crash {crash}"
+        );
+        assert_eq!(contents(&fs, ino, model.len()), model, "crash {crash}");
+        let dev = device_of(fs, true);
+        assert_clean(&dev);
+        let fs = mount(dev);
+        assert_eq!(contents(&fs, ino, model.len()), model, "crash {crash}");
+        assert_eq!(fs.core().getattr(ino).unwrap().blocks, 14 * 8);
+    }
+}

@@ -186,6 +186,15 @@ pub enum Op {
         path: String,
         size: u64,
     },
+    /// Allocates `[off, off + len)` of `path` under the lease on it, as
+    /// its holder's `fallocate` (mode 0, or `FALLOC_FL_KEEP_SIZE`) does
+    /// (design.md §17.11): holes filled with zeros, durable on return.
+    LeaseAllocate {
+        path: String,
+        off: u64,
+        len: u64,
+        keep_size: bool,
+    },
     /// The lease on `path` comes back: the daemon adopts its writes.
     LeaseReturn {
         path: String,
@@ -287,6 +296,7 @@ impl fmt::Display for Op {
             Op::LeaseGrant { .. }
             | Op::LeaseWrite { .. }
             | Op::LeaseTruncate { .. }
+            | Op::LeaseAllocate { .. }
             | Op::LeaseReturn { .. } => self.fmt_lease_op(f),
             Op::WriteBack { blocks } => write!(f, "write back {blocks} block(s)"),
             Op::SyncAll => write!(f, "syncfs"),
@@ -332,6 +342,15 @@ impl Op {
                 seed,
             } => write!(f, "leased write {path} @{off} len {len} seed {seed}"),
             Op::LeaseTruncate { path, size } => write!(f, "leased truncate {path} {size}"),
+            Op::LeaseAllocate {
+                path,
+                off,
+                len,
+                keep_size,
+            } => {
+                let keep = if *keep_size { " keep-size" } else { "" };
+                write!(f, "leased fallocate{keep} {path} @{off} len {len}")
+            }
             Op::LeaseReturn { path } => write!(f, "return the lease on {path}"),
             _ => unreachable!("Display sends only lease ops here"),
         }

@@ -121,6 +121,39 @@ pub fn truncate(fd: c_int, len: i64) -> Option<c_int> {
     Some(0)
 }
 
+/// fallocate of kernel descriptor `fd` — `mode` 0 or
+/// `FALLOC_FL_KEEP_SIZE` — while this process holds a write lease on its
+/// file: `Writer::allocate`, durable on return. None: the kernel's (any
+/// other mode, a range the lease cannot make, no lease held: an
+/// allocation alone never asks for one).
+pub fn allocate(fd: c_int, mode: c_int, off: i64, len: i64) -> Option<c_int> {
+    let keep_size = match mode {
+        0 => false,
+        libc::FALLOC_FL_KEEP_SIZE => true,
+        _ => return None,
+    };
+    state::config()?;
+    let range = (u64::try_from(off).ok()?, u64::try_from(len).ok()?);
+    let d = descriptor(fd, Dir::Write)?;
+    let c = connected()?;
+    let held = c.held_write(d.ino)?;
+    let done = match c.allocate(&held, range, keep_size) {
+        Err(NotMine::Spent) => {
+            // Too few granted blocks left: the daemon adopts them, grants more.
+            c.renew(&held);
+            let again = c.ask_write(d.ino, range.0)?;
+            c.allocate(&again, range, keep_size).ok()?
+        }
+        other => other.ok()?,
+    };
+    if done.is_err() {
+        // SAFETY: errno is this thread's.
+        unsafe { *libc::__errno_location() = libc::EIO };
+        return Some(-1);
+    }
+    Some(0)
+}
+
 /// `write` of the buffers `bufs` in turn to descriptor `fd`, which
 /// `leasable` found to be `d`, as one write (writev's atomicity): a
 /// single buffer as it is, several gathered into one.

@@ -361,8 +361,12 @@ pub unsafe fn ftruncate(fd: c_int, l: off64_t) -> c_int {
 
 pub unsafe fn fallocate64(fd: c_int, m: c_int, o: off64_t, l: off64_t) -> c_int {
     let served = |_: &Pool, f: &Arc<OpenFile>| f.fallocate(m, offset(o)?, offset(l)?).map(|()| 0);
-    // SAFETY: no pointers.
-    on_fd(fd, || unsafe { real::fallocate64(fd, m, o, l) }, served, -1)
+    let kernel = || {
+        // SAFETY: no pointers.
+        lessee_write::allocate(fd, m, o, l)
+            .unwrap_or_else(|| unsafe { real::fallocate64(fd, m, o, l) })
+    };
+    on_fd(fd, kernel, served, -1)
 }
 
 pub unsafe fn fallocate(fd: c_int, m: c_int, o: off64_t, l: off64_t) -> c_int {
@@ -373,8 +377,13 @@ pub unsafe fn fallocate(fd: c_int, m: c_int, o: off64_t, l: off64_t) -> c_int {
 /// posix_fallocate returns the error instead of setting errno.
 pub unsafe fn posix_fallocate64(fd: c_int, o: off64_t, l: off64_t) -> c_int {
     let Some(served) = state::served_fd(fd) else {
-        // SAFETY: no pointers.
-        return unsafe { real::posix_fallocate64(fd, o, l) };
+        // A leased allocation's failure is a failed persist: EIO.
+        return match lessee_write::allocate(fd, 0, o, l) {
+            Some(0) => 0,
+            Some(_) => libc::EIO,
+            // SAFETY: no pointers.
+            None => unsafe { real::posix_fallocate64(fd, o, l) },
+        };
     };
     let r = served.and_then(|(pool, _pass, _inside)| {
         let f = pool
