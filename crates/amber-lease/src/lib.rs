@@ -11,6 +11,7 @@
 
 mod client;
 mod contention;
+mod moved;
 mod owner;
 mod server;
 mod table;

@@ -17,7 +17,6 @@
 //! Either is durable and atomic on return, before the daemon knows of it;
 //! the daemon's verifier, or a recovery after a crash, finds it on PM.
 
-use std::collections::BTreeMap;
 use std::ops::Range;
 
 use amber_core::Run;
@@ -28,7 +27,8 @@ use amber_format::split::{
 use amber_format::{Timespec, BLOCK_SIZE};
 use amber_pmem::{PersistError, PmDevice};
 
-use crate::wire::Writes;
+use crate::moved::Moved;
+use crate::wire::{Writes, WINDOW_BLOCKS};
 
 /// The state of one write-leased window: what is granted, what is used,
 /// and the file as this lease's writes left it.
@@ -46,9 +46,9 @@ pub struct Writer {
     /// Granted blocks whose pages this process mapped ahead of its
     /// writes (`populate_ahead`).
     populated: usize,
-    /// File blocks this lease wrote, and their pool offsets now (ordered:
-    /// a write's link is the nearest one below it).
-    moved: BTreeMap<u64, u64>,
+    /// File blocks this lease wrote, and their pool offsets now (a
+    /// write's link is the nearest one below it).
+    moved: Moved,
     /// The newest write's time: the file's mtime and ctime since.
     newest: Option<Timespec>,
     /// The file's size now.
@@ -102,7 +102,8 @@ impl Writer {
         let sound = grant.blocks.iter().all(|&b| fits(b))
             && inside(grant.log, ENTRIES * ENTRY_SIZE)
             && size <= MAX_FILE_SIZE;
-        sound.then(|| Writer {
+        let moved = Moved::new(window.clone(), WINDOW_BLOCKS)?;
+        sound.then_some(Writer {
             ino,
             mapped: grant.mapped,
             head: grant.head,
@@ -112,7 +113,7 @@ impl Writer {
             seqs: 0,
             populated: 0,
             cut: u64::MAX,
-            moved: BTreeMap::new(),
+            moved,
             newest: None,
             size,
             slots: None,
@@ -123,12 +124,12 @@ impl Writer {
     /// grant's `runs` say below any shrink of this lease (`None`: a hole).
     pub fn locate(&self, runs: &[Run], fb: u64) -> Option<u64> {
         let granted = || (fb < self.cut).then(|| located(runs, fb)).flatten();
-        self.moved.get(&fb).copied().or_else(granted)
+        self.moved.get(fb).or_else(granted)
     }
 
     /// The file blocks this lease wrote and their pool offsets now.
     pub fn moved(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.moved.iter().map(|(&fb, &at)| (fb, at))
+        self.moved.iter()
     }
 
     /// Whether this lease wrote any block.
@@ -358,9 +359,9 @@ impl Writer {
             .iter()
             .map(|r| (r.file_block + r.blocks).saturating_sub(r.file_block.max(cut)))
             .sum();
-        let moved = self.moved.split_off(&cut);
+        let moved = self.moved.split_off(cut);
         let only_moved = moved
-            .keys()
+            .iter()
             .filter(|&&fb| located(runs, fb).is_none())
             .count();
         self.mapped = self.mapped.saturating_sub(in_runs + only_moved as u64);
@@ -370,7 +371,7 @@ impl Writer {
             .rev()
             .find(|r| r.file_block < cut)
             .map(|r| (r.file_block + r.blocks - 1).min(cut - 1));
-        let below_moved = self.moved.keys().next_back().copied();
+        let below_moved = self.moved.last();
         let top = below_run.into_iter().chain(below_moved).max();
         self.head = top.and_then(|fb| self.locate(runs, fb).map(|at| (fb, at / BLOCK_SIZE)));
     }
@@ -588,7 +589,7 @@ impl Writer {
                 (r.file_block + r.blocks - 1).min(fb - 1)
             })
         };
-        let moved_below = self.moved.range(..fb).next_back().map(|(&m, _)| m);
+        let moved_below = self.moved.below(fb);
         let nearest = below_run(fb).into_iter().chain(moved_below).max();
         if let Some(n) = nearest.and_then(|n| self.locate(runs, n)) {
             return n / BLOCK_SIZE;
