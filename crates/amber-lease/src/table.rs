@@ -630,6 +630,8 @@ mod tests {
     #[derive(Default)]
     struct TestOwner {
         adopted: Mutex<Vec<(u64, LeasedWrites)>>,
+        /// Runs while a write grant settles (a FUSE request meanwhile).
+        settling: Mutex<Option<CacheInvalidator>>,
     }
 
     impl Owner for TestOwner {
@@ -646,6 +648,9 @@ mod tests {
         }
 
         fn write(&self, ino: u64, w: (u64, u64), n: usize) -> Option<WriteLease> {
+            if let Some(f) = &*self.settling.lock() {
+                f(ino);
+            }
             Some(WriteLease {
                 view: self.view(ino, w.0, w.1)?,
                 writes: LeasedWrites {
@@ -791,9 +796,23 @@ mod tests {
         asked(&leases, &peer, &mut client, 7, true).unwrap();
         assert_eq!(dropped.load(Ordering::Acquire), 2);
         assert_eq!(leases.preparing_writes.load(Ordering::Acquire), 0);
+        // A read while the grant settles (past priming) spoils it too:
+        // refused, its blocks back unused.
+        let l = Arc::downgrade(&leases);
+        *owner.settling.lock() = Some(Box::new(move |ino| {
+            assert!(matches!(l.upgrade().unwrap().settle_writes(ino), Ok(None)));
+        }));
+        assert_eq!(
+            asked(&leases, &peer, &mut client, 9, true),
+            Err(Refusal::Busy)
+        );
+        assert_eq!(owner.adopted.lock().len(), 1, "the unsent grant's blocks");
+        *owner.settling.lock() = None;
+        asked(&leases, &peer, &mut client, 9, true).unwrap();
+        assert_eq!(dropped.load(Ordering::Acquire), 4);
         // A read grant drops nothing.
         granted(&leases, &peer, &mut client, 8);
-        assert_eq!(dropped.load(Ordering::Acquire), 2);
+        assert_eq!(dropped.load(Ordering::Acquire), 4);
     }
 
     #[test]
