@@ -563,7 +563,18 @@ impl Queues {
 
     /// Gives runs whose records are durably clear back to the allocator.
     fn free_runs<D: PmDevice>(&self, fs: Context<'_, D>, stats: &Stats, runs: &[(u64, u64)]) {
-        for &(b, n) in runs {
+        // In block order, neighbours joined: an adopted lease frees a
+        // thousand scattered blocks, each a walk of the free extents.
+        let mut runs = runs.to_vec();
+        runs.sort_unstable();
+        runs.dedup_by(|next, run| {
+            let joined = run.0 + run.1 == next.0;
+            if joined {
+                run.1 += next.1;
+            }
+            joined
+        });
+        for &(b, n) in &runs {
             // Out of `freeing` first: statfs may briefly count these
             // blocks as used, never twice as free.
             self.freeing.fetch_sub(n, Relaxed);
