@@ -26,6 +26,10 @@ use crate::contention::COOL_DOWN;
 use crate::wire::{self, Grant, Msg, Refusal, Welcome, VERSION, WINDOW_BLOCKS};
 use crate::writer::{NotMine, Writer};
 
+/// What a leased change gives: the kernel's to make (`NotMine`), or made,
+/// with its persist's outcome.
+type Made<T> = Result<Result<T, PersistError>, NotMine>;
+
 const BLOCK: u64 = amber_format::BLOCK_SIZE;
 /// Most leases this process keeps: a new one beyond it returns another
 /// (it holds no file open to say which it still reads; every lease held
@@ -362,54 +366,25 @@ impl Client {
         at: At,
         data: &[u8],
     ) -> Result<Result<u64, PersistError>, NotMine> {
-        if !self.writable.load(Ordering::Acquire) {
-            // A persist failed here: no guess at what the pool holds, the
-            // kernel's path (whose recall adopts what is there) instead.
-            return Err(NotMine::Shape);
-        }
-        let mut view = held.view.write();
-        let v = view.as_mut().ok_or(NotMine::Shape)?;
-        let w = v.writer.as_mut().ok_or(NotMine::Shape)?;
-        let off = match at {
-            At::Offset(off) => off,
-            At::End => w.size(),
-        };
-        let done = w.write(&self.dev, &v.runs, off, data, now())?;
-        v.size = w.size();
-        if done.is_err() {
-            // A failed persist: this process writes the pool no more.
-            self.writable.store(false, Ordering::Release);
-        }
-        Ok(done.map(|()| off))
+        self.writing(held, |w, runs, dev| {
+            let off = match at {
+                At::Offset(off) => off,
+                At::End => w.size(),
+            };
+            let done = w.write(dev, runs, off, data, now())?;
+            Ok(done.map(|()| off))
+        })
     }
 
     /// Sets the size of the file `held` leases for writing to `len`
     /// (`Writer::truncate`): durable on return. A shrink returns the lease
     /// at once (it ends it). `Err` as for `write`.
     pub fn truncate(&self, held: &Held, len: u64) -> Result<Result<(), PersistError>, NotMine> {
-        if !self.writable.load(Ordering::Acquire) {
-            return Err(NotMine::Shape);
+        let done = self.writing(held, |w, runs, dev| w.truncate(dev, runs, len, now()))?;
+        if done == Ok(true) {
+            self.renew(held);
         }
-        let done = {
-            let mut view = held.view.write();
-            let v = view.as_mut().ok_or(NotMine::Shape)?;
-            let w = v.writer.as_mut().ok_or(NotMine::Shape)?;
-            let done = w.truncate(&self.dev, &v.runs, len, now())?;
-            v.size = w.size();
-            done
-        };
-        match done {
-            Ok(shrank) => {
-                if shrank {
-                    self.renew(held);
-                }
-                Ok(Ok(()))
-            }
-            Err(e) => {
-                self.writable.store(false, Ordering::Release);
-                Ok(Err(e))
-            }
-        }
+        Ok(done.map(drop))
     }
 
     /// Allocates `[off, off + len)` of the file `held` leases for
@@ -418,16 +393,32 @@ impl Client {
     pub fn allocate(
         &self,
         held: &Held,
-        (off, len): (u64, u64),
+        range: (u64, u64),
         keep_size: bool,
     ) -> Result<Result<(), PersistError>, NotMine> {
+        self.writing(held, |w, runs, dev| {
+            w.allocate(dev, runs, range, keep_size, now())
+        })
+    }
+
+    /// Runs `op` on the writer of `held` under its lock, with the lease's
+    /// runs and this process's mapping, and keeps the view's size in
+    /// step. `Err(Shape)` if it is no write lease (any more), or a
+    /// persist of this process failed before: no guess at what the pool
+    /// holds, the kernel's path (whose recall adopts what is there)
+    /// instead. A failed persist now stops this process's writes.
+    fn writing<T>(
+        &self,
+        held: &Held,
+        op: impl FnOnce(&mut Writer, &[Run], &Emulated<MmapDevice>) -> Made<T>,
+    ) -> Made<T> {
         if !self.writable.load(Ordering::Acquire) {
             return Err(NotMine::Shape);
         }
         let mut view = held.view.write();
         let v = view.as_mut().ok_or(NotMine::Shape)?;
         let w = v.writer.as_mut().ok_or(NotMine::Shape)?;
-        let done = w.allocate(&self.dev, &v.runs, (off, len), keep_size, now())?;
+        let done = op(w, &v.runs, &self.dev)?;
         v.size = w.size();
         if done.is_err() {
             self.writable.store(false, Ordering::Release);

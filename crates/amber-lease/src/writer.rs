@@ -320,10 +320,13 @@ impl Writer {
         if self.used + blocks as usize > granted || self.seqs + ranges.len() > granted {
             return Err(NotMine::Spent);
         }
+        // At most a grant's blocks (checked above): one buffer for all.
+        let longest = ranges.iter().map(|r| r.end - r.start).max().unwrap_or(0);
+        let zeros = vec![0u8; usize::try_from(longest).map_err(|_| NotMine::Shape)?];
         for r in ranges {
-            let zeros = vec![0u8; usize::try_from(r.end - r.start).map_err(|_| NotMine::Shape)?];
+            let len = usize::try_from(r.end - r.start).expect("no longer than the longest");
             let fbs = r.start / BLOCK_SIZE..(r.end - 1) / BLOCK_SIZE + 1;
-            if let Err(e) = self.covered(dev, runs, (fbs, r.start), &zeros, time)? {
+            if let Err(e) = self.covered(dev, runs, (fbs, r.start), &zeros[..len], time)? {
                 return Ok(Err(e));
             }
         }

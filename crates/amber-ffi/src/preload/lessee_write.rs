@@ -15,7 +15,8 @@ use std::cell::Cell;
 use std::ffi::c_int;
 use std::sync::atomic::Ordering;
 
-use amber_lease::{At, NotMine};
+use amber_lease::{At, Client, Held, NotMine};
+use amber_pmem::PersistError;
 
 use super::state;
 
@@ -57,15 +58,7 @@ fn write_as(d: Descriptor, fd: c_int, data: &[u8], at: Option<u64>) -> Option<is
         (At::Offset(off), off)
     };
     let (c, held) = d.lease(connected(), near)?;
-    let wrote = match c.write(&held, to, data) {
-        Err(NotMine::Spent) => {
-            // Too few granted blocks left: the daemon adopts them, grants more.
-            c.renew(&held);
-            let again = c.ask_write(d.ino, near)?;
-            c.write(&again, to, data).ok()?
-        }
-        other => other.ok()?,
-    };
+    let wrote = renewing(c, &held, (d.ino, near), |h| c.write(h, to, data))?;
     let Ok(start) = wrote else {
         // SAFETY: errno is this thread's.
         unsafe { *libc::__errno_location() = libc::EIO };
@@ -137,21 +130,33 @@ pub fn allocate(fd: c_int, mode: c_int, off: i64, len: i64) -> Option<c_int> {
     let d = descriptor(fd, Dir::Write)?;
     let c = connected()?;
     let held = c.held_write(d.ino)?;
-    let done = match c.allocate(&held, range, keep_size) {
-        Err(NotMine::Spent) => {
-            // Too few granted blocks left: the daemon adopts them, grants more.
-            c.renew(&held);
-            let again = c.ask_write(d.ino, range.0)?;
-            c.allocate(&again, range, keep_size).ok()?
-        }
-        other => other.ok()?,
-    };
+    let done = renewing(c, &held, (d.ino, range.0), |h| {
+        c.allocate(h, range, keep_size)
+    })?;
     if done.is_err() {
         // SAFETY: errno is this thread's.
         unsafe { *libc::__errno_location() = libc::EIO };
         return Some(-1);
     }
     Some(0)
+}
+
+/// `op` under `held`, and once more under a new write grant of `ino`'s
+/// window holding byte `near` if `held` had too few granted blocks left
+/// (returned first: the daemon adopts them). None: the kernel's.
+fn renewing<T>(
+    c: &Client,
+    held: &Held,
+    (ino, near): (u64, u64),
+    op: impl Fn(&Held) -> Result<Result<T, PersistError>, NotMine>,
+) -> Option<Result<T, PersistError>> {
+    match op(held) {
+        Err(NotMine::Spent) => {
+            c.renew(held);
+            op(&*c.ask_write(ino, near)?).ok()
+        }
+        other => other.ok(),
+    }
 }
 
 /// `write` of the buffers `bufs` in turn to descriptor `fd`, which
