@@ -11,8 +11,8 @@ use amber_core::{Fs, FsError, MountOptions};
 use amber_format::split::{LogicalInfo, SplitRegions};
 use amber_format::{FormatParams, PoolLayout, Superblock, BLOCK_SIZE};
 use amber_pmem::{MapOptions, MmapDevice, PmDevice};
-use amber_sim::SplitMix64;
-use std::sync::Arc;
+use amber_sim::{enumerate, CrashPoint, EnumConfig, OverlayDevice, RecordingDevice, SplitMix64};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
@@ -100,7 +100,10 @@ fn model_run(layout: PoolLayout, opts: &str) {
         }
     }
     assert_eq!(fs.read("/f").unwrap(), model);
-    assert!(stat(&fs, "relinks") > 0, "no write landed below another");
+    // Writes below other blocks left links stale, for unmount to rewrite.
+    let report = fs.core().getxattr(f.ino(), b"user.amberfs.policy").unwrap();
+    let report = String::from_utf8(report).unwrap();
+    assert!(report.contains("chain=stale from block"), "{report}");
     drop(f);
     let dev = device_of(fs, true);
     assert_clean(&dev);
@@ -218,7 +221,11 @@ fn a_run_of_blocks_queues_as_one_update() {
     f.write_at(&data, 0).unwrap();
     assert_eq!(stat(&fs, "pending"), 1);
     f.write_at(&data[..8192], 4096).unwrap();
-    assert_eq!(stat(&fs, "pending"), 4, "two blocks, a relink, a free run");
+    assert_eq!(
+        stat(&fs, "pending"),
+        3,
+        "two blocks and a free run (the link above waits for unmount)"
+    );
     f.sync_all().unwrap();
     assert_eq!(stat(&fs, "records"), 18);
     drop(f);
@@ -758,4 +765,110 @@ fn amber_small_overwrites_commit_themselves_without_the_zone() {
     want[8..4008].fill(5);
     assert_eq!(fs.read("/f").unwrap(), want);
     assert_clean(&device_of(fs, true));
+}
+
+/// Writes over and into a file leave its records' links stale; unmount
+/// rewrites them before it marks the pool clean (design.md §12.5). A
+/// crash at any fence of that unmount leaves a pool whose recovery keeps
+/// every file as fsync'd and checks clean; the unmount itself leaves a
+/// clean pool whose mount walks the chains.
+#[test]
+fn an_unmount_rewriting_stale_links_is_crash_safe() {
+    let seed = seed("AMBER_TEST_SEED", 0x11a2, "stale links");
+    let dev = RecordingDevice::new(POOL);
+    Fs::format(&dev, &FormatParams::for_size(POOL)).unwrap();
+    let (fs, _) = Fs::mount(dev, MountOptions::parse(SEALED).unwrap()).unwrap();
+    let model = stale_files(&fs, &mut SplitMix64::new(seed));
+    let rec = Arc::clone(fs.core().device());
+    let points: Arc<Mutex<Vec<CrashPoint>>> = Arc::default();
+    let sink = Arc::clone(&points);
+    rec.set_fence_hook(Some(Box::new(move |p: &CrashPoint| {
+        sink.lock().unwrap().push(p.clone())
+    })));
+    rec.arm_fence_hook(true);
+    fs.unmount().unwrap();
+    rec.arm_fence_hook(false);
+    let points = std::mem::take(&mut *points.lock().unwrap());
+    assert!(!points.is_empty());
+    let (mut images, mut clean) = (0, 0);
+    for p in &points {
+        for image in enumerate(p, &EnumConfig::default()).images {
+            clean += u32::from(sealed_or_recovered(
+                OverlayDevice::from_crash(p, &image),
+                &model,
+            ));
+            images += 1;
+        }
+    }
+    // Some images crashed before the pool was marked clean, and some
+    // after (the superblock's store at the last fence).
+    assert!(
+        clean > 0 && clean < images,
+        "{clean} of {images} images clean"
+    );
+    assert!(sealed_or_recovered(
+        OverlayDevice::new(rec.durable_shared()),
+        &model
+    ));
+}
+
+const SEALED: &str = "policy=hunter,hunter_interval=never";
+
+/// Two files whose links writes left stale, everything fsync'd: a file
+/// overwritten block by block at random, and one with holes filled and
+/// a range punched. Returns their contents.
+fn stale_files<D: PmDevice>(fs: &Fs<D>, rng: &mut SplitMix64) -> Vec<(&'static str, Vec<u8>)> {
+    let mut model = Vec::new();
+    for (path, blocks) in [("/f", 48usize), ("/g", 24)] {
+        let f = fs.create(path).unwrap();
+        let mut data = vec![0u8; blocks * BLOCK_SIZE as usize];
+        rng.fill(&mut data);
+        // Every other block first, then the holes between: each fill
+        // lands below a block.
+        for pass in 0..2 {
+            for b in (pass..blocks).step_by(2) {
+                let at = b * BLOCK_SIZE as usize;
+                f.write_at(&data[at..at + BLOCK_SIZE as usize], at as u64)
+                    .unwrap();
+            }
+        }
+        for _ in 0..16 {
+            let b = rng.below(blocks as u64) as usize * BLOCK_SIZE as usize;
+            rng.fill(&mut data[b..b + BLOCK_SIZE as usize]);
+            f.write_at(&data[b..b + BLOCK_SIZE as usize], b as u64)
+                .unwrap();
+        }
+        if path == "/g" {
+            let c = fs.core();
+            c.fallocate(
+                f.ino(),
+                4 * BLOCK_SIZE,
+                3 * BLOCK_SIZE,
+                FallocMode::PunchHole,
+            )
+            .unwrap();
+            data[4 * BLOCK_SIZE as usize..7 * BLOCK_SIZE as usize].fill(0);
+        }
+        f.sync_all().unwrap();
+        let report = fs.core().getxattr(f.ino(), b"user.amberfs.policy").unwrap();
+        assert!(String::from_utf8(report).unwrap().contains("chain=stale"));
+        model.push((path, data));
+    }
+    model
+}
+
+/// Mounts `dev` (a clean mount walks the chains; any other recovers),
+/// reads every file back, unmounts and checks the pool clean. Returns
+/// whether the mount found the pool clean.
+fn sealed_or_recovered(dev: OverlayDevice, model: &[(&str, Vec<u8>)]) -> bool {
+    let (fs, rep) = Fs::mount(dev, MountOptions::parse(SEALED).unwrap()).unwrap();
+    for (path, data) in model {
+        let clean = rep.was_clean;
+        assert!(fs.read(path).unwrap() == *data, "{path} (clean: {clean})");
+    }
+    let dev = Arc::clone(fs.core().device());
+    fs.unmount().unwrap();
+    let r = check(&*dev, &CheckOptions { repair: false }).unwrap();
+    assert!(r.is_clean(), "{r}");
+    rep.was_clean
 }

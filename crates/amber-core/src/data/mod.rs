@@ -239,6 +239,14 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
     /// stops here, so nothing is written after the pool is marked clean.
     fn unmount(&self, _fs: Context<'_, D>) {}
 
+    /// Called by unmount for each loaded regular file once every queue is
+    /// persisted, before the pool is marked clean: stores what only a
+    /// clean mount reads (the split layout's chains, design.md §12.5).
+    /// Unmount fences after the last file.
+    fn seal(&self, _fs: Context<'_, D>, _st: &mut InodeState) -> Result<()> {
+        Ok(())
+    }
+
     /// The file is being freed: drop whatever the policy holds for it,
     /// without writing it back (its blocks are freed with it).
     fn forget(&self, _fs: Context<'_, D>, _st: &mut InodeState) {}

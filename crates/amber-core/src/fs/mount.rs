@@ -668,6 +668,19 @@ impl<D: PmDevice> Core<D> {
         self.guard(res)
     }
 
+    /// Has the policy store, for every loaded regular file, what only a
+    /// clean mount reads (`DataPolicy::seal`), and fences.
+    fn seal_all(&self) -> Result<()> {
+        for r in self.cache.all() {
+            let mut st = r.write();
+            if st.disk.in_use() && st.kind() == FileKind::Regular {
+                let res = self.policy.seal(self.context(), &mut st);
+                self.guard(res)?;
+            }
+        }
+        self.drain()
+    }
+
     /// Unmounts cleanly: frees unlinked inodes nobody holds open, saves the
     /// allocation bitmap and marks the pool clean. An inode still held
     /// open stays an orphan for the next mount to free.
@@ -690,6 +703,7 @@ impl<D: PmDevice> Core<D> {
             }
         }
         self.sync_all()?;
+        self.seal_all()?;
         let l = &self.layout;
         let orphans_left = self.cache.all().iter().any(|r| {
             let st = r.read();

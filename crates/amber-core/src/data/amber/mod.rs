@@ -430,6 +430,10 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         self.e.hunter.unmount(fs);
     }
 
+    fn seal(&self, fs: Context<'_, D>, st: &mut InodeState) -> Result<()> {
+        self.e.hunter.seal(fs, st)
+    }
+
     fn forget(&self, fs: Context<'_, D>, st: &mut InodeState) {
         self.buffer.forget(st);
         self.e.lawn.forget(fs, st);

@@ -17,7 +17,7 @@
 //! - `block_of` is the file's block lookup, for the zone's slices.
 
 use super::{
-    file_of, map_blocks, note_write, push_frees, snapshot, zero_past_end, Hunter, HunterFile, Op,
+    file_of, map_blocks, note_write, push_frees, snapshot, zero_past_end, Hunter, HunterFile,
     PerFile,
 };
 use crate::data::Context;
@@ -81,8 +81,8 @@ impl<X: PerFile> Hunter<X> {
 
     /// Writes whole-block images of file blocks `images` (ascending, no
     /// file block twice) out of place as ONE change: every block copied
-    /// and fenced, then one seq for all their records, the relinks of the
-    /// blocks above them and one snapshot with the file's current (DRAM)
+    /// and fenced, then one seq for all their records (the links of the
+    /// blocks above them marked stale, `chain.rs`) and one snapshot with the file's current (DRAM)
     /// size and times. A record becomes valid only with an entry of its
     /// seq or later (design.md §12.4), so after a crash either every
     /// image is the file's or none is: amber's DRAM buffer writes a
@@ -119,20 +119,19 @@ impl<X: PerFile> Hunter<X> {
             let seq = hf.take_seq();
             let fbs = images.iter().map(|&(fb, _)| fb);
             let freed = map_blocks(hf, fbs, &blocks, seq, false, &mut ops);
-            // A block above one of ours that is not ours links to the
-            // nearest of ours below it (ours link by construction). A
+            // A block above one of ours that is not ours should link to
+            // the nearest of ours below it (ours link by construction). A
             // sorted copy answers "ours?" in log time: a whole file's
             // write-back holds up to the buffer's capacity of blocks.
             let mut ours = blocks.clone();
             ours.sort_unstable();
-            for (&(fb, _), &b) in images.iter().zip(&blocks) {
-                let above = hf.index.above(fb);
-                if let Some(above) = above.filter(|a| ours.binary_search(a).is_err()) {
-                    ops.push(Op::Relink {
-                        block: above,
-                        link: b,
-                    });
-                }
+            let stale = images.iter().find(|&&(fb, _)| {
+                hf.index
+                    .above(fb)
+                    .is_some_and(|a| ours.binary_search(&a).is_err())
+            });
+            if let Some(&(fb, _)) = stale {
+                hf.links_stale_from(fb + 1);
             }
             push_frees(&mut ops, freed, true);
             st.disk.blocks = hf.index.count();

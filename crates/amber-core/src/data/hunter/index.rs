@@ -281,6 +281,18 @@ impl FileIndex {
         (fb..limit).find(|&i| self.get(i).is_none())
     }
 
+    /// Every mapped index at or above `fb` with its block, ascending (the
+    /// unmount's walk of a file's stale links, `chain.rs`).
+    pub fn from(&self, fb: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let start = fb.min(self.len()) as usize;
+        let dense = self.dense[start..]
+            .iter()
+            .enumerate()
+            .map(move |(i, &b)| ((start + i) as u64, b))
+            .filter(|&(_, b)| b != 0);
+        dense.chain(self.sparse_in(fb.max(self.len()), u64::MAX))
+    }
+
     /// Every block, for freeing the file.
     pub fn all(&self) -> impl Iterator<Item = u64> + '_ {
         let sparse = self.sparse.values().flat_map(|c| c.iter().copied());
@@ -475,6 +487,9 @@ mod tests {
             let data = m.range(p..limit).next().map(|(&k, _)| k);
             assert_eq!(x.next_data(p, limit), data, "next_data({p}, {limit})");
             assert_eq!(x.count_in(p, limit), m.range(p..limit).count() as u64);
+            let from: Vec<(u64, u64)> = x.from(p).take(3).collect();
+            let want: Vec<(u64, u64)> = m.range(p..).take(3).map(|(&k, &b)| (k, b)).collect();
+            assert_eq!(from, want, "from({p})");
         }
         assert_eq!(x.count(), m.len() as u64);
         assert_eq!(x.head(), m.values().next_back().copied().unwrap_or(0));

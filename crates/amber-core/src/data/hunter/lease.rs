@@ -20,7 +20,7 @@ use std::ops::Range;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Most blocks one write lease is granted: its adoption's updates (a
-/// `Data`, a relink and a free per block) stay well inside one queue.
+/// `Data` and a free per block) stay well inside one queue.
 pub(crate) const MAX_LEASED_BLOCKS: usize = 1024;
 
 /// A granted block's record the verifier keeps, and the block.
@@ -228,17 +228,21 @@ impl<X: PerFile> Hunter<X> {
 }
 
 /// Maps one write's adopted blocks (consecutive file blocks, one seq),
-/// relinking each whose record's link is not the block below it now.
+/// marking the file's links stale from the first whose record's link is
+/// not the block below it now (`chain.rs`).
 fn map_one<X>(hf: &mut HunterFile<X>, write: &[Kept], ops: &mut Vec<Op>) {
     let (first, last) = (write[0].0.file_block, write[write.len() - 1].0.file_block);
     let blocks: Vec<u64> = write.iter().map(|&(_, b)| b).collect();
     let mut link = hf.index.below(first);
-    map_write(hf, (first, last), &blocks, write[0].0.seq, true, ops);
-    for &(li, b) in write {
-        if li.link != link {
-            ops.push(Op::Relink { block: b, link });
-        }
+    let stale = write.iter().find(|&&(li, b)| {
+        let wrong = li.link != link;
         link = b;
+        wrong
+    });
+    let stale = stale.map(|&(li, _)| li.file_block);
+    map_write(hf, (first, last), &blocks, write[0].0.seq, true, ops);
+    if let Some(fb) = stale {
+        hf.links_stale_from(fb);
     }
 }
 

@@ -12,6 +12,7 @@
 //! as HUNTER's own implementation does (§IV-C: "HUNTER does not
 //! specifically optimize these operations").
 
+mod chain;
 mod engine;
 mod index;
 mod lease;
@@ -50,7 +51,6 @@ pub(super) struct Stats {
     batches: AtomicU64,
     full_queue_persists: AtomicU64,
     records: AtomicU64,
-    relinks: AtomicU64,
     entries: AtomicU64,
     freed: AtomicU64,
     worker_turns: AtomicU64,
@@ -110,6 +110,9 @@ struct HunterFile<X> {
     /// buffer): it lives and dies with the file's DRAM state, under the
     /// same inode lock, so reaching it takes no lock of its own.
     extra: X,
+    /// The lowest file block whose record's link may be stale: unmount
+    /// rewrites the links from there up (`chain.rs`).
+    stale_links: Option<u64>,
 }
 
 /// Entries of scratch a file keeps between writes (a 256 KiB write's).
@@ -217,6 +220,7 @@ impl<X: PerFile> Hunter<X> {
             blocks: Vec::new(),
             ops: Vec::new(),
             extra: X::default(),
+            stale_links: None,
         })
     }
 
@@ -400,9 +404,9 @@ fn map_blocks<X>(
 }
 
 /// Maps a write of file blocks `first..=last` into `blocks` (consecutive
-/// file blocks, so its one relink is of the block above `last`) and adds
-/// its updates to `ops`: the `Data` runs, that relink, and the frees of
-/// the blocks it replaced.
+/// file blocks, so the one link it leaves stale is the block above
+/// `last`'s, `chain.rs`) and adds its updates to `ops`: the `Data` runs
+/// and the frees of the blocks it replaced.
 fn map_write<X>(
     hf: &mut HunterFile<X>,
     (first, last): (u64, u64),
@@ -412,9 +416,8 @@ fn map_write<X>(
     ops: &mut Vec<Op>,
 ) {
     let freed = map_blocks(hf, first..=last, blocks, seq, own, ops);
-    if let Some(above) = hf.index.above(last) {
-        let link = blocks[blocks.len() - 1];
-        ops.push(Op::Relink { block: above, link });
+    if hf.index.above(last).is_some() {
+        hf.links_stale_from(last + 1);
     }
     push_frees(ops, freed, true);
 }
@@ -721,8 +724,8 @@ impl<X: PerFile> Hunter<X> {
     /// Punches `[off, end)` (cut at the size): the edges of mapped partial
     /// blocks are overwritten with zeros (out of place, like any write),
     /// then the whole blocks leave the index in one change: a `Free` run
-    /// per run of them, a `Relink` of the block above to the block below,
-    /// and the file's snapshot; then the file's queue is persisted. Until
+    /// per run of them, the block above marked for a new link at unmount
+    /// (`chain.rs`), and the file's snapshot; then the file's queue is persisted. Until
     /// the punched blocks' records are cleared (the last step of that), a
     /// crash leaves them valid with the data they had: each byte of the
     /// range is old or zero, as for a write of zeros.
@@ -755,11 +758,8 @@ impl<X: PerFile> Hunter<X> {
             }
             let seq = hf.take_seq();
             let mut ops = Vec::new();
-            if let Some(above) = hf.index.above(end_whole - 1) {
-                ops.push(Op::Relink {
-                    block: above,
-                    link: hf.index.below(first_whole),
-                });
+            if hf.index.above(end_whole - 1).is_some() {
+                hf.links_stale_from(end_whole);
             }
             push_frees(&mut ops, gone, false);
             let now = fs.now();
@@ -1022,6 +1022,18 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
         self.shared.logs.release(fs.blocks());
     }
 
+    fn seal(&self, fs: Context<'_, D>, st: &mut InodeState) -> Result<()> {
+        let file = (st.ino, st.disk.generation);
+        match st
+            .policy
+            .as_mut()
+            .and_then(|p| p.downcast_mut::<HunterFile<X>>())
+        {
+            Some(hf) => chain::seal(fs, file, hf).map(drop),
+            None => Ok(()),
+        }
+    }
+
     fn forget(&self, _fs: Context<'_, D>, st: &mut InodeState) {
         if let Some(Ok(hf)) = st.policy.take().map(|b| b.downcast::<HunterFile<X>>()) {
             self.shared.sizer.sample(hf.index.count());
@@ -1044,12 +1056,17 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
             return Vec::new();
         };
         let queued = self.shared.queues.queued(st.ino);
+        let chain = match hf.stale_links() {
+            Some(fb) => format!("stale from block {fb}"),
+            None => "sound".into(),
+        };
         vec![
             ("log_blocks".into(), hf.index.count().to_string()),
             (
                 "metadata".into(),
                 if queued { "queued" } else { "durable" }.into(),
             ),
+            ("chain".into(), chain),
         ]
     }
 
@@ -1093,7 +1110,6 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
             ("batches".into(), get(&s.batches)),
             ("full_queue_persists".into(), get(&s.full_queue_persists)),
             ("records".into(), get(&s.records)),
-            ("relinks".into(), get(&s.relinks)),
             ("entries".into(), get(&s.entries)),
             ("freed".into(), get(&s.freed)),
             ("worker_turns".into(), get(&s.worker_turns)),

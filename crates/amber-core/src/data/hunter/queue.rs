@@ -18,7 +18,7 @@ use crate::data::block_runs;
 use crate::data::Context;
 use crate::error::{FsError, Result};
 use crate::split::LogState;
-use amber_format::split::{AttrEntry, LogicalInfo, Record, ENTRIES, LI_SIZE};
+use amber_format::split::{AttrEntry, LogicalInfo, ENTRIES, LI_SIZE};
 use amber_format::Timespec;
 use amber_pmem::PmDevice;
 use parking_lot::Mutex;
@@ -44,8 +44,6 @@ pub(super) enum Op {
         count: u32,
         own: bool,
     },
-    /// Block `block`'s chain link changes (a block was written below it).
-    Relink { block: u64, link: u64 },
     /// Blocks `block..block + count` no longer hold the file's data: once
     /// the entry that says so is durable their records are cleared and
     /// the blocks reused. `replaced`: a write put newer blocks (records of
@@ -503,7 +501,6 @@ impl Queues {
         for u in batch {
             match u.op {
                 Op::Data { .. } => records += run.add_data(fs, u),
-                Op::Relink { block, link } => relink(fs, stats, &mut run, u, block, link)?,
                 Op::Free {
                     block,
                     count,
@@ -671,30 +668,6 @@ struct RecordRun {
     bytes: Vec<u8>,
 }
 
-/// Rewrites the record of `block` (a block of `u`'s file) with a new
-/// chain link, after the records buffered in `run` are stored.
-fn relink<D: PmDevice>(
-    fs: Context<'_, D>,
-    stats: &Stats,
-    run: &mut RecordRun,
-    u: &Update,
-    block: u64,
-    link: u64,
-) -> Result<()> {
-    let dev = &**fs.device();
-    match run.flush(fs).read_li(dev, block) {
-        Record::Valid(li) if li.ino == u.ino && li.generation == u.generation => {
-            super::media(fs).write_li(dev, block, &LogicalInfo { link, ..li });
-            stats.relinks.fetch_add(1, Relaxed);
-            Ok(())
-        }
-        _ => Err(FsError::Corrupted(format!(
-            "block {block} of inode {} lost its logical information",
-            u.ino
-        ))),
-    }
-}
-
 /// Records buffered before one copy.
 const RUN_RECORDS: usize = 64;
 
@@ -844,7 +817,11 @@ mod tests {
         p.append(Update {
             ino: 8,
             generation: 1,
-            op: Op::Relink { block: 1, link: 2 },
+            op: Op::Free {
+                block: 1,
+                count: 1,
+                replaced: true,
+            },
         });
         p.append(data(8, 108, 8, 107, 1, false)); // after another update
         let mut other = data(8, 109, 9, 108, 1, false);
