@@ -259,6 +259,15 @@ pub trait DataPolicy<D: PmDevice>: Send + Sync {
         st.map.get(fb)
     }
 
+    /// The PM runs holding file blocks `[first, end)` as `block_of` says,
+    /// ascending, holes skipped: `(file block, block, count)` each. A
+    /// lease's view is one call over its window (design.md §17.9). By
+    /// default `block_of` block by block; a policy with an index walks it
+    /// once.
+    fn runs_of(&self, st: &InodeState, first: u64, end: u64) -> Vec<(u64, u64, u64)> {
+        file_runs((first..end).filter_map(|fb| Some((fb, self.block_of(st, fb)?))))
+    }
+
     /// The first block in `[fb, limit)` holding data (SEEK_DATA): mapped
     /// on PM, or held by the policy.
     fn next_data_block(&self, st: &InodeState, fb: u64, limit: u64) -> Option<u64> {
@@ -464,6 +473,19 @@ pub(super) fn write_in_blocks<D: PmDevice>(
     })
 }
 
+/// `(file block, block)` pairs, ascending in the file, as `(file block,
+/// block, count)` runs of blocks consecutive both in the file and on PM.
+fn file_runs(pairs: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64, u64)> {
+    let mut out: Vec<(u64, u64, u64)> = Vec::new();
+    for (fb, b) in pairs {
+        match out.last_mut() {
+            Some((f, s, n)) if *f + *n == fb && *s + *n == b => *n += 1,
+            _ => out.push((fb, b, 1)),
+        }
+    }
+    out
+}
+
 /// Consecutive blocks as (first, count) runs.
 fn block_runs(blocks: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
     let mut out: Vec<(u64, u64)> = Vec::new();
@@ -480,6 +502,16 @@ fn block_runs(blocks: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
 mod tests {
     use super::*;
     use crate::fs::MountOptions;
+
+    /// A run continues only where both the file block and the PM block
+    /// follow on from it.
+    #[test]
+    fn file_runs_need_both_sides_consecutive() {
+        let pairs = [(0, 10), (1, 11), (2, 13), (4, 14), (5, 15), (6, 9)];
+        let runs = file_runs(pairs.into_iter());
+        assert_eq!(runs, [(0, 10, 2), (2, 13, 1), (4, 14, 2), (6, 9, 1)]);
+        assert!(file_runs(std::iter::empty()).is_empty());
+    }
 
     /// The defaults go together: a pool made with the default format
     /// mounts with the default options.

@@ -130,25 +130,13 @@ impl<D: PmDevice> Core<D> {
     fn view_of(&self, st: &InodeState, first: u64, count: u64) -> LeaseView {
         let size = st.size();
         let end = size.div_ceil(BLOCK_SIZE).min(first.saturating_add(count));
-        let mut runs: Vec<Run> = Vec::new();
-        let mut fb = first;
-        // Each round passes at least one block: bounded by the window.
-        while fb < end {
-            let Some(start) = self.policy().block_of(st, fb) else {
-                fb += 1;
-                continue;
-            };
-            let mut n = 1;
-            while fb + n < end && self.policy().block_of(st, fb + n) == Some(start + n) {
-                n += 1;
-            }
-            runs.push(Run {
-                file_block: fb,
+        let runs: Vec<Run> = (self.policy().runs_of(st, first, end).into_iter())
+            .map(|(file_block, start, blocks)| Run {
+                file_block,
                 pool_off: self.layout().block_offset(start),
-                blocks: n,
-            });
-            fb += n;
-        }
+                blocks,
+            })
+            .collect();
         debug_assert!(runs.len() as u64 <= count);
         LeaseView {
             generation: st.disk.generation,

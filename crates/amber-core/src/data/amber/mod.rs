@@ -444,6 +444,10 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         DataPolicy::<D>::block_of(&self.e.hunter, st, fb)
     }
 
+    fn runs_of(&self, st: &InodeState, first: u64, end: u64) -> Vec<(u64, u64, u64)> {
+        DataPolicy::<D>::runs_of(&self.e.hunter, st, first, end)
+    }
+
     /// The file's blocks in the data log and its metadata (hunter's),
     /// which of its blocks have their newest copy partly in the zone, and
     /// the rule that sent them there.

@@ -25,7 +25,7 @@ mod worker;
 
 use super::control::Control;
 use super::direct::partial_edges;
-use super::{block_runs, write_in_blocks, DataPolicy, Direct, FallocStep, FALLOC_CHUNK};
+use super::{block_runs, file_runs, write_in_blocks, DataPolicy, Direct, FallocStep, FALLOC_CHUNK};
 use crate::data::Context;
 use crate::error::{FsError, Result};
 use crate::fs::Core;
@@ -1049,6 +1049,13 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
 
     fn block_of(&self, st: &InodeState, fb: u64) -> Option<u64> {
         block_of::<X>(st, fb)
+    }
+
+    fn runs_of(&self, st: &InodeState, first: u64, end: u64) -> Vec<(u64, u64, u64)> {
+        let Some(hf) = file_of::<X>(st) else {
+            return Vec::new();
+        };
+        file_runs(hf.index.from(first).take_while(|&(fb, _)| fb < end))
     }
 
     fn describe(&self, _fs: Context<'_, D>, st: &InodeState) -> Vec<(String, String)> {
