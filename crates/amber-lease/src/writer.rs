@@ -64,6 +64,9 @@ pub struct Writer {
     /// which this lease never overwrites, and the one its next entry
     /// takes; read from PM at the first covered write.
     slots: Option<(Option<u64>, u64)>,
+    /// A partial own commit's block image (the old bytes and the write's),
+    /// one buffer for the grant's writes.
+    image: Vec<u8>,
 }
 
 /// Granted blocks mapped ahead at a time (1 MiB).
@@ -117,6 +120,7 @@ impl Writer {
             newest: None,
             size,
             slots: None,
+            image: Vec::new(),
         })
     }
 
@@ -429,15 +433,21 @@ impl Writer {
         let link = self.link(dev, runs, fb, Some(old));
         let seq = self.take_seq();
         let li = self.record(fb, link, seq);
-        let mut image = vec![0u8; BLOCK_SIZE as usize];
-        if data.len() as u64 != BLOCK_SIZE {
-            dev.read(old, &mut image);
-        }
-        let at = usize::try_from(off - fb * BLOCK_SIZE).expect("inside a block");
-        image[at..at + data.len()].copy_from_slice(data);
-        dev.write_nt(block * BLOCK_SIZE, &image);
+        // A whole block streams from the caller's buffer; a part is merged
+        // over the old block first.
+        let image: &[u8] = if data.len() as u64 == BLOCK_SIZE {
+            debug_assert_eq!(off, fb * BLOCK_SIZE);
+            data
+        } else {
+            self.image.resize(BLOCK_SIZE as usize, 0);
+            dev.read(old, &mut self.image);
+            let at = usize::try_from(off - fb * BLOCK_SIZE).expect("inside a block");
+            self.image[at..at + data.len()].copy_from_slice(data);
+            &self.image
+        };
+        dev.write_nt(block * BLOCK_SIZE, image);
         let li = LogicalInfo {
-            own: Some(OwnCommit::new(time, &image)),
+            own: Some(OwnCommit::new(time, image)),
             ..li
         };
         dev.write_nt(self.grant.records + block * LI_SIZE, &li.encode());
