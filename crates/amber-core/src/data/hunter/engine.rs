@@ -82,8 +82,8 @@ impl<X: PerFile> Hunter<X> {
     /// Writes whole-block images of file blocks `images` (ascending, no
     /// file block twice) out of place as ONE change: every block copied
     /// and fenced, then one seq for all their records (the links of the
-    /// blocks above them marked stale, `chain.rs`) and one snapshot with the file's current (DRAM)
-    /// size and times. A record becomes valid only with an entry of its
+    /// blocks above them marked stale, `chain.rs`) and one snapshot with
+    /// the file's current (DRAM) size and times. A record becomes valid only with an entry of its
     /// seq or later (design.md §12.4), so after a crash either every
     /// image is the file's or none is: amber's DRAM buffer writes a
     /// file back with it. The caller zeroed the old last block's bytes
