@@ -40,7 +40,7 @@ const UNKNOWN: u32 = 0;
 /// A descriptor on another file system, or not a readable regular file.
 const ELSEWHERE: u32 = 1;
 /// A descriptor whose file the daemon refused lately: its reads go to the
-/// kernel, without a statx, until `COOL_UNTIL_MS` (the file is being
+/// kernel, without a statx, until `Slot::cool_until_ms` (the file is being
 /// changed by another process, or cannot be leased).
 const COOLING: u32 = 2;
 /// A descriptor of a regular file on the mount: this plus the reads the
@@ -69,24 +69,40 @@ pub(super) enum Dir {
     Write = 1,
 }
 
-static HINTS: [[AtomicU32; HINTED]; 2] = [const { [const { AtomicU32::new(UNKNOWN) }; HINTED] }; 2];
-/// The inode a descriptor's open flags were last found right for in each
-/// direction (`on_mount`'s `F_GETFL`), with `APPENDS` set if it was open
-/// with `O_APPEND`; 0 if none: an open file description's access mode
-/// never changes, and `O_APPEND` only through `fcntl(F_SETFL)`, whose
-/// hook forgets the descriptor, so while statx still finds that inode the
-/// flags need not be asked again.
-static FLAGS_FOR: [[AtomicU64; HINTED]; 2] = [const { [const { AtomicU64::new(0) }; HINTED] }; 2];
+/// What the hooks know of one descriptor, per direction (`Dir`). One
+/// 32-byte slot per descriptor, so a short process's few descriptors
+/// touch one page of these, not one per table (each a page fault).
+struct Slot {
+    /// `UNKNOWN`, `ELSEWHERE`, `COOLING`, or `ON_MOUNT` plus the kernel
+    /// calls since the last lease.
+    hint: [AtomicU32; 2],
+    /// For a `COOLING` descriptor: until when (CLOCK_MONOTONIC_COARSE, ms).
+    cool_until_ms: [AtomicU32; 2],
+    /// The inode the descriptor's open flags were last found right for
+    /// (`on_mount`'s `F_GETFL`), with `APPENDS` set if it was open with
+    /// `O_APPEND`; 0 if none: an open file description's access mode
+    /// never changes, and `O_APPEND` only through `fcntl(F_SETFL)`, whose
+    /// hook forgets the descriptor, so while statx still finds that inode
+    /// the flags need not be asked again.
+    flags_for: [AtomicU64; 2],
+}
+
+const _: () = assert!(std::mem::size_of::<Slot>() == 32);
+
+static SLOTS: [Slot; HINTED] = [const {
+    Slot {
+        hint: [const { AtomicU32::new(UNKNOWN) }; 2],
+        cool_until_ms: [const { AtomicU32::new(0) }; 2],
+        flags_for: [const { AtomicU64::new(0) }; 2],
+    }
+}; HINTED];
 /// Counts the hooks' changes of any descriptor (`forget`): a descriptor
 /// that a thread checked with statx stays the same file while it has not
 /// moved (`lessee_write::fsync`).
 pub(super) static DESCRIPTORS_CHANGED: AtomicU64 = AtomicU64::new(0);
-/// `FLAGS_FOR`'s mark of a descriptor open with `O_APPEND` (inode numbers
-/// never reach bit 63).
+/// `Slot::flags_for`'s mark of a descriptor open with `O_APPEND` (inode
+/// numbers never reach bit 63).
 const APPENDS: u64 = 1 << 63;
-/// For a `COOLING` descriptor: until when (CLOCK_MONOTONIC_COARSE, ms).
-static COOL_UNTIL_MS: [[AtomicU32; HINTED]; 2] =
-    [const { [const { AtomicU32::new(0) }; HINTED] }; 2];
 /// Held by a leased `read` from taking the descriptor's offset to moving
 /// it, so two threads reading one descriptor read different bytes, as
 /// the kernel's own lock on a file's position makes them. (Two processes
@@ -178,12 +194,12 @@ pub(super) fn descriptor(fd: c_int, dir: Dir) -> Option<Descriptor> {
         return None;
     }
     let i = usize::try_from(fd).ok().filter(|&i| i < HINTED)?;
-    let slot = &HINTS[dir as usize][i];
+    let slot = &SLOTS[i].hint[dir as usize];
     let hint = slot.load(Ordering::Relaxed);
     if hint == ELSEWHERE || (hint == COOLING && cooling(i, dir)) {
         return None;
     }
-    let Some((ino, size, appends)) = on_mount(fd, dir, &FLAGS_FOR[dir as usize][i]) else {
+    let Some((ino, size, appends)) = on_mount(fd, dir, &SLOTS[i].flags_for[dir as usize]) else {
         slot.store(ELSEWHERE, Ordering::Relaxed);
         return None;
     };
@@ -230,7 +246,7 @@ impl Descriptor {
     /// be anywhere: appends are leased too), and the process is connected
     /// or now worth connecting. Otherwise counts the kernel's call.
     pub(super) fn due(&self, client: Option<&'static Client>, off: u64) -> Option<&'static Client> {
-        let slot = &HINTS[self.dir as usize][self.i];
+        let slot = &SLOTS[self.i].hint[self.dir as usize];
         MOUNT_CALLS.fetch_add(1, Ordering::Relaxed);
         let calls = (self.hint.max(ON_MOUNT) - ON_MOUNT + 1).min(MAX_COUNTED_READS);
         let due = calls > READS_BEFORE_LEASE && (off < self.size || matches!(self.dir, Dir::Write));
@@ -252,14 +268,15 @@ fn cool(i: usize, dir: Dir, left: Option<std::time::Duration>) {
     };
     // At most a minute: the daemon's cool-downs are a second or so.
     let ms = u32::try_from(left.as_millis().min(60_000)).unwrap_or(60_000);
-    COOL_UNTIL_MS[dir as usize][i].store(now_ms().wrapping_add(ms), Ordering::Relaxed);
-    HINTS[dir as usize][i].store(COOLING, Ordering::Relaxed);
+    let slot = &SLOTS[i];
+    slot.cool_until_ms[dir as usize].store(now_ms().wrapping_add(ms), Ordering::Relaxed);
+    slot.hint[dir as usize].store(COOLING, Ordering::Relaxed);
 }
 
 /// Whether descriptor `i`'s cool-down still runs: compared as a signed
 /// distance, so the clock's wrap (every 49 days) changes nothing.
 fn cooling(i: usize, dir: Dir) -> bool {
-    let left = COOL_UNTIL_MS[dir as usize][i]
+    let left = SLOTS[i].cool_until_ms[dir as usize]
         .load(Ordering::Relaxed)
         .wrapping_sub(now_ms());
     (left as i32) > 0
@@ -276,9 +293,10 @@ pub fn forget(fd: c_int) {
     let Some(i) = usize::try_from(fd).ok().filter(|&i| i < HINTED) else {
         return;
     };
+    let slot = &SLOTS[i];
     for d in 0..2 {
-        HINTS[d][i].store(UNKNOWN, Ordering::Relaxed);
-        FLAGS_FOR[d][i].store(0, Ordering::Relaxed);
+        slot.hint[d].store(UNKNOWN, Ordering::Relaxed);
+        slot.flags_for[d].store(0, Ordering::Relaxed);
     }
 }
 
@@ -287,7 +305,8 @@ pub fn forget(fd: c_int) {
 /// it is open with `O_APPEND`; asked of the kernel without a FUSE round
 /// trip (so the size is the kernel's cached one: it only decides whether
 /// to ask for a lease, never what a call does). `flags_for` spares the
-/// `F_GETFL` for the inode whose flags it last found right (`FLAGS_FOR`).
+/// `F_GETFL` for the inode whose flags it last found right
+/// (`Slot::flags_for`).
 fn on_mount(fd: c_int, dir: Dir, flags_for: &AtomicU64) -> Option<(u64, u64, bool)> {
     let st = statx(fd, None)?;
     let regular = u32::from(st.stx_mode) & libc::S_IFMT == libc::S_IFREG;
