@@ -20,6 +20,9 @@ Checked, with an oracle kept in this (not preloaded) process:
 * appends under a lease: the file read through the kernel, and its size
   by fstat and lseek(SEEK_END) in the writer (recalling nothing) and by
   stat elsewhere, are the writer's;
+* a leased descriptor closed and its number reopened read-only by
+  stdio (fclose's and fopen's own close and open, no hook sees them)
+  takes no leased write: every write fails with EBADF;
 * O_APPEND writers, one and two at once, writing and writev-ing records:
   every record whole, none overlapping, each writer's in order;
 * a reader through the kernel racing a leased writer never reads a block
@@ -34,6 +37,7 @@ Checked, with an oracle kept in this (not preloaded) process:
 
 Randomized rounds print their seed; pass it as SEED to replay them.
 """
+import ctypes
 import os
 import random
 import signal
@@ -88,10 +92,33 @@ def helper(_mode, path):
                 stamp_versions(fd, int(words[1]), int(words[2]))
             elif words[0] == "append":
                 append_versions(fd, int(words[1]))
+            elif words[0] == "reopen":
+                print(*reopen_read_only(fd, path), flush=True)
             elif words[0] == "exit":
                 return
         except OSError as e:
             print("error", e.errno, flush=True)
+
+
+def reopen_read_only(fd, path):
+    """Closes `fd` and opens `path` read-only as glibc's stdio does,
+    without the descriptor hooks (fclose's and fopen's own close and
+    open), then writes a byte to `fd` more times than the lease path
+    waits before it asks (`WRITES_TO_LEASE`). Answers how the writes
+    ended and whether the new stream got the old number."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fdopen.restype = libc.fopen.restype = ctypes.c_void_p
+    libc.fclose.argtypes = libc.fileno.argtypes = [ctypes.c_void_p]
+    libc.fclose(libc.fdopen(fd, b"r+"))
+    same = libc.fileno(libc.fopen(path.encode(), b"r")) == fd
+    ended = set()
+    for _ in range(WRITES_TO_LEASE):
+        try:
+            os.write(fd, b"x")
+            ended.add("wrote")
+        except OSError as e:
+            ended.add(f"refused-{e.errno}")
+    return ",".join(sorted(ended)), same
 
 
 def stamp_versions(fd, blocks, seed):
@@ -412,8 +439,27 @@ def a_dead_daemon_keeps_every_done_write(m, _rng):
     print(f"      {done} leased writes, every one after the remount")
 
 
+def a_descriptor_reopened_behind_the_hooks_is_checked_again(m, _rng):
+    """A write lease's descriptor closed and its number reopened
+    read-only without the hooks (stdio's fclose and fopen) takes no
+    leased write: the write fails with EBADF, as the kernel's does."""
+    write_file(m.path("ro"), b"r" * 8 * BLOCK)
+    before = m.leases()["granted_write"]
+    p = spawn(m, "ro")
+    for i in range(8):
+        assert ask(p, f"w {i * BLOCK} {'77' * BLOCK}") == "ok"
+    assert m.leases()["granted_write"] > before, "no write lease was granted"
+    got = ask(p, "reopen")
+    assert got.endswith("True"), f"the stream did not reuse the number: {got}"
+    assert got.split()[0] == "refused-9", f"a read-only descriptor took a write: {got}"
+    ask(p, "exit")
+    p.wait()
+    assert read_file(m.path("ro")) == b"\x77" * 8 * BLOCK, "the file changed"
+
+
 CASES = [
     leased_writes_are_read_right_everywhere,
+    a_descriptor_reopened_behind_the_hooks_is_checked_again,
     appends_are_leased_and_seen_everywhere,
     o_append_writers_never_overlap,
     a_reader_racing_a_leased_writer_never_reads_old,

@@ -206,11 +206,26 @@ pub unsafe fn fopen64(p: *const c_char, mode: *const c_char) -> *mut FILE {
             libc::AT_FDCWD,
             p,
             true,
-            |k| real::fopen64(k, mode),
+            |k| opened(real::fopen64(k, mode)),
             served,
             std::ptr::null_mut(),
         )
     }
+}
+
+/// A stream libc opened: its descriptor, made by libc's own open (or,
+/// for freopen, its own dup3) where no hook sees it, may carry the lease
+/// path's hints of a number closed behind the hooks (fclose's own close)
+/// — the same file's, open for writing then: they go.
+///
+/// # Safety
+/// `s` is null or a live stream.
+unsafe fn opened(s: *mut FILE) -> *mut FILE {
+    if !s.is_null() {
+        // SAFETY: a live stream, by the caller's contract.
+        crate::preload::lessee::forget(unsafe { real::fileno(s) });
+    }
+    s
 }
 
 pub unsafe fn fopen(p: *const c_char, mode: *const c_char) -> *mut FILE {
@@ -241,7 +256,7 @@ pub unsafe fn freopen64(p: *const c_char, mode: *const c_char, s: *mut FILE) -> 
             return ret(Err(Errno(libc::EOPNOTSUPP)), std::ptr::null_mut());
         }
         // SAFETY: the caller's contract.
-        return unsafe { real::freopen64(p, mode, s) };
+        return unsafe { opened(real::freopen64(p, mode, s)) };
     };
     if p.is_null() {
         return s; // a mode change: the descriptor stays
