@@ -488,14 +488,8 @@ fn file_runs(pairs: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64, u64)> {
 
 /// Consecutive blocks as (first, count) runs.
 fn block_runs(blocks: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    for b in blocks {
-        match out.last_mut() {
-            Some((s, n)) if *s + *n == b => *n += 1,
-            _ => out.push((b, 1)),
-        }
-    }
-    out
+    let runs = file_runs(blocks.map(|b| (b, b)));
+    runs.into_iter().map(|(b, _, n)| (b, n)).collect()
 }
 
 #[cfg(test)]

@@ -119,19 +119,13 @@ impl<X: PerFile> Hunter<X> {
             let seq = hf.take_seq();
             let fbs = images.iter().map(|&(fb, _)| fb);
             let freed = map_blocks(hf, fbs, &blocks, seq, false, &mut ops);
-            // A block above one of ours that is not ours should link to
-            // the nearest of ours below it (ours link by construction). A
-            // sorted copy answers "ours?" in log time: a whole file's
-            // write-back holds up to the buffer's capacity of blocks.
-            let mut ours = blocks.clone();
-            ours.sort_unstable();
-            let stale = images.iter().find(|&&(fb, _)| {
-                hf.index
-                    .above(fb)
-                    .is_some_and(|a| ours.binary_search(&a).is_err())
-            });
-            if let Some(&(fb, _)) = stale {
-                hf.links_stale_from(fb + 1);
+            // Ours link by construction; a block of the file between or
+            // above them links to a replaced one. Contiguous images with
+            // nothing above leave none; otherwise the mark may take in a
+            // few right links, which unmount's walk only reads.
+            let contiguous = last - first + 1 == images.len() as u64;
+            if !contiguous || hf.index.above(last).is_some() {
+                hf.links_stale_from(first + 1);
             }
             push_frees(&mut ops, freed, true);
             st.disk.blocks = hf.index.count();
