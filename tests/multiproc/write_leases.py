@@ -20,9 +20,10 @@ Checked, with an oracle kept in this (not preloaded) process:
 * appends under a lease: the file read through the kernel, and its size
   by fstat and lseek(SEEK_END) in the writer (recalling nothing) and by
   stat elsewhere, are the writer's;
-* a leased descriptor closed and its number reopened read-only by
-  stdio (fclose's and fopen's own close and open, no hook sees them)
-  takes no leased write: every write fails with EBADF;
+* a leased descriptor closed and its number reopened without the hooks
+  (stdio's fclose and fopen, or raw close and openat system calls)
+  takes no leased write: reopened read-only, every write fails with
+  EBADF; reopened on another file, the writes are that file's;
 * O_APPEND writers, one and two at once, writing and writev-ing records:
   every record whole, none overlapping, each writer's in order;
 * a reader through the kernel racing a leased writer never reads a block
@@ -93,24 +94,33 @@ def helper(_mode, path):
             elif words[0] == "append":
                 append_versions(fd, int(words[1]))
             elif words[0] == "reopen":
-                print(*reopen_read_only(fd, path), flush=True)
+                print(*reopen_behind_the_hooks(fd, path, words[1]), flush=True)
             elif words[0] == "exit":
                 return
         except OSError as e:
             print("error", e.errno, flush=True)
 
 
-def reopen_read_only(fd, path):
-    """Closes `fd` and opens `path` read-only as glibc's stdio does,
-    without the descriptor hooks (fclose's and fopen's own close and
-    open), then writes a byte to `fd` more times than the lease path
-    waits before it asks (`WRITES_TO_LEASE`). Answers how the writes
-    ended and whether the new stream got the old number."""
+def reopen_behind_the_hooks(fd, path, how):
+    """Closes `fd` and opens a file on its number without the descriptor
+    hooks, then writes a byte to `fd` more times than the lease path
+    waits before it asks (`WRITES_TO_LEASE`). `how`: `stdio` opens
+    `path` read-only as glibc's stdio does (fclose's and fopen's own
+    close and open); `raw-ro` does the same with raw system calls;
+    `raw-other` opens `path`.other read-write with raw system calls.
+    Answers how the writes ended and whether the number was reused."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.fdopen.restype = libc.fopen.restype = ctypes.c_void_p
     libc.fclose.argtypes = libc.fileno.argtypes = [ctypes.c_void_p]
-    libc.fclose(libc.fdopen(fd, b"r+"))
-    same = libc.fileno(libc.fopen(path.encode(), b"r")) == fd
+    libc.syscall.restype = ctypes.c_long
+    at_fdcwd = -100
+    if how == "stdio":
+        libc.fclose(libc.fdopen(fd, b"r+"))
+        same = libc.fileno(libc.fopen(path.encode(), b"r")) == fd
+    else:
+        libc.syscall(3, fd)  # SYS_close
+        name, flags = (path, os.O_RDONLY) if how == "raw-ro" else (path + ".other", os.O_RDWR)
+        same = libc.syscall(257, at_fdcwd, name.encode(), flags, 0) == fd  # SYS_openat
     ended = set()
     for _ in range(WRITES_TO_LEASE):
         try:
@@ -440,21 +450,32 @@ def a_dead_daemon_keeps_every_done_write(m, _rng):
 
 
 def a_descriptor_reopened_behind_the_hooks_is_checked_again(m, _rng):
-    """A write lease's descriptor closed and its number reopened
-    read-only without the hooks (stdio's fclose and fopen) takes no
-    leased write: the write fails with EBADF, as the kernel's does."""
-    write_file(m.path("ro"), b"r" * 8 * BLOCK)
-    before = m.leases()["granted_write"]
-    p = spawn(m, "ro")
-    for i in range(8):
-        assert ask(p, f"w {i * BLOCK} {'77' * BLOCK}") == "ok"
-    assert m.leases()["granted_write"] > before, "no write lease was granted"
-    got = ask(p, "reopen")
-    assert got.endswith("True"), f"the stream did not reuse the number: {got}"
-    assert got.split()[0] == "refused-9", f"a read-only descriptor took a write: {got}"
-    ask(p, "exit")
-    p.wait()
-    assert read_file(m.path("ro")) == b"\x77" * 8 * BLOCK, "the file changed"
+    """A write lease's descriptor closed and its number reopened without
+    the hooks — by stdio's fclose and fopen, or by raw system calls —
+    takes no leased write: reopened read-only, every write fails with
+    EBADF, as the kernel's does; reopened on another file, the writes
+    are that file's. The leased file keeps its bytes."""
+    for how in ("stdio", "raw-ro", "raw-other"):
+        name = f"ro-{how}"
+        write_file(m.path(name), b"r" * 8 * BLOCK)
+        write_file(m.path(name) + ".other", b"o" * BLOCK)
+        before = m.leases()["granted_write"]
+        p = spawn(m, name)
+        for i in range(8):
+            assert ask(p, f"w {i * BLOCK} {'77' * BLOCK}") == "ok"
+        assert m.leases()["granted_write"] > before, "no write lease was granted"
+        got = ask(p, f"reopen {how}")
+        assert got.endswith("True"), f"{how}: the number was not reused: {got}"
+        if how == "raw-other":
+            assert got.split()[0] == "wrote", f"{how}: the writes failed: {got}"
+            other = read_file(m.path(name) + ".other")
+            expect = b"x" * WRITES_TO_LEASE + b"o" * (BLOCK - WRITES_TO_LEASE)
+            assert other == expect, f"{how}: the other file did not take the writes"
+        else:
+            assert got.split()[0] == "refused-9", f"{how}: a read-only descriptor took a write: {got}"
+        ask(p, "exit")
+        p.wait()
+        assert read_file(m.path(name)) == b"\x77" * 8 * BLOCK, f"{how}: the file changed"
 
 
 CASES = [

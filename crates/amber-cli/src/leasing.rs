@@ -35,7 +35,11 @@ pub fn adapter(
     let leasing = start(fs, pool, config);
     let mut adapter = AmberFuse::new(fs.core().clone());
     if let Some((leases, server)) = &leasing {
-        adapter = adapter.with_leases(Arc::clone(leases), server.path().to_path_buf());
+        adapter = adapter.with_leases(
+            Arc::clone(leases),
+            server.path().to_path_buf(),
+            server.closes(),
+        );
     }
     (adapter, leasing)
 }

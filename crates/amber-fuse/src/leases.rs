@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use amber_core::Core;
-use amber_lease::{Exclusive, Leases};
+use amber_lease::{Closes, Exclusive, Leases};
 use amber_pmem::PmDevice;
 use fuser::Errno;
 
@@ -18,6 +18,8 @@ use fuser::Errno;
 pub(crate) struct Granting {
     pub(crate) leases: Arc<Leases>,
     pub(crate) socket: PathBuf,
+    /// Advanced at every FUSE_FLUSH, before the answer.
+    pub(crate) closes: Closes,
 }
 
 /// Recalls the leases on `ino` and holds new ones off until the guard

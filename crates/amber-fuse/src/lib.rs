@@ -167,10 +167,19 @@ impl<D: PmDevice> AmberFuse<D> {
 
     /// Grants read leases from `leases` (whose socket, `socket`, the root's
     /// `user.amberfs.control` names): every change of a file then recalls
-    /// the leases on it first.
+    /// the leases on it first, and every close is counted in `closes`.
     #[must_use]
-    pub fn with_leases(mut self, leases: Arc<amber_lease::Leases>, socket: PathBuf) -> Self {
-        self.granting = Some(leases::Granting { leases, socket });
+    pub fn with_leases(
+        mut self,
+        leases: Arc<amber_lease::Leases>,
+        socket: PathBuf,
+        closes: amber_lease::Closes,
+    ) -> Self {
+        self.granting = Some(leases::Granting {
+            leases,
+            socket,
+            closes,
+        });
         self
     }
 
@@ -621,7 +630,11 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         }
     }
 
-    /// Nothing to do at close: every write is already in the pool.
+    /// Nothing to write at close: every write is already in the pool.
+    /// A mount that grants leases counts the close before it answers
+    /// (`amber_lease::Closes`), and so must never answer ENOSYS, after
+    /// which the kernel sends no more; one that grants none spares every
+    /// later close the round trip where its writes are complete.
     fn flush(
         &self,
         _req: &Request,
@@ -630,10 +643,13 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        if self.writes_complete {
-            reply.error(Errno::ENOSYS);
-        } else {
-            reply.ok();
+        match &self.granting {
+            Some(g) => {
+                g.closes.closed();
+                reply.ok();
+            }
+            None if self.writes_complete => reply.error(Errno::ENOSYS),
+            None => reply.ok(),
         }
     }
 

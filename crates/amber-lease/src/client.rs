@@ -19,9 +19,12 @@ use std::time::{Duration, Instant};
 
 use amber_core::Run;
 use amber_format::Timespec;
-use amber_pmem::{Emulated, EmulatorSpec, MapOptions, MmapDevice, PersistError, PmDevice};
+use amber_pmem::{
+    Emulated, EmulatorSpec, MapOptions, MmapDevice, PersistError, PmDevice, SharedCounter,
+};
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use crate::closes;
 use crate::contention::COOL_DOWN;
 use crate::wire::{self, Grant, Msg, Refusal, Welcome, VERSION, WINDOW_BLOCKS};
 use crate::writer::{NotMine, Writer};
@@ -113,6 +116,8 @@ pub struct Client {
     /// The pool is mapped writable and no persist failed: write leases
     /// may be asked for.
     writable: AtomicBool,
+    /// The mount's count of closed descriptors (`closes`).
+    closes: SharedCounter,
 }
 
 impl Client {
@@ -129,6 +134,7 @@ impl Client {
             Some(Msg::Welcome(wl)) if wl.version == VERSION => wl,
             _ => return Err(io::Error::other("the daemon speaks another lease protocol")),
         };
+        let closes = closes::receive(&conn)?;
         let (dev, writable) = map_pool(&welcome)?;
         let keep = conn.as_raw_fd();
         let pool_fd = dev.inner().file_descriptor().unwrap_or(-1);
@@ -143,6 +149,7 @@ impl Client {
             next_seq: AtomicU64::new(1),
             dev,
             writable: AtomicBool::new(writable),
+            closes,
         });
         let c = Arc::clone(&client);
         std::thread::Builder::new()
@@ -160,6 +167,13 @@ impl Client {
     /// neither speak nor write for its parent) closes.
     pub fn descriptors(&self) -> [RawFd; 3] {
         self.descriptors
+    }
+
+    /// The mount's count of closed descriptors: while it reads the same,
+    /// no descriptor of a file on the mount was closed, by any path
+    /// (design.md §17.9).
+    pub fn closes(&self) -> u64 {
+        self.closes.load()
     }
 
     /// Whether the daemon is still there.

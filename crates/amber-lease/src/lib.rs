@@ -5,11 +5,13 @@
 //!
 //! The layers: the messages on the socket (`wire`), the daemon's table of
 //! leases and the rule every change of a file follows (`table`), the
-//! daemon's socket and who may connect (`server`), and the client's
+//! daemon's socket and who may connect (`server`), the count of closes on
+//! the mount it shares with every client (`closes`), and the client's
 //! connection, mapping and recall thread (`client`).
 #![forbid(unsafe_code)]
 
 mod client;
+mod closes;
 mod contention;
 mod moved;
 mod owner;
@@ -19,6 +21,7 @@ mod wire;
 mod writer;
 
 pub use client::{At, Client, Held, Written};
+pub use closes::Closes;
 pub use owner::Owner;
 pub use server::{LeaseServer, MAX_CLIENTS};
 pub use table::{CacheInvalidator, Exclusive, Leases, Unresponsive, MAX_LEASES_PER_CLIENT};

@@ -15,6 +15,7 @@ use std::time::Duration;
 use amber_core::data::LeaseEnd;
 use parking_lot::Mutex;
 
+use crate::closes::Closes;
 use crate::table::{Leases, Peer};
 use crate::wire::{self, Msg, Welcome, VERSION};
 
@@ -28,6 +29,7 @@ const CLIENT_STACK: usize = 256 << 10;
 /// What every client thread shares.
 struct Shared {
     leases: Arc<Leases>,
+    closes: Closes,
     welcome: Welcome,
     pool_owner: u32,
     clients: AtomicUsize,
@@ -59,6 +61,7 @@ impl LeaseServer {
         std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666))?;
         let shared = Arc::new(Shared {
             leases,
+            closes: Closes::new()?,
             welcome,
             pool_owner,
             clients: AtomicUsize::new(0),
@@ -80,6 +83,12 @@ impl LeaseServer {
     /// The socket's path, as clients are told it.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The count of closes on the mount that clients read: the FUSE
+    /// adapter advances it on every FUSE_FLUSH.
+    pub fn closes(&self) -> Closes {
+        self.shared.closes.clone()
     }
 }
 
@@ -150,6 +159,7 @@ fn serve(
     }
     let mut w = conn.try_clone()?;
     wire::send(&mut w, &Msg::Welcome(sh.welcome.clone()))?;
+    sh.closes.send(&conn)?;
     conn.set_read_timeout(None)?;
     let id = sh.next_id.fetch_add(1, Ordering::Relaxed);
     let peer = Arc::new(Peer {

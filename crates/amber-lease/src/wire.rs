@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use amber_core::Run;
 
 /// The protocol's version; a peer speaking another is refused.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// "AMLS", first in every frame.
 const MAGIC: u32 = 0x534C_4D41;
 const HEADER: usize = 16;
@@ -51,7 +51,9 @@ pub enum Msg {
     /// Client → daemon, first: the version it speaks.
     Hello { version: u32 },
     /// Daemon → client: the pool to map and how, and the pool file's
-    /// identity, which the client checks on the file it opens.
+    /// identity, which the client checks on the file it opens. One byte
+    /// follows, outside any frame, carrying the mount's close counter
+    /// (`closes`) as `SCM_RIGHTS`.
     Welcome(Welcome),
     /// Client → daemon: a lease on window `window` of `ino`, please; a
     /// write lease (§17.4) if `write`.

@@ -21,6 +21,7 @@ mod mmap;
 mod ntcopy;
 mod overlay;
 mod region;
+mod shared;
 mod stats;
 mod window;
 
@@ -33,5 +34,6 @@ pub use loadstore::pattern_word;
 pub use mmap::{Durability, MapOptions, MmapDevice, MIN_POOL_SIZE};
 pub use ntcopy::NtWidth;
 pub use overlay::DramOverlay;
+pub use shared::SharedCounter;
 pub use stats::{lines_covered, StatsCounter, WriteStats};
 pub use window::{page_size, PoolPages, Window};

@@ -7,12 +7,15 @@
 //! inheritance and locks are as on any mount); the file offset is the
 //! kernel's too, moved with lseek after a read.
 //!
-//! Each leased read first asks the kernel what the descriptor is
-//! (`statx`, without a round trip): only a regular file on the mount at
-//! `AMBERFS_MOUNT`, open for reading, is read here, so a descriptor
-//! number reused behind the hooks' backs (glibc closes a FILE's
-//! descriptor without calling `close`) is never read as another file.
-//! A per-descriptor hint spares the statx for descriptors that are not on
+//! Only a regular file on the mount at `AMBERFS_MOUNT`, open for reading,
+//! is read here. The kernel says what a descriptor is (`statx` without a
+//! round trip, and `F_GETFL`); once it has, the answer stands for as long
+//! as the mount's count of closes (`Client::closes`) has not moved: the
+//! daemon counts every close of a descriptor on the mount, by whatever
+//! path (glibc closes a FILE's descriptor without calling `close`), before
+//! the close returns, so a descriptor number reused behind the hooks'
+//! backs is asked about again and never read as another file. A
+//! per-descriptor hint spares the statx for descriptors that are not on
 //! the mount.
 //!
 //! A descriptor asks for a lease only after four kernel reads, and only
@@ -70,37 +73,44 @@ pub(super) enum Dir {
 }
 
 /// What the hooks know of one descriptor, per direction (`Dir`). One
-/// 32-byte slot per descriptor, so a short process's few descriptors
+/// 64-byte slot per descriptor, so a short process's few descriptors
 /// touch one page of these, not one per table (each a page fault).
+#[repr(align(64))]
 struct Slot {
     /// `UNKNOWN`, `ELSEWHERE`, `COOLING`, or `ON_MOUNT` plus the kernel
     /// calls since the last lease.
     hint: [AtomicU32; 2],
     /// For a `COOLING` descriptor: until when (CLOCK_MONOTONIC_COARSE, ms).
     cool_until_ms: [AtomicU32; 2],
-    /// The inode the descriptor's open flags were last found right for
-    /// (`on_mount`'s `F_GETFL`), with `APPENDS` set if it was open with
-    /// `O_APPEND`; 0 if none: an open file description's access mode
-    /// never changes, and `O_APPEND` only through `fcntl(F_SETFL)`, whose
-    /// hook forgets the descriptor, so while statx still finds that inode
-    /// the flags need not be asked again.
-    flags_for: [AtomicU64; 2],
+    /// The inode the kernel last found the descriptor to be, open right
+    /// for the direction (`on_mount`), with `APPENDS` set if it was open
+    /// with `O_APPEND`; 0 if none.
+    known: [AtomicU64; 2],
+    /// The `stamp` read before that finding (0: none): while the stamp
+    /// still reads so, the descriptor is that open file (`identity`).
+    checked_at: [AtomicU64; 2],
+    /// Even, or odd while a thread writes `known` and `checked_at`: a
+    /// reader that finds it odd or moved does not trust what it read.
+    seq: AtomicU64,
 }
 
-const _: () = assert!(std::mem::size_of::<Slot>() == 32);
+const _: () = assert!(std::mem::size_of::<Slot>() == 64);
 
 static SLOTS: [Slot; HINTED] = [const {
     Slot {
         hint: [const { AtomicU32::new(UNKNOWN) }; 2],
         cool_until_ms: [const { AtomicU32::new(0) }; 2],
-        flags_for: [const { AtomicU64::new(0) }; 2],
+        known: [const { AtomicU64::new(0) }; 2],
+        checked_at: [const { AtomicU64::new(0) }; 2],
+        seq: AtomicU64::new(0),
     }
 }; HINTED];
-/// Counts the hooks' changes of any descriptor (`forget`): a descriptor
-/// that a thread checked with statx stays the same file while it has not
-/// moved (`lessee_write::fsync`).
-pub(super) static DESCRIPTORS_CHANGED: AtomicU64 = AtomicU64::new(0);
-/// `Slot::flags_for`'s mark of a descriptor open with `O_APPEND` (inode
+/// Counts the hooks' changes of any descriptor (`forget`), which a
+/// `stamp` adds to the mount's count of closes: a descriptor opened,
+/// duplicated onto, or given other flags (`fcntl(F_SETFL)`) through the
+/// hooks is asked about again.
+static DESCRIPTORS_CHANGED: AtomicU64 = AtomicU64::new(0);
+/// `Slot::known`'s mark of a descriptor open with `O_APPEND` (inode
 /// numbers never reach bit 63).
 const APPENDS: u64 = 1 << 63;
 /// Held by a leased `read` from taking the descriptor's offset to moving
@@ -124,8 +134,8 @@ static SOCKETS: [AtomicI32; 3] = [const { AtomicI32::new(-1) }; 3];
 static ATFORK: std::sync::Once = std::sync::Once::new();
 
 /// Calls on kernel descriptor `fd` in direction `dir`, if they may be
-/// leased (a regular file on the mount, open so): a look at its hint, or
-/// one statx. The vectored hooks ask it before they gather their
+/// leased (a regular file on the mount, open so): a look at its hint and
+/// the count of closes, or a statx. The vectored hooks ask it before they gather their
 /// buffers, so a socket's or a pipe's `readv`/`writev` builds none, and
 /// pass it on (`read_as`, `lessee_write::write_vectored`): one statx a
 /// call.
@@ -176,12 +186,13 @@ pub(super) fn position(
 /// A kernel descriptor of a regular file on the mount, as a leased call
 /// in direction `dir` sees it.
 pub(super) struct Descriptor {
+    fd: c_int,
     pub(super) i: usize,
     pub(super) ino: u64,
     /// Open with `O_APPEND`: every write goes at the end of file.
     pub(super) appends: bool,
-    /// The size the kernel last reported.
-    pub(super) size: u64,
+    /// The size the kernel reported, if this call asked it (`size`).
+    size: Option<u64>,
     hint: u32,
     dir: Dir,
 }
@@ -199,11 +210,12 @@ pub(super) fn descriptor(fd: c_int, dir: Dir) -> Option<Descriptor> {
     if hint == ELSEWHERE || (hint == COOLING && cooling(i, dir)) {
         return None;
     }
-    let Some((ino, size, appends)) = on_mount(fd, dir, &SLOTS[i].flags_for[dir as usize]) else {
+    let Some((ino, size, appends)) = identity(fd, dir, &SLOTS[i]) else {
         slot.store(ELSEWHERE, Ordering::Relaxed);
         return None;
     };
     Some(Descriptor {
+        fd,
         i,
         ino,
         appends,
@@ -214,6 +226,14 @@ pub(super) fn descriptor(fd: c_int, dir: Dir) -> Option<Descriptor> {
 }
 
 impl Descriptor {
+    /// The file's size as the kernel has it cached: only a guide to
+    /// whether to ask for a lease, and where, never what a call does.
+    pub(super) fn size(&self) -> u64 {
+        self.size
+            .or_else(|| statx(self.fd, None).map(|s| s.stx_size))
+            .unwrap_or(0)
+    }
+
     /// The connection and the lease this call at `off` is served under:
     /// one held on the window (a write lease for `Dir::Write`), or one
     /// asked for now if the call is due (`due`). None: the kernel's call;
@@ -249,7 +269,8 @@ impl Descriptor {
         let slot = &SLOTS[self.i].hint[self.dir as usize];
         MOUNT_CALLS.fetch_add(1, Ordering::Relaxed);
         let calls = (self.hint.max(ON_MOUNT) - ON_MOUNT + 1).min(MAX_COUNTED_READS);
-        let due = calls > READS_BEFORE_LEASE && (off < self.size || matches!(self.dir, Dir::Write));
+        let due =
+            calls > READS_BEFORE_LEASE && (matches!(self.dir, Dir::Write) || off < self.size());
         let Some(c) = due.then(|| client.or_else(worth_connecting)).flatten() else {
             slot.store(ON_MOUNT + calls, Ordering::Relaxed);
             return None;
@@ -287,7 +308,8 @@ fn now_ms() -> u32 {
     (state::coarse_now_ns() / 1_000_000) as u32
 }
 
-/// A descriptor the process no longer has: its hint goes.
+/// A descriptor the process no longer has: its hint goes, and no
+/// descriptor's identity stands unasked (`stamp`).
 pub fn forget(fd: c_int) {
     DESCRIPTORS_CHANGED.fetch_add(1, Ordering::Relaxed);
     let Some(i) = usize::try_from(fd).ok().filter(|&i| i < HINTED) else {
@@ -296,26 +318,79 @@ pub fn forget(fd: c_int) {
     let slot = &SLOTS[i];
     for d in 0..2 {
         slot.hint[d].store(UNKNOWN, Ordering::Relaxed);
-        slot.flags_for[d].store(0, Ordering::Relaxed);
+    }
+}
+
+/// The inode of `fd` if it is a regular file on the mount, open for
+/// reading (`Dir::Read`) or for writing (`Dir::Write`), its size if the
+/// kernel was asked, and whether it is open with `O_APPEND`. No system
+/// call while the `stamp` reads as when `slot` last found it so;
+/// otherwise asked of the kernel (`on_mount`), and remembered.
+fn identity(fd: c_int, dir: Dir, slot: &Slot) -> Option<(u64, Option<u64>, bool)> {
+    // Read before the kernel is asked: a change after it moves the stamp.
+    let now = stamp();
+    if let Some(known) = now.and_then(|n| slot.known_at(dir, n)) {
+        return Some((known & !APPENDS, None, known & APPENDS != 0));
+    }
+    let (ino, size, appends) = on_mount(fd, dir)?;
+    if let Some(n) = now {
+        slot.remember(dir, ino | if appends { APPENDS } else { 0 }, n);
+    }
+    Some((ino, Some(size), appends))
+}
+
+/// The mount's count of closes (`Client::closes`) plus the hooks' own
+/// changes of descriptors; None while this process is not connected.
+/// While it reads the same, no descriptor in the process's table changed.
+fn stamp() -> Option<u64> {
+    let closes = connected()?.closes();
+    Some(closes.wrapping_add(DESCRIPTORS_CHANGED.load(Ordering::Relaxed)))
+}
+
+impl Slot {
+    /// What the slot found the descriptor to be in direction `dir`, if it
+    /// found it at stamp `now` (a seqlock read: a pair torn by a writer
+    /// is never trusted).
+    fn known_at(&self, dir: Dir, now: u64) -> Option<u64> {
+        let d = dir as usize;
+        let before = self.seq.load(Ordering::Acquire);
+        let known = self.known[d].load(Ordering::Relaxed);
+        let at = self.checked_at[d].load(Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::Acquire);
+        let steady = before & 1 == 0 && self.seq.load(Ordering::Relaxed) == before;
+        (steady && known != 0 && at == now).then_some(known)
+    }
+
+    /// Remembers `known` as found at stamp `at`, unless another thread is
+    /// writing the slot (its finding will do; waiting could hang a
+    /// signal handler that interrupted that very thread).
+    fn remember(&self, dir: Dir, known: u64, at: u64) {
+        let d = dir as usize;
+        let s = self.seq.load(Ordering::Relaxed);
+        let mine = s & 1 == 0
+            && self
+                .seq
+                .compare_exchange(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok();
+        if !mine {
+            return;
+        }
+        std::sync::atomic::fence(Ordering::Release);
+        self.known[d].store(known, Ordering::Relaxed);
+        self.checked_at[d].store(at, Ordering::Relaxed);
+        self.seq.store(s + 2, Ordering::Release);
     }
 }
 
 /// The inode and size of `fd` if it is a regular file on the mount, open
 /// for reading (`Dir::Read`) or for writing (`Dir::Write`), and whether
 /// it is open with `O_APPEND`; asked of the kernel without a FUSE round
-/// trip (so the size is the kernel's cached one: it only decides whether
-/// to ask for a lease, never what a call does). `flags_for` spares the
-/// `F_GETFL` for the inode whose flags it last found right
-/// (`Slot::flags_for`).
-fn on_mount(fd: c_int, dir: Dir, flags_for: &AtomicU64) -> Option<(u64, u64, bool)> {
+/// trip (so the size is the kernel's cached one).
+fn on_mount(fd: c_int, dir: Dir) -> Option<(u64, u64, bool)> {
     let st = statx(fd, None)?;
     let regular = u32::from(st.stx_mode) & libc::S_IFMT == libc::S_IFREG;
-    if !regular || st.stx_mnt_id != mount_id()? {
+    if !regular || st.stx_mnt_id != mount_id()? || st.stx_ino & APPENDS != 0 {
         return None;
-    }
-    let known = flags_for.load(Ordering::Relaxed);
-    if known & !APPENDS == st.stx_ino {
-        return Some((st.stx_ino, st.stx_size, known & APPENDS != 0));
     }
     // SAFETY: fcntl(F_GETFL) takes no pointer.
     let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) } as c_int;
@@ -324,15 +399,8 @@ fn on_mount(fd: c_int, dir: Dir, flags_for: &AtomicU64) -> Option<(u64, u64, boo
         Dir::Read => mode != libc::O_WRONLY,
         Dir::Write => mode != libc::O_RDONLY,
     };
-    let right = fl >= 0 && fl & libc::O_PATH == 0 && open && st.stx_ino & APPENDS == 0;
-    let appends = fl & libc::O_APPEND != 0;
-    if right {
-        flags_for.store(
-            st.stx_ino | if appends { APPENDS } else { 0 },
-            Ordering::Relaxed,
-        );
-    }
-    right.then_some((st.stx_ino, st.stx_size, appends))
+    let right = fl >= 0 && fl & libc::O_PATH == 0 && open;
+    right.then_some((st.stx_ino, st.stx_size, fl & libc::O_APPEND != 0))
 }
 
 /// The id of the mount at `AMBERFS_MOUNT`, if something is mounted there.

@@ -11,25 +11,14 @@
 //! daemon recalls the lease first. `fstat` shows the size, blocks and
 //! times of the writes the daemon has not adopted yet.
 
-use std::cell::Cell;
 use std::ffi::c_int;
-use std::sync::atomic::Ordering;
 
 use amber_lease::{At, Client, Held, NotMine};
 use amber_pmem::PersistError;
 
 use super::state;
 
-use super::lessee::{
-    self, connected, descriptor, position, seek, Descriptor, Dir, DESCRIPTORS_CHANGED,
-};
-
-thread_local! {
-    /// The descriptor, inode and `DESCRIPTORS_CHANGED` of this thread's
-    /// last leased write: an `fsync` of that descriptor right after it
-    /// (the common pair) needs no statx to know its file.
-    static LAST_WRITE: Cell<(c_int, u64, u64)> = const { Cell::new((-1, 0, 0)) };
-}
+use super::lessee::{self, connected, descriptor, position, seek, Descriptor, Dir};
 
 /// The largest write served under a write lease: a grant's quarter, so
 /// a process writing big chunks still makes four writes per grant.
@@ -53,7 +42,7 @@ fn write_as(d: Descriptor, fd: c_int, data: &[u8], at: Option<u64>) -> Option<is
     // saw it; the write itself takes the end under the lease's lock.
     let (to, near) = if d.appends {
         let end = connected().and_then(|c| c.written(d.ino));
-        (At::End, end.map_or(d.size, |w| w.size))
+        (At::End, end.map_or_else(|| d.size(), |w| w.size))
     } else {
         (At::Offset(off), off)
     };
@@ -64,8 +53,6 @@ fn write_as(d: Descriptor, fd: c_int, data: &[u8], at: Option<u64>) -> Option<is
         unsafe { *libc::__errno_location() = libc::EIO };
         return Some(-1);
     };
-    let changed = DESCRIPTORS_CHANGED.load(Ordering::Relaxed);
-    LAST_WRITE.with(|l| l.set((fd, d.ino, changed)));
     let n = data.len();
     if at.is_none() {
         seek(fd, i64::try_from(start + n as u64).ok()?, libc::SEEK_SET)?;
@@ -186,13 +173,8 @@ pub(super) fn write_vectored(
 /// file's earlier changes durable (it pins the file). None: the kernel's.
 pub fn fsync(fd: c_int) -> Option<c_int> {
     state::config()?;
-    let (last_fd, ino, changed) = LAST_WRITE.with(Cell::get);
-    let ino = if last_fd == fd && changed == DESCRIPTORS_CHANGED.load(Ordering::Relaxed) {
-        ino
-    } else {
-        either(fd)?.ino
-    };
-    connected()?.written(ino).map(|_| 0)
+    let c = connected()?;
+    c.written(either(fd)?.ino).map(|_| 0)
 }
 
 /// Descriptor `fd` as a leased call in either direction sees it.
