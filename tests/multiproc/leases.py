@@ -15,6 +15,8 @@ this (not preloaded) process:
   seen by the next read of a process reading under a lease;
 * a forked child reads right (it never speaks on its parent's connection);
 * a descriptor open for writing only is not read;
+* a descriptor closed and its number reopened on another file by raw
+  system calls reads the new file;
 * kill -9 of a lessee gives its leases back; a lessee that does not answer
   a recall (SIGSTOP) is killed and the change goes ahead;
 * kill -9 of the daemon: a lessee's next read fails, never shows old bytes;
@@ -22,6 +24,7 @@ this (not preloaded) process:
 
 Randomized rounds print their seed; pass it as SEED to replay them.
 """
+import ctypes
 import hashlib
 import json
 import os
@@ -39,6 +42,9 @@ def helper(mode, path):
     """The preloaded side: reads `path` until leased, then follows the
     parent's commands on stdin, one line each, answering on stdout."""
     fd = os.open(path, os.O_RDONLY)
+    # Loaded before the lease: loading it opens files through the hooks.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
     for _ in range(READS_TO_LEASE):
         os.pread(fd, 4096, 0)
     print("ready", flush=True)
@@ -68,8 +74,20 @@ def helper(mode, path):
                 os._exit(0 if ok else 1)
             _, status = os.waitpid(pid, 0)
             print("child", os.waitstatus_to_exitcode(status), flush=True)
+        elif words[0] == "reopen":
+            fd = reopen_raw(libc, fd, words[1])
+            print("same" if fd >= 0 else "moved", flush=True)
         elif words[0] == "exit":
             return
+
+
+def reopen_raw(libc, fd, path):
+    """Closes `fd` and opens `path` read-only with raw system calls
+    (`libc.syscall`), which no hook sees; the new descriptor (the same
+    number, if the kernel reused it), or -1 if it got another."""
+    libc.syscall(3, fd)  # SYS_close
+    new = libc.syscall(257, -100, path.encode(), os.O_RDONLY, 0)  # SYS_openat, AT_FDCWD
+    return fd if new == fd else -1
 
 
 RACE_BLOCKS = 8
@@ -296,6 +314,23 @@ def a_write_only_descriptor_is_not_read(m, _rng):
     assert out == "refused", "a write-only descriptor was read"
 
 
+def a_descriptor_reopened_behind_the_hooks_reads_its_new_file(m, rng):
+    """A leased descriptor closed and its number reopened on another file
+    by raw system calls (no hook sees them) reads the new file."""
+    old, new = rng.randbytes(64 << 10), rng.randbytes(64 << 10)
+    write_file(m.path("r-old"), old)
+    write_file(m.path("r-new"), new)
+    before = m.leases()["granted"]
+    p = m.spawn("follow", "r-old")
+    assert ask(p, "read") == f"read {sha(old[:4096])}"
+    assert m.leases()["granted"] > before, "no read lease was granted"
+    assert ask(p, f"reopen {m.path('r-new')}") == "same", "the number was not reused"
+    for _ in range(READS_TO_LEASE):
+        assert ask(p, "read") == f"read {sha(new[:4096])}", "the old file was read"
+    ask(p, "exit")
+    p.wait()
+
+
 def wait_for(cond, what, seconds=20):
     deadline = time.time() + seconds
     while not cond():
@@ -348,6 +383,7 @@ CASES = [
     a_write_racing_a_leased_read_is_never_missed,
     a_forked_child_reads_right,
     a_write_only_descriptor_is_not_read,
+    a_descriptor_reopened_behind_the_hooks_reads_its_new_file,
     a_killed_lessee_gives_its_leases_back,
     an_unanswered_recall_cuts_the_lessee_off,
     a_dead_daemon_fails_reads,
