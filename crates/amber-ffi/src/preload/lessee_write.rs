@@ -69,8 +69,8 @@ pub fn seek_end(fd: c_int, off: i64, whence: c_int) -> Option<i64> {
         return None;
     }
     state::config()?;
-    let d = either(fd)?;
-    let size = connected()?.written(d.ino)?.size;
+    let c = connected()?;
+    let size = c.written(either(fd)?.ino)?.size;
     let Some(to) = i64::try_from(size)
         .ok()
         .and_then(|s| s.checked_add(off))
@@ -90,8 +90,8 @@ pub fn seek_end(fd: c_int, off: i64, whence: c_int) -> Option<i64> {
 pub fn truncate(fd: c_int, len: i64) -> Option<c_int> {
     state::config()?;
     let len = u64::try_from(len).ok()?;
-    let d = descriptor(fd, Dir::Write)?;
     let c = connected()?;
+    let d = descriptor(fd, Dir::Write)?;
     let held = c.held_write(d.ino)?;
     if c.truncate(&held, len).ok()?.is_err() {
         // SAFETY: errno is this thread's.
@@ -114,8 +114,8 @@ pub fn allocate(fd: c_int, mode: c_int, off: i64, len: i64) -> Option<c_int> {
     };
     state::config()?;
     let range = (u64::try_from(off).ok()?, u64::try_from(len).ok()?);
-    let d = descriptor(fd, Dir::Write)?;
     let c = connected()?;
+    let d = descriptor(fd, Dir::Write)?;
     let held = c.held_write(d.ino)?;
     let done = renewing(c, &held, (d.ino, range.0), |h| {
         c.allocate(h, range, keep_size)
@@ -191,8 +191,9 @@ fn either(fd: c_int) -> Option<Descriptor> {
 /// kernel's fstat.
 pub fn fstat(fd: c_int) -> Option<libc::stat64> {
     state::config()?;
-    let d = either(fd)?;
-    let written = connected()?.written(d.ino)?;
+    // Connected first: a process that is not asks the kernel nothing.
+    let c = connected()?;
+    let written = c.written(either(fd)?.ino)?;
     let x = lessee::statx_cached(fd)?;
     let time = |t: libc::statx_timestamp| (t.tv_sec, i64::from(t.tv_nsec));
     let (mut mtime, mut ctime) = (time(x.stx_mtime), time(x.stx_ctime));
