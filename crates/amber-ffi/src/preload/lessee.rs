@@ -135,10 +135,10 @@ static ATFORK: std::sync::Once = std::sync::Once::new();
 
 /// Calls on kernel descriptor `fd` in direction `dir`, if they may be
 /// leased (a regular file on the mount, open so): a look at its hint and
-/// the count of closes, or a statx. The vectored hooks ask it before they gather their
-/// buffers, so a socket's or a pipe's `readv`/`writev` builds none, and
-/// pass it on (`read_as`, `lessee_write::write_vectored`): one statx a
-/// call.
+/// the `stamp`, or a statx. The vectored hooks ask it before they gather
+/// their buffers, so a socket's or a pipe's `readv`/`writev` builds none,
+/// and pass it on (`read_as`, `lessee_write::write_vectored`): at most
+/// one statx a call.
 pub(super) fn leasable(fd: c_int, dir: Dir) -> Option<Descriptor> {
     state::config()?;
     descriptor(fd, dir)
