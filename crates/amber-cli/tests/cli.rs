@@ -920,17 +920,35 @@ fn names_of_any_bytes_are_listed_escaped_and_removed() {
 /// in `amberfs ... | head -0`. The reader is a process that has exited
 /// before amberfs starts, so the first write always meets EPIPE.
 fn with_closed_stdout(args: &[&str]) -> Output {
-    let mut reader = Command::new("true")
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .expect("run true");
-    let pipe = reader.stdin.take().expect("pipe to true");
-    reader.wait().expect("wait for true");
+    let pipe = closed_pipe();
     Command::new(env!("CARGO_BIN_EXE_amberfs"))
         .args(args)
         .stdout(pipe)
         .output()
         .expect("run amberfs")
+}
+
+/// A pipe no process reads any more. Its reader, `true`, has exited; but
+/// a child another test thread spawned while the pipe was being made may
+/// hold a copy of the read end until it execs (a CI run under load once
+/// saw `info --json` write into such a pipe and exit 0), so the pipe is
+/// taken only once a write to it fails with EPIPE: then no process holds
+/// the read end, and none ever can again.
+fn closed_pipe() -> std::process::ChildStdin {
+    use std::io::Write;
+    for _ in 0..100 {
+        let mut reader = Command::new("true")
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("run true");
+        let mut pipe = reader.stdin.take().expect("pipe to true");
+        reader.wait().expect("wait for true");
+        match pipe.write_all(b"x") {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return pipe,
+            _ => std::thread::sleep(std::time::Duration::from_millis(10)),
+        }
+    }
+    panic!("no pipe without a reader after 100 tries");
 }
 
 /// No command panics on a closed standard output: each stops quietly
