@@ -19,7 +19,7 @@ out=${OUT:-$top/docs/results/fio-gluster}
 need=()
 command -v fio >/dev/null || need+=(fio)
 command -v glusterd >/dev/null || need+=(glusterfs-server glusterfs-client)
-[ ${#need[@]} -eq 0 ] || { apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null; }
+[ ${#need[@]} -eq 0 ] || { apt-get update -qq -o DPkg::Lock::Timeout=600 && apt-get install -y -qq -o DPkg::Lock::Timeout=600 "${need[@]}" >/dev/null; }
 ip=$(hostname -I | tr ' ' '\n' | grep -m1 -E '^[0-9]+\.')
 mkdir -p "$out"
 work=$(mktemp -d /tmp/fio-gluster.XXXXXX)

@@ -15,7 +15,7 @@ runtime=${3:-10}
 emulate=${4:-}
 out=${OUT:-$top/docs/results/fio-mount}
 [ "$(id -u)" = 0 ] || { echo "needs root (loop devices, mounts)"; exit 1; }
-command -v fio >/dev/null || { apt-get update -qq && apt-get install -y -qq fio >/dev/null; }
+command -v fio >/dev/null || { apt-get update -qq -o DPkg::Lock::Timeout=600 && apt-get install -y -qq -o DPkg::Lock::Timeout=600 fio >/dev/null; }
 mkdir -p "$out"
 work=$(mktemp -d /tmp/fio-mount.XXXXXX)
 loopdev=""

@@ -43,7 +43,7 @@ busybox_static() {
 }
 if ! have_tools; then
     [ "$(id -u)" = 0 ] || skip "qemu-system-x86, linux-image-amd64, busybox-static or ndctl missing and not root to install them"
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 \
+    { apt-get update -qq -o DPkg::Lock::Timeout=600 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 \
         --no-install-recommends qemu-system-x86 linux-image-amd64 busybox-static ndctl e2fsprogs \
         >/dev/null; } || skip "could not install qemu-system-x86, linux-image-amd64, busybox-static, ndctl"
     have_tools || skip "qemu, a kernel in /boot, a static busybox or ndctl still missing after apt-get"

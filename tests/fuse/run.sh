@@ -30,7 +30,7 @@ command -v make >/dev/null || need_apt+=(make)
 command -v cc >/dev/null || need_apt+=(gcc)
 command -v git >/dev/null || need_apt+=(git)
 if [ ${#need_apt[@]} -gt 0 ]; then
-    apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null
+    apt-get update -qq -o DPkg::Lock::Timeout=600 && apt-get install -y -qq -o DPkg::Lock::Timeout=600 "${need_apt[@]}" >/dev/null
 fi
 source "$here/pjd.sh"
 pjd_setup

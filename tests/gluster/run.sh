@@ -22,7 +22,7 @@ if [ "$(id -u)" != 0 ] || [ ! -e /dev/fuse ]; then
     exit 0
 fi
 if ! command -v glusterd >/dev/null || ! command -v mount.glusterfs >/dev/null; then
-    apt-get update -qq && apt-get install -y -qq glusterfs-server glusterfs-client >/dev/null
+    apt-get update -qq -o DPkg::Lock::Timeout=600 && apt-get install -y -qq -o DPkg::Lock::Timeout=600 glusterfs-server glusterfs-client >/dev/null
 fi
 # Gluster refuses loopback addresses for bricks.
 ip=$(hostname -I | tr ' ' '\n' | grep -m1 -E '^[0-9]+\.' || true)

@@ -46,7 +46,7 @@ command -v cc >/dev/null || need_apt+=(gcc)
 command -v git >/dev/null || need_apt+=(git)
 command -v pgrep >/dev/null || need_apt+=(procps)
 if [ ${#need_apt[@]} -gt 0 ]; then
-    apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null
+    apt-get update -qq -o DPkg::Lock::Timeout=600 && apt-get install -y -qq -o DPkg::Lock::Timeout=600 "${need_apt[@]}" >/dev/null
 fi
 pgbin=$(pg_bin)
 source "$top/tests/fuse/pjd.sh"

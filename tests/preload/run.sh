@@ -34,7 +34,7 @@ command -v g++ >/dev/null || need+=(g++)
 [ -f /usr/include/lmdb.h ] || need+=(liblmdb-dev)
 if [ ${#need[@]} -gt 0 ]; then
     [ "$(id -u)" = 0 ] || { echo "tests/preload: needs ${need[*]} (install them, or run as root)"; exit 1; }
-    apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
+    apt-get update -qq -o DPkg::Lock::Timeout=600 && apt-get install -y -qq -o DPkg::Lock::Timeout=600 "${need[@]}" >/dev/null
 fi
 
 work=$(mktemp -d /tmp/amberfs-preload.XXXXXX)
