@@ -230,7 +230,7 @@ impl Descriptor {
     /// whether to ask for a lease, and where, never what a call does.
     pub(super) fn size(&self) -> u64 {
         self.size
-            .or_else(|| statx(self.fd, None).map(|s| s.stx_size))
+            .or_else(|| state::statx_cached(self.fd, c"", IDENTITY).map(|s| s.stx_size))
             .unwrap_or(0)
     }
 
@@ -387,7 +387,7 @@ impl Slot {
 /// it is open with `O_APPEND`; asked of the kernel without a FUSE round
 /// trip (so the size is the kernel's cached one).
 fn on_mount(fd: c_int, dir: Dir) -> Option<(u64, u64, bool)> {
-    let st = statx(fd, None)?;
+    let st = state::statx_cached(fd, c"", IDENTITY)?;
     let regular = u32::from(st.stx_mode) & libc::S_IFMT == libc::S_IFREG;
     if !regular || st.stx_mnt_id != mount_id()? || st.stx_ino & APPENDS != 0 {
         return None;
@@ -409,7 +409,7 @@ fn mount_id() -> Option<u64> {
         0 => {
             let cfg = state::config()?;
             let path = CString::new(cfg.mount.clone()).ok()?;
-            let id = statx(libc::AT_FDCWD, Some(&path))
+            let id = state::statx_cached(libc::AT_FDCWD, &path, IDENTITY)
                 .filter(|s| s.stx_attributes & libc::STATX_ATTR_MOUNT_ROOT as u64 != 0)
                 .map_or(u64::MAX, |s| s.stx_mnt_id);
             MOUNT_ID.store(id, Ordering::Relaxed);
@@ -420,31 +420,14 @@ fn mount_id() -> Option<u64> {
     (id != u64::MAX).then_some(id)
 }
 
-/// statx of `fd` (or of `path` from the working directory) with the
-/// kernel's cached attributes: on FUSE, no request to the daemon.
-fn statx(fd: c_int, path: Option<&CString>) -> Option<libc::statx> {
-    // SAFETY: an all-zero statx is valid; the call writes into it.
-    let mut st: libc::statx = unsafe { std::mem::zeroed() };
-    let (p, flags) = match path {
-        Some(p) => (p.as_ptr(), libc::AT_STATX_DONT_SYNC),
-        None => (c"".as_ptr(), libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC),
-    };
-    let mask = libc::STATX_TYPE | libc::STATX_INO | libc::STATX_SIZE | libc::STATX_MNT_ID;
-    // SAFETY: a NUL-terminated path and a statx we own.
-    let r = unsafe { libc::syscall(libc::SYS_statx, fd, p, flags, mask, &raw mut st) };
-    (r == 0 && st.stx_mask & libc::STATX_MNT_ID != 0).then_some(st)
-}
+/// What a leased call asks of the kernel about a descriptor or the
+/// mount root: type, inode, size and mount id.
+const IDENTITY: u32 = libc::STATX_TYPE | libc::STATX_INO | libc::STATX_SIZE | libc::STATX_MNT_ID;
 
 /// Every basic attribute of `fd` as the kernel has it cached (no FUSE
 /// request).
 pub(super) fn statx_cached(fd: c_int) -> Option<libc::statx> {
-    // SAFETY: an all-zero statx is valid; the call writes into it.
-    let mut st: libc::statx = unsafe { std::mem::zeroed() };
-    let flags = libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC;
-    let basic = libc::STATX_BASIC_STATS;
-    // SAFETY: a NUL-terminated path and a statx we own.
-    let r = unsafe { libc::syscall(libc::SYS_statx, fd, c"".as_ptr(), flags, basic, &raw mut st) };
-    (r == 0 && st.stx_mask & basic == basic).then_some(st)
+    state::statx_cached(fd, c"", libc::STATX_BASIC_STATS)
 }
 
 pub(super) fn seek(fd: c_int, off: i64, whence: c_int) -> Option<i64> {

@@ -274,22 +274,7 @@ const _: () = assert!(std::mem::size_of::<MntIdReq>() == 24);
 /// statmount without asking the file system; `Some(false)` if `path` is
 /// not a mount's root; None where the kernel cannot say so (before 6.8).
 fn statmount_is_fuse(path: &std::ffi::CStr) -> Option<bool> {
-    // SAFETY: an all-zero statx is valid; the call writes into it.
-    let mut sx: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: a NUL-terminated path and a statx we own.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_statx,
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            libc::AT_STATX_DONT_SYNC,
-            STATX_MNT_ID_UNIQUE,
-            &raw mut sx,
-        )
-    };
-    if r != 0 || sx.stx_mask & STATX_MNT_ID_UNIQUE == 0 {
-        return None;
-    }
+    let sx = statx_cached(libc::AT_FDCWD, path, STATX_MNT_ID_UNIQUE)?;
     if sx.stx_attributes & libc::STATX_ATTR_MOUNT_ROOT as u64 == 0 {
         return Some(false);
     }
@@ -305,6 +290,36 @@ fn statmount_is_fuse(path: &std::ffi::CStr) -> Option<bool> {
     // SAFETY: a request and an answer buffer of `len` bytes we own.
     let r = unsafe { libc::syscall(SYS_STATMOUNT, &raw const req, &raw mut sm, len, 0) };
     (r == 0 && sm.mask & STATMOUNT_SB_BASIC != 0).then_some(sm.sb_magic == FUSE_SUPER_MAGIC as u64)
+}
+
+/// statx of `path` from `dirfd` (of `dirfd` itself for an empty path)
+/// with the kernel's cached attributes (`AT_STATX_DONT_SYNC`: on FUSE, no
+/// request to the daemon); None unless it answered every field of `mask`.
+pub(super) fn statx_cached(
+    dirfd: libc::c_int,
+    path: &std::ffi::CStr,
+    mask: u32,
+) -> Option<libc::statx> {
+    let empty = if path.is_empty() {
+        libc::AT_EMPTY_PATH
+    } else {
+        0
+    };
+    let flags = empty | libc::AT_STATX_DONT_SYNC;
+    // SAFETY: an all-zero statx is valid; the call writes into it.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a statx we own.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_statx,
+            dirfd,
+            path.as_ptr(),
+            flags,
+            mask,
+            &raw mut st,
+        )
+    };
+    (r == 0 && st.stx_mask & mask == mask).then_some(st)
 }
 
 /// A served descriptor's pool and a pass through its gate; None for a

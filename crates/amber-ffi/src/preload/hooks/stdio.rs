@@ -215,8 +215,11 @@ pub unsafe fn fopen64(p: *const c_char, mode: *const c_char) -> *mut FILE {
 
 /// A stream libc opened: its descriptor, made by libc's own open (or,
 /// for freopen, its own dup3) where no hook sees it, may carry the lease
-/// path's hints of a number closed behind the hooks (fclose's own close)
-/// — the same file's, open for writing then: they go.
+/// path's hints of a number closed behind the hooks (fclose's own close):
+/// they go. The mount's close count already has a leased descriptor
+/// asked again (design.md §17.9); this forgets the hints of any other,
+/// such as a pipe's `ELSEWHERE`, that would keep a file on the mount
+/// from ever being leased.
 ///
 /// # Safety
 /// `s` is null or a live stream.
