@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs Amber like a library and a file system: the amberfs CLI, the
 # mount(8) helper mount.fuse.amberfs (a link to it), libamberfs.so and
-# libamberfs.a, libamberfs_preload.so, amberfs.h and amberfs.pc for
+# libamberfs.a, libamberfs_preload.so (and the libamberfs_served.so it
+# loads), amberfs.h and amberfs.pc for
 # pkg-config.
 #
 #   bash install.sh [--prefix DIR] [--destdir DIR] [--sbindir DIR] [--from TARGET_DIR]
@@ -30,18 +31,18 @@ while [ $# -gt 0 ]; do
 done
 case $prefix in /*) ;; *) echo "install.sh: --prefix must be absolute" >&2; exit 2 ;; esac
 if [ -z "$from" ]; then
-    (cd "$top" && cargo build --release -p amber-cli -p amber-ffi -p amber-ffi-preload)
+    (cd "$top" && cargo build --release -p amber-cli -p amber-ffi -p amber-ffi-preload -p amber-ffi-served)
     from=$top/target/release
 fi
 from=$(cd "$from" && pwd)
-for f in amberfs libamberfs.so libamberfs.a libamberfs_preload.so; do
-    [ -f "$from/$f" ] || { echo "install.sh: $from/$f missing (build amber-cli, amber-ffi and amber-ffi-preload)" >&2; exit 1; }
+for f in amberfs libamberfs.so libamberfs.a libamberfs_preload.so libamberfs_served.so; do
+    [ -f "$from/$f" ] || { echo "install.sh: $from/$f missing (build amber-cli, amber-ffi, amber-ffi-preload and amber-ffi-served)" >&2; exit 1; }
 done
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$top/Cargo.toml" | head -1)
 root=$destdir$prefix
 install -d "$root/bin" "$root/lib/pkgconfig" "$root/include" "$destdir$sbindir"
 install -m 0755 "$from/amberfs" "$root/bin/amberfs"
-install -m 0755 "$from/libamberfs.so" "$from/libamberfs_preload.so" "$root/lib/"
+install -m 0755 "$from/libamberfs.so" "$from/libamberfs_preload.so" "$from/libamberfs_served.so" "$root/lib/"
 install -m 0644 "$from/libamberfs.a" "$root/lib/"
 install -m 0644 "$top/crates/amber-ffi/include/amberfs.h" "$root/include/"
 ln -sf "$prefix/bin/amberfs" "$destdir$sbindir/mount.fuse.amberfs"

@@ -26,7 +26,7 @@ amberfs=$bin/amberfs
 lib=$bin/libamberfs_preload.so
 [ "$(id -u)" = 0 ] || { echo "needs root (loop device, mounts)"; exit 1; }
 [ -x "$amberfs" ] && [ -f "$lib" ] || {
-    echo "build first: cargo build --release -p amber-cli -p amber-ffi-preload"; exit 1; }
+    echo "build first: cargo build --release -p amber-cli -p amber-ffi-preload -p amber-ffi-served"; exit 1; }
 for f in /usr/include/sqlite3.h /usr/include/lmdb.h; do
     [ -f "$f" ] || { echo "needs $f (apt-get install libsqlite3-dev liblmdb-dev)"; exit 1; }
 done

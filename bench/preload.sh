@@ -26,7 +26,7 @@ amberfs=$bin/amberfs
 lib=$bin/libamberfs_preload.so
 [ "$(id -u)" = 0 ] || { echo "needs root (loop device, mounts)"; exit 1; }
 [ -x "$amberfs" ] && [ -f "$lib" ] && [ -f "$bin/libamberfs.so" ] || {
-    echo "build first: cargo build --release -p amber-cli -p amber-ffi -p amber-ffi-preload"; exit 1; }
+    echo "build first: cargo build --release -p amber-cli -p amber-ffi -p amber-ffi-preload -p amber-ffi-served"; exit 1; }
 for tool in fio sqlite3 cc mkfs.ext4; do
     command -v $tool >/dev/null || { echo "needs $tool (apt-get install fio sqlite3 gcc e2fsprogs)"; exit 1; }
 done

@@ -93,11 +93,12 @@ mkdir -p "$root"/{bin,sbin,usr/local/bin,proc,sys,dev,tmp,run,mnt,etc}
 cp "$(busybox_static)" "$root/bin/busybox"
 install_bin "$(command -v ndctl)" "$(command -v mke2fs)" "$amberfs"
 # Mapped files under the interposer: tests/preload/mapped.c and the
-# interposer built beside the amberfs binary (with its libraries).
+# interposer (the shim and the library it loads) built beside the
+# amberfs binary, with their libraries.
 preload=$(dirname "$amberfs")/libamberfs_preload.so
 if command -v cc >/dev/null && [ -f "$preload" ]; then
     cc -O1 -o "$work/mapped" "$top/tests/preload/mapped.c"
-    install_bin "$work/mapped" "$preload"
+    install_bin "$work/mapped" "$preload" "$(dirname "$preload")/libamberfs_served.so"
 fi
 [ -e /etc/mke2fs.conf ] && cp /etc/mke2fs.conf "$root/etc/"
 install_modules

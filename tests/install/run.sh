@@ -26,5 +26,5 @@ cc -Wall -Werror -o "$prefix/example-static" "$example" $(pkg-config --cflags am
 "$prefix/example-static" "$pool"
 "$prefix/bin/amberfs" --version
 test "$(readlink "$prefix/sbin/mount.fuse.amberfs")" = "$prefix/bin/amberfs"
-test -f "$prefix/lib/libamberfs_preload.so" && test -f "$prefix/include/amberfs.h"
+test -f "$prefix/lib/libamberfs_preload.so" && test -f "$prefix/lib/libamberfs_served.so" && test -f "$prefix/include/amberfs.h"
 echo "tests/install: ok"

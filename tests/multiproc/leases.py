@@ -17,6 +17,8 @@ this (not preloaded) process:
 * a descriptor open for writing only is not read;
 * a descriptor closed and its number reopened on another file by raw
   system calls reads the new file;
+* the shim loads the interposer only for a descriptor on the mount read
+  a few times, never without a mount named;
 * kill -9 of a lessee gives its leases back; a lessee that does not answer
   a recall (SIGSTOP) is killed and the change goes ahead;
 * kill -9 of the daemon: a lessee's next read fails, never shows old bytes;
@@ -331,6 +333,29 @@ def a_descriptor_reopened_behind_the_hooks_reads_its_new_file(m, rng):
     p.wait()
 
 
+def the_interposer_is_loaded_only_for_a_reason(m, rng):
+    """The shim a program preloads loads the interposer (design.md
+    §17.11) only once a descriptor on the mount has been read a few
+    times: not for a few reads, not for many reads of a pipe or of a file
+    elsewhere, and never where the environment names no mount."""
+    write_file(m.path("shim"), rng.randbytes(64 << 10))
+    code = ("import os,sys\n"
+            "def loaded():\n"
+            "  return any('libamberfs_served' in l for l in open('/proc/self/maps'))\n"
+            "r,w=os.pipe(); os.write(w,b'x'*100); other=os.open('/proc/self/exe',os.O_RDONLY)\n"
+            "for i in range(100): os.read(r,1); os.pread(other,1,i)\n"
+            "fd=os.open(sys.argv[1],os.O_RDONLY)\n"
+            "for i in range(5): os.pread(fd,100,i)\n"
+            "a=loaded()\n"
+            "for i in range(60): os.pread(fd,100,i)\n"
+            "print(a, loaded())\n")
+    run = lambda env: subprocess.run([sys.executable, "-c", code, m.path("shim")], env=env,
+                                     check=True, capture_output=True, text=True).stdout.split()
+    assert run(m.env()) == ["False", "True"], "loaded too soon, or never"
+    plain = dict(os.environ, LD_PRELOAD=m.lib)
+    assert run(plain) == ["False", "False"], "loaded with no mount named"
+
+
 def wait_for(cond, what, seconds=20):
     deadline = time.time() + seconds
     while not cond():
@@ -384,6 +409,7 @@ CASES = [
     a_forked_child_reads_right,
     a_write_only_descriptor_is_not_read,
     a_descriptor_reopened_behind_the_hooks_reads_its_new_file,
+    the_interposer_is_loaded_only_for_a_reason,
     a_killed_lessee_gives_its_leases_back,
     an_unanswered_recall_cuts_the_lessee_off,
     a_dead_daemon_fails_reads,

@@ -34,7 +34,7 @@ if [ "$(id -u)" != 0 ] || [ ! -e /dev/fuse ]; then
     exit 0
 fi
 [ -x "$amberfs" ] && [ -f "$lib" ] || {
-    echo "tests/multiproc: build first: cargo build -p amber-cli -p amber-ffi-preload"; exit 1; }
+    echo "tests/multiproc: build first: cargo build -p amber-cli -p amber-ffi-preload -p amber-ffi-served"; exit 1; }
 
 # Debian's server binaries, of whichever major version it ships.
 pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }

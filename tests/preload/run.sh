@@ -13,7 +13,7 @@
 #   bash tests/preload/run.sh [TARGET_DIR]     (default target/debug)
 #
 # Needs amberfs and libamberfs_preload.so built in TARGET_DIR (cargo build -p
-# amber-cli -p amber-ffi-preload). Installs sqlite3, fio, g++,
+# amber-cli -p amber-ffi-preload -p amber-ffi-served). Installs sqlite3, fio, g++,
 # libleveldb-dev, libsqlite3-dev and liblmdb-dev from Debian when root
 # and missing. Any failure exits
 # non-zero; the FUSE step is skipped (said so) without root or /dev/fuse.
@@ -23,7 +23,7 @@ top=$(cd "$here/../.." && pwd)
 bin=$(cd "${1:-$top/target/debug}" && pwd)
 amberfs=$bin/amberfs
 lib=$bin/libamberfs_preload.so
-[ -x "$amberfs" ] && [ -f "$lib" ] || { echo "tests/preload: build first: cargo build -p amber-cli -p amber-ffi-preload"; exit 1; }
+[ -x "$amberfs" ] && [ -f "$lib" ] || { echo "tests/preload: build first: cargo build -p amber-cli -p amber-ffi-preload -p amber-ffi-served"; exit 1; }
 
 need=()
 command -v sqlite3 >/dev/null || need+=(sqlite3)

@@ -227,6 +227,38 @@ fn a_busy_pool_fails_calls_under_the_mount_saying_why() {
     );
 }
 
+/// The shim without the served library beside it, where this process
+/// would serve the pool (no FUSE mount up): the first call ends the
+/// process saying why, and nothing reaches the kernel's directory.
+#[test]
+fn a_shim_without_its_interposer_ends_the_process_saying_why() {
+    let work = tempfile::tempdir().unwrap();
+    let p = pool("alone");
+    let alone = work.path().join("libamberfs_preload.so");
+    std::fs::copy(lib(), &alone).expect("copy the shim");
+    let target = work.path().join("f");
+    let mut c = Command::new("cp");
+    c.env("LD_PRELOAD", &alone)
+        .env("AMBERFS_POOL", &*p)
+        .env("AMBERFS_MOUNT", work.path())
+        .arg("/etc/hostname")
+        .arg(&target);
+    let out = c.output().expect("run cp");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "cp without the interposer succeeded");
+    assert!(
+        stderr.contains("cannot load libamberfs_served.so"),
+        "stderr: {stderr}"
+    );
+    assert!(!target.exists(), "the copy reached the kernel's directory");
+    // With no pool named the shim never needs it.
+    let mut c = Command::new("cp");
+    c.env("LD_PRELOAD", &alone)
+        .arg("/etc/hostname")
+        .arg(&target);
+    ok(c);
+}
+
 #[test]
 fn kill_9_loses_nothing_fsynced() {
     let work = tempfile::tempdir().unwrap();

@@ -20,14 +20,15 @@ pub mod capi;
 pub mod posix;
 pub mod preload;
 
-/// Defines the interposer's exported symbols: each libc function it
-/// covers, under libc's name, calling its hook in [`preload::hooks`].
-/// Invoked once, by the package amber-ffi-preload, whose cdylib is
-/// `libamberfs_preload.so`; libamberfs itself exports none of these.
+/// Calls macro `$m` with the list of libc functions the interposer
+/// covers, each with libc's signature: the one list the served library's
+/// table of hooks ([`preload::table`]) and the shim's exports
+/// ([`export_shim!`]) are both made from, so the two cannot disagree.
+#[doc(hidden)]
 #[macro_export]
-macro_rules! export_preload {
-    () => {
-        $crate::__export_hooks! {
+macro_rules! with_hook_list {
+    ($($m:tt)+) => {
+        $($m)+! {
             open(p: *const c_char, fl: c_int, m: mode_t) -> c_int;
             open64(p: *const c_char, fl: c_int, m: mode_t) -> c_int;
             openat(d: c_int, p: *const c_char, fl: c_int, m: mode_t) -> c_int;
@@ -179,23 +180,77 @@ macro_rules! export_preload {
     };
 }
 
-/// The exported wrappers `export_preload!` lists (not for direct use).
+/// Defines `libamberfs_preload.so`'s exports (the package
+/// amber-ffi-preload): each libc function the interposer covers, under
+/// libc's name, passed to libc until the process has a reason to load
+/// the served library, and to the served library's hook after
+/// ([`preload::shim`], design.md §17.11).
+#[macro_export]
+macro_rules! export_shim {
+    () => {
+        $crate::with_hook_list!($crate::__export_shim);
+    };
+}
+
+/// Defines `libamberfs_served.so`'s one export (the package
+/// amber-ffi-served): the table of the interposer's hooks, which the
+/// shim loads with dlopen and calls through ([`preload::table`]).
+#[macro_export]
+macro_rules! export_served {
+    () => {
+        /// The served library's hooks, for the shim that loaded it;
+        /// `next` finds libc's own functions for it.
+        #[no_mangle]
+        pub extern "C" fn amberfs_served_hooks(
+            next: $crate::preload::table::NextSymbol,
+        ) -> &'static $crate::preload::table::Hooks {
+            $crate::preload::table::hand_over(next)
+        }
+    };
+}
+
+/// The shim's exports (`export_shim!`; not for direct use): each passes
+/// its call to the served library's hook once that is loaded, and to
+/// libc's function of its name before ([`preload::shim::served`] says
+/// which, and notes what it must).
 #[doc(hidden)]
 #[macro_export]
-macro_rules! __export_hooks {
-    ($($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
-        /// libc's names, exported: each calls its hook in amber-ffi.
+macro_rules! __export_shim {
+    ($($name:ident($a0:ident: $t0:ty $(, $arg:ident: $ty:ty)*) -> $ret:ty;)*) => {
+        /// libc's names, exported: each calls the served library's hook
+        /// or libc's function.
         #[doc(hidden)]
-        #[allow(non_snake_case, clippy::missing_safety_doc)]
+        // `unreachable_code` and `diverging_sub_expression`: for _exit
+        // and _Exit, which return `!`.
+        #[allow(
+            non_snake_case,
+            clippy::missing_safety_doc,
+            clippy::diverging_sub_expression,
+            unreachable_code
+        )]
         pub mod amberfs_preload_exports {
             #[allow(unused_imports)]
             use $crate::preload::types::*;
+            use $crate::preload::shim::{self, Call};
             $(
                 #[no_mangle]
-                pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-                    // SAFETY: the C caller's contract is the hook's, which
-                    // is libc's for this function.
-                    unsafe { $crate::preload::hooks::$name($($arg),*) }
+                #[link_section = ".text.amberfs_shim"]
+                pub unsafe extern "C" fn $name($a0: $t0 $(, $arg: $ty)*) -> $ret {
+                    const CALL: Call = Call::of(stringify!($name));
+                    if let Some(h) = shim::served(CALL, shim::fds(&($a0, $($arg,)*))) {
+                        // SAFETY: the C caller's contract is the hook's,
+                        // which is libc's for this function.
+                        return unsafe { (h.$name)($a0 $(, $arg)*) };
+                    }
+                    static NEXT: ::std::sync::atomic::AtomicUsize =
+                        ::std::sync::atomic::AtomicUsize::new(0);
+                    let f = $crate::preload::real::lookup(&NEXT, concat!(stringify!($name), "\0"));
+                    // SAFETY: `f` is libc's function of this name, whose C
+                    // signature this is.
+                    let f: unsafe extern "C" fn($t0 $(, $ty)*) -> $ret =
+                        unsafe { ::std::mem::transmute(f) };
+                    // SAFETY: the caller's contract.
+                    unsafe { f($a0 $(, $arg)*) }
                 }
             )*
         }

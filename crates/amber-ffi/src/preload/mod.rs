@@ -1,14 +1,21 @@
-//! The LD_PRELOAD interposer (libamberfs_preload.so, built by the package
-//! amber-ffi-preload through [`crate::export_preload!`]). `state` decides
-//! who serves a call, `route` where a path leads, `real` reaches libc's
-//! own functions, and `hooks` has one function per covered libc call.
+//! The LD_PRELOAD interposer. A program preloads the shim,
+//! libamberfs_preload.so (`shim`, built by the package amber-ffi-preload
+//! through [`crate::export_shim!`]), which loads the interposer itself,
+//! libamberfs_served.so (the package amber-ffi-served,
+//! [`crate::export_served!`]), when the process has a reason to, and
+//! calls its hooks through `table` from then on. In the served library
+//! `state` decides who serves a call, `route` where a path leads, and
+//! `hooks` has one function per covered libc call; `real` reaches libc's
+//! own functions in both.
 
 pub mod hooks;
 pub mod lessee;
 pub mod lessee_write;
 pub mod real;
 pub mod route;
+pub mod shim;
 pub mod state;
+pub mod table;
 
 /// The C types the exported hooks' signatures use.
 pub mod types {

@@ -1,18 +1,37 @@
-//! libc's own functions, found with dlsym(RTLD_NEXT) the first time each
-//! is needed: what a hook calls for everything it does not serve. libc's
-//! variadic open, openat and fcntl are called with their optional
-//! argument always present, which the x86-64 calling convention allows.
+//! libc's own functions, found the first time each is needed: what a
+//! hook calls for everything it does not serve. libc's variadic open,
+//! openat and fcntl are called with their optional argument always
+//! present, which the x86-64 calling convention allows.
+//!
+//! In the shim (libamberfs_preload.so) a function is found with
+//! dlsym(RTLD_NEXT), the next definition after the shim's own. The
+//! served library is loaded with dlopen, outside that search order, so
+//! the shim hands it a finder that asks from the shim's place
+//! (`set_next`): the served library's libc is what the shim's would be,
+//! never the shim's own export (which would call the served hook again).
 
 use std::ffi::{c_char, c_int, c_ulong, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use libc::{dirent64, mode_t, off64_t, size_t, ssize_t, DIR, FILE};
 
+use super::table::NextSymbol;
+
+/// The finder the shim handed over (a `NextSymbol`), or 0: dlsym's
+/// RTLD_NEXT from here.
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// Finds libc's functions with `next` from now on (set once, by the shim,
+/// before any hook of the served library runs).
+pub fn set_next(next: NextSymbol) {
+    NEXT.store(next as usize, Ordering::Release);
+}
+
 /// The address of libc's `name` (NUL-terminated), cached in `slot`:
 /// one load once found, so a passed-through call can end in a jump to
 /// libc (the hook inlined around it).
 #[inline]
-fn lookup(slot: &AtomicUsize, name: &'static str) -> usize {
+pub fn lookup(slot: &AtomicUsize, name: &'static str) -> usize {
     match slot.load(Ordering::Relaxed) {
         0 => resolve(slot, name),
         f => f,
@@ -22,8 +41,15 @@ fn lookup(slot: &AtomicUsize, name: &'static str) -> usize {
 /// Finds libc's `name` the first time it is needed.
 #[cold]
 fn resolve(slot: &AtomicUsize, name: &'static str) -> usize {
-    // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name.
-    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) } as usize;
+    let next = NEXT.load(Ordering::Acquire);
+    let f = if next == 0 {
+        // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name.
+        unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) as usize }
+    } else {
+        // SAFETY: NEXT only ever holds a `NextSymbol` (`set_next`).
+        let next: NextSymbol = unsafe { std::mem::transmute(next) };
+        next(name.as_ptr().cast()) as usize
+    };
     if f == 0 {
         // The program calls a function its libc lacks: nothing to fall
         // back to.
