@@ -335,7 +335,7 @@ def a_descriptor_reopened_behind_the_hooks_reads_its_new_file(m, rng):
 
 def the_interposer_is_loaded_only_for_a_reason(m, rng):
     """The shim a program preloads loads the interposer (design.md
-    §17.11) only once a descriptor on the mount has been read a few
+    §17.12) only once a descriptor on the mount has been read a few
     times: not for a few reads, not for many reads of a pipe or of a file
     elsewhere, and never where the environment names no mount."""
     write_file(m.path("shim"), rng.randbytes(64 << 10))

@@ -184,7 +184,7 @@ macro_rules! with_hook_list {
 /// amber-ffi-preload): each libc function the interposer covers, under
 /// libc's name, passed to libc until the process has a reason to load
 /// the served library, and to the served library's hook after
-/// ([`preload::shim`], design.md §17.11).
+/// ([`preload::shim`], design.md §17.12).
 #[macro_export]
 macro_rules! export_shim {
     () => {

@@ -1,6 +1,6 @@
 //! `libamberfs_preload.so`, the library a program preloads: a shim that
 //! passes every call to libc until the process has a reason to load the
-//! interposer itself, `libamberfs_served.so` (design.md §17.11).
+//! interposer itself, `libamberfs_served.so` (design.md §17.12).
 //!
 //! Why: every program of a shell script, a make or a git run loads what
 //! it preloads, and the interposer is a 3 MB library with the whole file

@@ -1,4 +1,4 @@
-//! The served library's hooks as one table (design.md §17.11): what
+//! The served library's hooks as one table (design.md §17.12): what
 //! `libamberfs_served.so` hands the shim that loaded it, one C function
 //! per libc function the interposer covers, made from the same list as
 //! the shim's exports (`with_hook_list!`). `layout` is a hash of that
