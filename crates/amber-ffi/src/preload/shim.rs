@@ -51,6 +51,9 @@ const MASK: usize = COUNTED - 1;
 /// How long a mount seen at the directory is taken to be there (as the
 /// interposer's `state::fuse_mounted` does).
 const MOUNT_TRUSTED_NS: u64 = 1_000_000_000;
+/// How long a thread waits for another's first call to decide
+/// (`wait_decided`): loading the served library takes ~0.3 ms.
+const DECIDING_WAIT_NS: u64 = 1_000_000_000;
 /// The served library's file name, looked for beside the shim.
 const SERVED: &str = "libamberfs_served.so";
 
@@ -68,6 +71,8 @@ struct Shim {
     hooks: AtomicPtr<Hooks>,
     /// `Mode` as a byte.
     mode: AtomicU8,
+    /// The thread deciding (`pthread_self`), while `Mode::Deciding`.
+    decider: AtomicU64,
     /// Other calls since the process began (`CALLS_BETWEEN_CLOCKS`).
     other_calls: AtomicU32,
     /// The mount's id as statx gives it (`state::fuse_mount_id`), while
@@ -82,6 +87,7 @@ static SHIM: Shim = Shim {
     counts: [const { AtomicU8::new(0) }; COUNTED],
     hooks: AtomicPtr::new(std::ptr::null_mut()),
     mode: AtomicU8::new(Mode::Undecided as u8),
+    decider: AtomicU64::new(0),
     other_calls: AtomicU32::new(0),
     mount_id: AtomicU64::new(0),
     trusted_until: AtomicU64::new(0),
@@ -91,8 +97,13 @@ static SHIM: Shim = Shim {
 #[repr(u8)]
 enum Mode {
     Undecided = 0,
-    /// A thread is deciding, or loading the served library: calls pass.
-    Busy,
+    /// The process's first call is deciding (and maybe loading the
+    /// served library with no mount up): the deciding thread's own calls
+    /// pass to libc, other threads wait (`wait_decided`).
+    Deciding,
+    /// A thread is loading the served library with a mount up: calls pass
+    /// to libc, and the kernel serves them.
+    Loading,
     /// No pool or mount named: nothing is ever served.
     Off,
     /// A mount is up: calls pass until one gives a reason to load.
@@ -238,8 +249,9 @@ pub fn served(call: Call, fds: (Option<c_int>, Option<c_int>)) -> Option<&'stati
         return Some(unsafe { &*h });
     }
     match mode() {
-        Mode::Off | Mode::Busy | Mode::Done => None,
-        Mode::Undecided => decide(),
+        Mode::Off | Mode::Loading | Mode::Done => None,
+        Mode::Undecided => decide(call, fds),
+        Mode::Deciding => wait_decided(call, fds),
         Mode::Lazy => noted(call, fds),
     }
 }
@@ -248,9 +260,10 @@ pub fn served(call: Call, fds: (Option<c_int>, Option<c_int>)) -> Option<&'stati
 fn mode() -> Mode {
     match SHIM.mode.load(Ordering::Acquire) {
         0 => Mode::Undecided,
-        1 => Mode::Busy,
-        2 => Mode::Off,
-        3 => Mode::Lazy,
+        1 => Mode::Deciding,
+        2 => Mode::Loading,
+        3 => Mode::Off,
+        4 => Mode::Lazy,
         _ => Mode::Done,
     }
 }
@@ -258,14 +271,18 @@ fn mode() -> Mode {
 /// At the process's first call: whether to serve nothing, to wait for a
 /// reason, or to load the served library now.
 #[cold]
-fn decide() -> Option<&'static Hooks> {
+fn decide(call: Call, fds: (Option<c_int>, Option<c_int>)) -> Option<&'static Hooks> {
     if SHIM
         .mode
-        .compare_exchange(0, Mode::Busy as u8, Ordering::AcqRel, Ordering::Acquire)
+        .compare_exchange(0, Mode::Deciding as u8, Ordering::AcqRel, Ordering::Acquire)
         .is_err()
     {
-        return None;
+        return wait_decided(call, fds);
     }
+    // Before this thread makes any call a hook sees.
+    // SAFETY: pthread_self has no preconditions.
+    SHIM.decider
+        .store(unsafe { libc::pthread_self() } as u64, Ordering::Relaxed);
     let Some(mount) = named_mount() else {
         SHIM.mode.store(Mode::Off as u8, Ordering::Release);
         return None;
@@ -278,6 +295,30 @@ fn decide() -> Option<&'static Hooks> {
         return None;
     }
     load(true)
+}
+
+/// Another thread's call while the first decides: with no mount up this
+/// process is about to serve the pool, and a call passed to libc now could
+/// reach the kernel's directory, so it waits (yielding) until the decision
+/// is made and goes where it says; the deciding thread's own calls (inside
+/// dlopen) pass. Bounded (`DECIDING_WAIT_NS`): a thread that holds what the
+/// decider waits for (the dynamic loader's lock, in a library's
+/// constructor) must not wait for ever.
+#[cold]
+fn wait_decided(call: Call, fds: (Option<c_int>, Option<c_int>)) -> Option<&'static Hooks> {
+    // SAFETY: pthread_self has no preconditions.
+    if SHIM.decider.load(Ordering::Relaxed) == unsafe { libc::pthread_self() } as u64 {
+        return None;
+    }
+    let deadline = state::coarse_now_ns() + DECIDING_WAIT_NS;
+    while mode() == Mode::Deciding {
+        if state::coarse_now_ns() > deadline {
+            return None;
+        }
+        // SAFETY: sched_yield has no preconditions.
+        unsafe { libc::sched_yield() };
+    }
+    served(call, fds)
 }
 
 /// The mount directory, where the environment names a pool and one (as
@@ -365,13 +406,14 @@ fn recheck() -> Option<&'static Hooks> {
 /// directory it ends, saying why.
 #[cold]
 fn load(eager: bool) -> Option<&'static Hooks> {
-    // Eager: `decide` holds `Mode::Busy` already. Lazy: one thread loads.
+    // Eager: `decide` holds `Mode::Deciding` already. Lazy: one thread
+    // loads.
     if !eager
         && SHIM
             .mode
             .compare_exchange(
                 Mode::Lazy as u8,
-                Mode::Busy as u8,
+                Mode::Loading as u8,
                 Ordering::AcqRel,
                 Ordering::Acquire,
             )
