@@ -5,10 +5,11 @@
 //! Why: every program of a shell script, a make or a git run loads what
 //! it preloads, and the interposer is a 3 MB library with the whole file
 //! system in it (3,700 relocations, 22 more page faults for `/bin/true`,
-//! 35 more for a `cat` whose calls run its hooks): 110-180 µs an exec
-//! here (BENCHMARKS.md, "A shim in front of the interposer"). With a
-//! mount up, a process that never reads or writes much on it has nothing
-//! to gain from the interposer, so it pays only for the shim.
+//! 40 more for a `cat` whose calls run its hooks): 114-238 µs an exec
+//! here, against 78-82 for the shim (BENCHMARKS.md, "A shim in front of
+//! the interposer"). With a mount up, a process that never reads or
+//! writes much on it has nothing to gain from the interposer, so it pays
+//! only for the shim.
 //!
 //! When the served library is loaded:
 //! * at the first call, where the environment names a pool and a mount
@@ -82,6 +83,8 @@ struct Shim {
     /// there.
     trusted_until: AtomicU64,
 }
+
+const _: () = assert!(std::mem::size_of::<Shim>() == 4096);
 
 static SHIM: Shim = Shim {
     counts: [const { AtomicU8::new(0) }; COUNTED],
@@ -422,13 +425,15 @@ fn load(eager: bool) -> Option<&'static Hooks> {
         return None;
     }
     let loaded = open_served();
+    if let Ok(hooks) = loaded {
+        // The table before the mode: a thread waiting out `Deciding` that
+        // sees `Done` must find it.
+        SHIM.hooks
+            .store(std::ptr::from_ref(hooks).cast_mut(), Ordering::Release);
+    }
     SHIM.mode.store(Mode::Done as u8, Ordering::Release);
     match loaded {
-        Ok(hooks) => {
-            SHIM.hooks
-                .store(std::ptr::from_ref(hooks).cast_mut(), Ordering::Release);
-            Some(hooks)
-        }
+        Ok(hooks) => Some(hooks),
         Err(why) => {
             let msg = format!("amberfs: cannot load {SERVED}: {why}\n");
             // SAFETY: write(2) to stderr of a buffer we own.
