@@ -4,9 +4,11 @@
 //!   `include/amberfs.h`): a pool handle and POSIX-shaped calls on it
 //!   (`capi/`).
 //! * The LD_PRELOAD interposer's code (`preload/`): the package
-//!   `amber-ffi-preload` builds `libamberfs_preload.so` by expanding
-//!   [`export_preload!`], so its exported libc-named symbols are defined
-//!   here, with every unsafe block of both.
+//!   `amber-ffi-preload` builds the shim `libamberfs_preload.so` by
+//!   expanding [`export_shim!`], and `amber-ffi-served` the interposer it
+//!   loads, `libamberfs_served.so`, by expanding [`export_served!`], so
+//!   their exported symbols are defined here, with every unsafe block of
+//!   all three.
 //!
 //! Both sit on `posix/`: POSIX semantics over a mounted pool in safe Rust
 //! (descriptors, open file descriptions, path resolution as the kernel

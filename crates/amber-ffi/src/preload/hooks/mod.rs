@@ -1,6 +1,7 @@
 //! The interposer's hooks: one function per libc function it covers,
-//! with libc's signature. `export_preload!` exports each under libc's
-//! name from libamberfs_preload.so. A hook serves its call when the
+//! with libc's signature, which the shim libamberfs_preload.so calls,
+//! through the served library's table (`preload::table`), for the libc
+//! function of the same name. A hook serves its call when the
 //! descriptor is served or the path leads into the pool, and otherwise
 //! calls libc's own function with the same arguments. Every hook's safety
 //! contract is its libc namesake's: valid pointers for what the call
