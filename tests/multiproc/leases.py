@@ -22,7 +22,8 @@ this (not preloaded) process:
 * kill -9 of a lessee gives its leases back; a lessee that does not answer
   a recall (SIGSTOP) is killed and the change goes ahead;
 * kill -9 of the daemon: a lessee's next read fails, never shows old bytes;
-  the next mount recovers and fsck is clean.
+  the next mount recovers and fsck is clean; a process that had not
+  loaded the interposer notices the new mount and loads it.
 
 Randomized rounds print their seed; pass it as SEED to replay them.
 """
@@ -385,10 +386,25 @@ def an_unanswered_recall_cuts_the_lessee_off(m, rng):
         assert f.read() == b"changed under a stopped lessee"
 
 
+IDLE = ("import hashlib,os,sys,time\n"
+        "def loaded():\n"
+        "  return any('libamberfs_served' in l for l in open('/proc/self/maps'))\n"
+        "print(loaded(), flush=True)\n"
+        "sys.stdin.readline(); time.sleep(1.2)\n"
+        "for _ in range(100): os.stat(sys.argv[1])\n"
+        "print(loaded(), hashlib.sha256(open(sys.argv[1],'rb').read()).hexdigest(), flush=True)\n")
+
+
 def a_dead_daemon_fails_reads(m, rng):
+    """...and a process that had not loaded the interposer when its mount
+    was replaced loads it at its next look (design.md §17.12) and goes on
+    through the new mount."""
     data = rng.randbytes(10_000)
     write_file(m.path("d"), data)
     p = m.spawn("follow", "d")
+    idle = subprocess.Popen([sys.executable, "-c", IDLE, m.path("d")], env=m.env(),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert idle.stdout.readline().strip() == "False", "an idle process loaded the interposer"
     assert ask(p, "read") == f"read {sha(data[:4096])}"
     os.kill(m.daemon, signal.SIGKILL)
     wait_for(lambda: not os.path.exists(f"/proc/{m.daemon}"), "the daemon did not die")
@@ -400,6 +416,8 @@ def a_dead_daemon_fails_reads(m, rng):
     m.mount()
     with open(m.path("d"), "rb") as f:
         assert f.read() == data, "the remount lost the file"
+    assert ask(idle, "go") == f"True {sha(data)}", "the replaced mount went unnoticed"
+    idle.wait()
 
 
 CASES = [
