@@ -230,7 +230,8 @@ fn fuse_at(dir: &[u8]) -> bool {
 /// which every short process of a shell script over the mount paid once,
 /// and its daemon served on the same two cores.
 pub fn fuse_mount_id(path: &std::ffi::CStr) -> Option<u64> {
-    if let Some(sx) = statx_cached(libc::AT_FDCWD, path, STATX_MNT_ID_UNIQUE) {
+    let unique = statx_cached(libc::AT_FDCWD, path, STATX_MNT_ID_UNIQUE);
+    if let Some(sx) = &unique {
         if sx.stx_attributes & libc::STATX_ATTR_MOUNT_ROOT as u64 == 0 {
             return None;
         }
@@ -245,7 +246,10 @@ pub fn fuse_mount_id(path: &std::ffi::CStr) -> Option<u64> {
     if r != 0 || st.f_type != FUSE_SUPER_MAGIC {
         return None;
     }
-    statx_cached(libc::AT_FDCWD, path, libc::STATX_MNT_ID).map(|sx| sx.stx_mnt_id)
+    // The same kind of id `mount_id_of` gives where statmount was refused.
+    unique
+        .or_else(|| statx_cached(libc::AT_FDCWD, path, libc::STATX_MNT_ID))
+        .map(|sx| sx.stx_mnt_id)
 }
 
 /// The id of the mount descriptor `fd` is on: the 64-bit one where the
