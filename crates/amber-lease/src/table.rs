@@ -658,6 +658,7 @@ mod tests {
                     blocks: (100..100 + n as u64).collect(),
                     mapped: 1,
                     head: Some((0, 256)),
+                    slots: None,
                 },
                 records: 1 << 16,
                 log: 1 << 15,

@@ -372,6 +372,49 @@ pub struct LeasedWrites {
     pub mapped: u64,
     /// Its block at the highest index then, as (file block, block).
     pub head: Option<(u64, u64)>,
+    /// Zone slots for the lessee's small overwrites, where the policy
+    /// keeps a one-fence zone (design.md §17.13).
+    pub slots: Option<LeasedSlots>,
+}
+
+/// Zone slots a write lease's holder commits small overwrites into, as
+/// extents of the one-fence zone (design.md §11.7, §17.13): runs of free
+/// slots of the file's sub-zone, each inside one chunk, and the write
+/// numbers its heads may carry, `seq..seq + ` the slots (one per extent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeasedSlots {
+    /// The first write number a head may carry: above the file's floor
+    /// and every head it had.
+    pub seq: u64,
+    /// Bytes per slot.
+    pub slot_size: u32,
+    /// The runs, in the order the lessee fills them.
+    pub runs: Vec<SlotRun>,
+}
+
+impl LeasedSlots {
+    /// Slots in all runs: also how many write numbers the lease has.
+    pub fn count(&self) -> u64 {
+        self.runs.iter().map(|r| u64::from(r.slots)).sum()
+    }
+}
+
+/// Most runs of slots one grant carries.
+pub const MAX_SLOT_RUNS: usize = 16;
+
+/// Consecutive free slots of one chunk, granted: slot `i` of the run has
+/// its head at `head_at + 32 i` and its data at `data_at + i × slot size`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotRun {
+    /// The sub-zone's number of its first slot (the daemon's, for
+    /// adoption; the lessee needs only the offsets).
+    pub first: u32,
+    /// Slots in the run.
+    pub slots: u32,
+    /// The pool offset of its first slot's head.
+    pub head_at: u64,
+    /// The pool offset of its first slot's data.
+    pub data_at: u64,
 }
 
 /// What fallocate does: the modes of Linux's fallocate(2) Amber has.

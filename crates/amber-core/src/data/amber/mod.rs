@@ -51,6 +51,11 @@ use std::sync::{Arc, Weak};
 /// Blocks `describe` lists by number; the rest are counted.
 const MAX_DESCRIBED: usize = 32;
 
+/// Zone slots a write lease gets per granted block (design.md §17.13):
+/// 4,096 for a full grant, so a lessee's 128-byte overwrites (two 64-byte
+/// slots each) outlast its blocks' 1,024 writes.
+const SLOTS_PER_LEASED_BLOCK: usize = 4;
+
 /// hunter as amber's engine, keeping the file's DRAM buffer with its
 /// own per-file state (hunter/engine.rs).
 type AmberHunter = Hunter<buffer::FileState>;
@@ -335,7 +340,12 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         st: &mut InodeState,
         n: usize,
     ) -> Result<Option<LeasedWrites>> {
-        self.e.hunter.lease_writes(fs, st, n)
+        let Some(mut writes) = self.e.hunter.lease_writes(fs, st, n)? else {
+            return Ok(None);
+        };
+        let want = u32::try_from(n.saturating_mul(SLOTS_PER_LEASED_BLOCK)).unwrap_or(u32::MAX);
+        writes.slots = self.e.lawn.lease_slots(fs, st, want)?;
+        Ok(Some(writes))
     }
 
     fn adopt(
@@ -345,7 +355,12 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
         lease: &LeasedWrites,
         end: LeaseEnd,
     ) -> Result<usize> {
-        self.e.hunter.adopt(fs, st, lease, end)
+        let blocks = self.e.hunter.adopt(fs, st, lease, end)?;
+        let slices = match &lease.slots {
+            Some(slots) => self.e.lawn.adopt_slots(fs, st, slots, end)?,
+            None => 0,
+        };
+        Ok(blocks + slices)
     }
 
     fn truncate(&self, fs: Context<'_, D>, st: &mut InodeState, size: u64) -> Result<()> {

@@ -55,6 +55,7 @@ impl<X: PerFile> Hunter<X> {
                 blocks,
                 mapped: hf.index.count(),
                 head: hf.index.last(),
+                slots: None,
             }))
         })
     }

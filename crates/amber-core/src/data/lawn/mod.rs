@@ -19,6 +19,7 @@
 //! the bytes written past the end.
 
 mod background;
+mod lease;
 mod onefence;
 pub(crate) mod options;
 mod slices;

@@ -171,7 +171,7 @@ impl Lawn {
     /// free slots fall under the threshold and writing back the files of
     /// its least recently written slices (`st`'s own included) when no
     /// run is free. None when none could be had.
-    fn take_run<D: PmDevice>(
+    pub(super) fn take_run<D: PmDevice>(
         &self,
         fs: Context<'_, D>,
         zone: &Zone,
