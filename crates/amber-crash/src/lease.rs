@@ -10,13 +10,16 @@ use std::collections::BTreeMap;
 
 use amber_core::data::LeaseEnd;
 use amber_core::{Core, FsError, WriteLease};
-use amber_lease::{Writer, Writes, WINDOW_BLOCKS};
+use amber_lease::{NotMine, Writer, Writes, WINDOW_BLOCKS};
 use amber_pmem::PmDevice;
 
 use crate::state::{Content, FsState};
 
 /// Blocks granted per lease: the workload's writes under one lease fit,
-/// and some stay unused, so their return is exercised too.
+/// and some stay unused, so their return is exercised too. (amber adds
+/// 64 zone slots: a block's, so a whole block over slices fits, and
+/// the workload's small writes run out of them, returning the lease and
+/// taking a new one as the interposer does.)
 const GRANTED: usize = 16;
 
 /// A write lease the workload holds, as another process would.
@@ -34,13 +37,7 @@ pub struct Leased {
 impl Leased {
     /// A write lease on the first window of `ino`.
     pub fn grant<D: PmDevice>(fs: &Core<D>, ino: u64) -> Result<Leased, FsError> {
-        let lease = fs
-            .write_lease(ino, (0, WINDOW_BLOCKS), GRANTED)?
-            .ok_or(FsError::Unsupported("the policy grants no write leases"))?;
-        let view = (0..WINDOW_BLOCKS, lease.view.size);
-        let writer = Writer::new(ino, Writes::of(&lease), view, fs.device().size()).ok_or(
-            FsError::Corrupted("a write lease granted blocks outside the pool".into()),
-        )?;
+        let (lease, writer) = lease_of(fs, ino)?;
         let size = usize::try_from(lease.view.size).map_err(|_| FsError::FileTooLarge)?;
         let mut model = vec![0u8; size];
         let n = fs.read(ino, 0, &mut model)?;
@@ -53,6 +50,32 @@ impl Leased {
         })
     }
 
+    /// Runs `op` on the writer; when the grant is spent, gives the lease
+    /// back and takes a new one first (the interposer's `renew`).
+    fn leased<D: PmDevice, T>(
+        &mut self,
+        fs: &Core<D>,
+        mut op: impl FnMut(
+            &mut Writer,
+            &WriteLease,
+        ) -> Result<Result<T, amber_pmem::PersistError>, NotMine>,
+        what: &'static str,
+    ) -> Result<T, FsError> {
+        let done = match op(&mut self.writer, &self.lease) {
+            Err(NotMine::Spent) => {
+                self.writer.seal(&**fs.device())?;
+                fs.adopt(self.ino, &self.lease.writes, LeaseEnd::Returned)?;
+                (self.lease, self.writer) = lease_of(fs, self.ino)?;
+                op(&mut self.writer, &self.lease)
+            }
+            done => done,
+        };
+        match done {
+            Ok(r) => r.map_err(FsError::from),
+            Err(_) => Err(FsError::InvalidArgument(what)),
+        }
+    }
+
     /// Writes `data` at `off` as the lessee.
     pub fn write<D: PmDevice>(
         &mut self,
@@ -60,17 +83,12 @@ impl Leased {
         off: u64,
         data: &[u8],
     ) -> Result<(), FsError> {
-        match self
-            .writer
-            .write(&**fs.device(), &self.lease.view.runs, off, data, fs.now())
-        {
-            Ok(r) => r.map_err(FsError::from)?,
-            Err(_) => {
-                return Err(FsError::InvalidArgument(
-                    "a leased write must lie inside the lease's window and grant",
-                ))
-            }
-        }
+        let (dev, now) = (&**fs.device(), fs.now());
+        self.leased(
+            fs,
+            |w, l| w.write(dev, &l.view.runs, off, data, now),
+            "a leased write must lie inside the lease's window and grant",
+        )?;
         let at = usize::try_from(off).map_err(|_| FsError::FileTooLarge)?;
         let end = at + data.len();
         if end > self.model.len() {
@@ -83,18 +101,12 @@ impl Leased {
     /// Sets the file's size to `size` as the lessee; true if that shrank
     /// it, which ends the lease (the caller gives it back).
     pub fn truncate<D: PmDevice>(&mut self, fs: &Core<D>, size: u64) -> Result<bool, FsError> {
-        let shrank =
-            match self
-                .writer
-                .truncate(&**fs.device(), &self.lease.view.runs, size, fs.now())
-            {
-                Ok(r) => r.map_err(FsError::from)?,
-                Err(_) => {
-                    return Err(FsError::InvalidArgument(
-                        "a leased truncate must lie inside the lease's window and grant",
-                    ))
-                }
-            };
+        let (dev, now) = (&**fs.device(), fs.now());
+        let shrank = self.leased(
+            fs,
+            |w, l| w.truncate(dev, &l.view.runs, size, now),
+            "a leased truncate must lie inside the lease's window and grant",
+        )?;
         self.model
             .resize(usize::try_from(size).map_err(|_| FsError::FileTooLarge)?, 0);
         Ok(shrank)
@@ -109,18 +121,12 @@ impl Leased {
         (off, len): (u64, u64),
         keep_size: bool,
     ) -> Result<(), FsError> {
-        let runs = &self.lease.view.runs;
-        match self
-            .writer
-            .allocate(&**fs.device(), runs, (off, len), keep_size, fs.now())
-        {
-            Ok(r) => r.map_err(FsError::from)?,
-            Err(_) => {
-                return Err(FsError::InvalidArgument(
-                    "a leased allocation must lie inside the lease's window and grant",
-                ))
-            }
-        }
+        let (dev, now) = (&**fs.device(), fs.now());
+        self.leased(
+            fs,
+            |w, l| w.allocate(dev, &l.view.runs, (off, len), keep_size, now),
+            "a leased allocation must lie inside the lease's window and grant",
+        )?;
         let end = off.saturating_add(len);
         if !keep_size && end > self.model.len() as u64 {
             self.model
@@ -129,11 +135,25 @@ impl Leased {
         Ok(())
     }
 
-    /// The lease comes back: the daemon adopts its writes.
-    pub fn give_back<D: PmDevice>(self, fs: &Core<D>) -> Result<(), FsError> {
+    /// The lease comes back: the lessee seals its zone writes' time
+    /// (`Writer::seal`), the daemon adopts its writes.
+    pub fn give_back<D: PmDevice>(mut self, fs: &Core<D>) -> Result<(), FsError> {
+        self.writer.seal(&**fs.device())?;
         fs.adopt(self.ino, &self.lease.writes, LeaseEnd::Returned)
             .map(drop)
     }
+}
+
+/// A write lease on the first window of `ino` and its writer.
+fn lease_of<D: PmDevice>(fs: &Core<D>, ino: u64) -> Result<(WriteLease, Writer), FsError> {
+    let lease = fs
+        .write_lease(ino, (0, WINDOW_BLOCKS), GRANTED)?
+        .ok_or(FsError::Unsupported("the policy grants no write leases"))?;
+    let view = (0..WINDOW_BLOCKS, lease.view.size);
+    let writer = Writer::new(ino, Writes::of(&lease), view, fs.device().size()).ok_or(
+        FsError::Corrupted("a write lease granted blocks outside the pool".into()),
+    )?;
+    Ok((lease, writer))
 }
 
 /// What the leases still out wrote, laid over `st` (read through the

@@ -322,7 +322,7 @@ impl Client {
             out
         };
         for old in returned {
-            *old.view.write() = None;
+            self.retire(&old);
             self.send_on(
                 conn,
                 &Msg::Return {
@@ -460,7 +460,7 @@ impl Client {
             ours
         };
         if gone {
-            *held.view.write() = None;
+            self.retire(held);
             self.send(&Msg::Return {
                 ino: held.ino,
                 lease: held.lease,
@@ -531,8 +531,9 @@ impl Client {
         n
     }
 
-    /// `copy` for a window this process rewrote blocks of: block by
-    /// block, each from where it lies now.
+    /// `copy` for a window this process rewrote blocks or slices of:
+    /// block by block, each from where it lies now, under the slices
+    /// written since.
     fn copy_blocks(&self, v: &View, off: u64, buf: &mut [u8]) -> usize {
         let w = v.writer.as_ref().expect("a write lease's view");
         let n = piece_len(v.size.saturating_sub(off), buf.len());
@@ -542,9 +543,13 @@ impl Client {
             let pos = off + done as u64;
             let fb = pos / BLOCK;
             let take = piece_len((fb + 1) * BLOCK - pos, n - done);
+            let piece = &mut buf[done..done + take];
             match w.locate(&v.runs, fb) {
-                Some(at) => self.dev.read(at + pos % BLOCK, &mut buf[done..done + take]),
-                None => buf[done..done + take].fill(0),
+                Some(at) => {
+                    self.dev.read(at + pos % BLOCK, piece);
+                    w.overlay(&self.dev, fb, pos % BLOCK, piece);
+                }
+                None => piece.fill(0),
             }
             done += take;
         }
@@ -597,10 +602,24 @@ impl Client {
             key.and_then(|k| leases.remove(&k))
         };
         if let Some(h) = held {
-            // Waits for the reads in flight on the window.
-            *h.view.write() = None;
+            self.retire(&h);
         }
         self.send_on(conn, &Msg::Recalled { ino, lease });
+    }
+
+    /// Ends this process's use of `h` before it goes back, once the reads
+    /// and writes in flight on its window are done: a write lease's
+    /// writer first seals its zone writes' time on PM (`Writer::seal`).
+    /// A failed persist stops this process's writes, as a write's does.
+    fn retire(&self, h: &Held) {
+        let mut view = h.view.write();
+        let writer = view.as_mut().and_then(|v| v.writer.as_mut());
+        if let Some(w) = writer.filter(|_| self.writable.load(Ordering::Acquire)) {
+            if w.seal(&self.dev).is_err() {
+                self.writable.store(false, Ordering::Release);
+            }
+        }
+        *view = None;
     }
 }
 

@@ -16,6 +16,7 @@ mod contention;
 mod moved;
 mod owner;
 mod server;
+mod slices;
 mod table;
 mod wire;
 mod writer;

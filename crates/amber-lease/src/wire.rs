@@ -8,10 +8,11 @@ use std::io::{self, Read, Write};
 use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 
+use amber_core::data::{LeasedSlots, SlotRun, MAX_SLOT_RUNS};
 use amber_core::Run;
 
 /// The protocol's version; a peer speaking another is refused.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 /// "AMLS", first in every frame.
 const MAGIC: u32 = 0x534C_4D41;
 const HEADER: usize = 16;
@@ -23,8 +24,8 @@ pub const WINDOW_BLOCKS: u64 = 4096;
 pub const MAX_RUNS: usize = WINDOW_BLOCKS as usize;
 /// Most blocks one write lease is granted (`amber_core`'s bound).
 pub const MAX_GRANTED: usize = 1024;
-/// The largest body: a grant's runs and blocks, or a path.
-const MAX_BODY: usize = 128 + MAX_RUNS * 24 + MAX_GRANTED * 8;
+/// The largest body: a grant's runs, blocks and slot runs, or a path.
+const MAX_BODY: usize = 160 + MAX_RUNS * 24 + MAX_GRANTED * 8 + MAX_SLOT_RUNS * 24;
 /// The longest string a message carries (a path, an emulator spec).
 const MAX_TEXT: usize = 4096;
 
@@ -119,6 +120,8 @@ pub struct Writes {
     pub head: Option<(u64, u64)>,
     /// The granted blocks (block numbers), at most `MAX_GRANTED`.
     pub blocks: Vec<u64>,
+    /// Zone slots for small overwrites, at most `MAX_SLOT_RUNS` runs.
+    pub slots: Option<LeasedSlots>,
 }
 
 impl Writes {
@@ -132,6 +135,7 @@ impl Writes {
             mapped: w.writes.mapped,
             head: w.writes.head,
             blocks: w.writes.blocks.clone(),
+            slots: w.writes.slots.clone(),
         }
     }
 }
@@ -270,6 +274,19 @@ fn encode_grant(b: &mut Body, g: &Grant) {
     for &blk in &w.blocks {
         b.u64(blk);
     }
+    let Some(z) = &w.slots else {
+        b.u32(0);
+        return;
+    };
+    b.u32(u32::try_from(z.runs.len()).expect("slot runs are bounded by MAX_SLOT_RUNS"));
+    b.u64(z.seq);
+    b.u32(z.slot_size);
+    for r in &z.runs {
+        b.u32(r.first);
+        b.u32(r.slots);
+        b.u64(r.head_at);
+        b.u64(r.data_at);
+    }
 }
 
 fn decode(kind: u32, body: &[u8]) -> io::Result<Msg> {
@@ -361,6 +378,7 @@ fn decode_writes(c: &mut Cursor<'_>) -> io::Result<Writes> {
         return Err(bad("more blocks than a grant may carry"));
     }
     let blocks = (0..n).map(|_| c.u64()).collect::<io::Result<Vec<u64>>>()?;
+    let slots = decode_slots(c)?;
     Ok(Writes {
         generation,
         seq,
@@ -370,7 +388,35 @@ fn decode_writes(c: &mut Cursor<'_>) -> io::Result<Writes> {
         // Block 0 is never a file's: 0 says "no block", as in an entry.
         head: (head != 0).then_some((head_at, head)),
         blocks,
+        slots,
     })
+}
+
+/// A grant's zone slots: none when it has no runs.
+fn decode_slots(c: &mut Cursor<'_>) -> io::Result<Option<LeasedSlots>> {
+    let n = c.u32()? as usize;
+    if n == 0 {
+        return Ok(None);
+    }
+    if n > MAX_SLOT_RUNS {
+        return Err(bad("more slot runs than a grant may carry"));
+    }
+    let (seq, slot_size) = (c.u64()?, c.u32()?);
+    let runs = (0..n)
+        .map(|_| {
+            Ok(SlotRun {
+                first: c.u32()?,
+                slots: c.u32()?,
+                head_at: c.u64()?,
+                data_at: c.u64()?,
+            })
+        })
+        .collect::<io::Result<Vec<SlotRun>>>()?;
+    Ok(Some(LeasedSlots {
+        seq,
+        slot_size,
+        runs,
+    }))
 }
 
 #[derive(Default)]
@@ -477,6 +523,16 @@ mod tests {
                 mapped: 40,
                 head: Some((39, 900)),
                 blocks: vec![500, 501, 900],
+                slots: Some(LeasedSlots {
+                    seq: 9,
+                    slot_size: 64,
+                    runs: vec![SlotRun {
+                        first: 70,
+                        slots: 512,
+                        head_at: 3 << 20,
+                        data_at: 4 << 20,
+                    }],
+                }),
             }),
         }));
         for why in [

@@ -2,10 +2,15 @@
 //! of the lease's grant, out of place, with the old block's bytes merged
 //! for a partial block:
 //!
-//! * an overwrite inside one block the file maps, wholly below its size,
-//!   is an own commit (§13.6): the block and its record — the file, the
-//!   block's index, a seq of the grant, the write's time and the checksum
-//!   of the 4,096 bytes — and one fence;
+//! * an overwrite of part of one block the file maps, wholly below its
+//!   size, with the grant's zone slots, is an extent of the zone
+//!   (`slices`, §17.13): the slices' bytes, a head, one fence; so is any
+//!   write of a block this lease wrote slices of, which no other kind of
+//!   write may touch until the daemon has written them back;
+//! * any other overwrite inside one block the file maps, wholly below its
+//!   size, is an own commit (§13.6): the block and its record — the file,
+//!   the block's index, a seq of the grant, the write's time and the
+//!   checksum of the 4,096 bytes — and one fence;
 //! * any other write inside the lease's window (across blocks, into a
 //!   hole, at or past the size) is a **covered write**: each block with a
 //!   plain record of the write's seq, one fence, then the file's
@@ -28,6 +33,7 @@ use amber_format::{Timespec, BLOCK_SIZE};
 use amber_pmem::{PersistError, PmDevice};
 
 use crate::moved::Moved;
+use crate::slices::Slices;
 use crate::wire::{Writes, WINDOW_BLOCKS};
 
 /// The state of one write-leased window: what is granted, what is used,
@@ -67,6 +73,10 @@ pub struct Writer {
     /// A partial own commit's block image (the old bytes and the write's),
     /// one buffer for the grant's writes.
     image: Vec<u8>,
+    /// The grant's zone slots and the slices written into them.
+    slices: Option<Slices>,
+    /// A zone write is newer than every time this lease put on PM.
+    unsealed: bool,
 }
 
 /// Granted blocks mapped ahead at a time (1 MiB).
@@ -78,7 +88,9 @@ pub enum NotMine {
     /// Outside the window, past the largest file, or more blocks than a
     /// grant holds: the kernel's.
     Shape,
-    /// Too few granted blocks are left: return the lease and ask again.
+    /// Too few granted blocks or slots are left, or the write needs
+    /// slices this lease wrote back in the file first: return the lease
+    /// and ask again.
     Spent,
 }
 
@@ -106,6 +118,10 @@ impl Writer {
             && inside(grant.log, ENTRIES * ENTRY_SIZE)
             && size <= MAX_FILE_SIZE;
         let moved = Moved::new(window.clone(), WINDOW_BLOCKS)?;
+        let slices = match grant.slots.clone() {
+            Some(z) => Some(Slices::new(ino, z, pool_size)?),
+            None => None,
+        };
         sound.then_some(Writer {
             ino,
             mapped: grant.mapped,
@@ -121,6 +137,8 @@ impl Writer {
             size,
             slots: None,
             image: Vec::new(),
+            slices,
+            unsealed: false,
         })
     }
 
@@ -136,9 +154,25 @@ impl Writer {
         self.moved.iter()
     }
 
-    /// Whether this lease wrote any block.
+    /// Whether this lease wrote any block or slice: reads must then go
+    /// block by block (`locate`, `overlay`).
     pub fn moved_any(&self) -> bool {
-        !self.moved.is_empty()
+        !self.moved.is_empty() || self.slices.as_ref().is_some_and(Slices::any)
+    }
+
+    /// Lays the slices this lease wrote of file block `fb` over `buf`,
+    /// which holds the block's bytes from byte `from` of it.
+    pub fn overlay<D: PmDevice>(&self, dev: &D, fb: u64, from: u64, buf: &mut [u8]) {
+        if let Some(z) = &self.slices {
+            z.overlay(dev, fb, from, buf);
+        }
+    }
+
+    /// Whether this lease wrote slices of any block in `fbs`.
+    fn sliced(&self, fbs: Range<u64>) -> bool {
+        self.slices
+            .as_ref()
+            .is_some_and(|z| z.any() && fbs.into_iter().any(|fb| z.holds(fb)))
     }
 
     /// The newest write's time, if this lease wrote.
@@ -176,13 +210,21 @@ impl Writer {
         if !self.window.contains(&first) || !self.window.contains(&last) {
             return Err(NotMine::Shape);
         }
-        if self.seqs == self.grant.blocks.len() {
-            return Err(NotMine::Spent);
-        }
         if first == last && (first + 1) * BLOCK_SIZE <= self.size {
             if let Some(old) = self.locate(runs, first) {
+                if let Some(done) = self.through_zone(dev, (first, old), off, data)? {
+                    self.newest = Some(time);
+                    self.unsealed = true;
+                    return Ok(done);
+                }
+                if !self.room(1) {
+                    return Err(NotMine::Spent);
+                }
                 return self.own_commit(dev, runs, (first, old), off, data, time);
             }
+        }
+        if !self.room(1) || self.sliced(first..last + 1) {
+            return Err(NotMine::Spent);
         }
         let tail = self.size / BLOCK_SIZE;
         if off >= self.size && last == tail && !self.size.is_multiple_of(BLOCK_SIZE) {
@@ -191,6 +233,31 @@ impl Writer {
             }
         }
         self.covered(dev, runs, (first..last + 1, off), data, time)
+    }
+
+    /// A write of part of block `fb` (at pool offset `old`) as a zone
+    /// extent, or of any of a block this lease wrote slices of. `None`:
+    /// not the zone's (a whole block, or no slots granted); `Spent` when
+    /// it must be but the slots ran out.
+    fn through_zone<D: PmDevice>(
+        &mut self,
+        dev: &D,
+        (fb, old): (u64, u64),
+        off: u64,
+        data: &[u8],
+    ) -> Result<Option<Result<(), PersistError>>, NotMine> {
+        let Some(z) = &mut self.slices else {
+            return Ok(None);
+        };
+        let held = z.holds(fb);
+        if !held && data.len() as u64 == BLOCK_SIZE {
+            return Ok(None);
+        }
+        match z.write(dev, (fb, old), off, data) {
+            Some(done) => Ok(Some(done)),
+            None if held => Err(NotMine::Spent),
+            None => Ok(None),
+        }
     }
 
     /// An append inside the partial last block (at pool offset `at`), in
@@ -212,6 +279,7 @@ impl Writer {
         dev.drain()?;
         let seq = self.take_seq();
         self.newest = Some(time);
+        self.unsealed = false;
         self.size = off + data.len() as u64;
         self.commit_entry(dev, slot, seq, time)
     }
@@ -253,11 +321,16 @@ impl Writer {
         if len > MAX_FILE_SIZE {
             return Err(NotMine::Shape);
         }
-        if self.seqs == self.grant.blocks.len() {
+        if !self.room(1) {
             return Err(NotMine::Spent);
         }
         if len == self.size {
             return Ok(Ok(false));
+        }
+        // A shrink past a slice would leave a head past the size, which
+        // recovery takes for corruption: the daemon writes them back first.
+        if len < self.size && self.slices.as_ref().is_some_and(Slices::any) {
+            return Err(NotMine::Spent);
         }
         let tail = self.tail_to_zero(len, u64::MAX);
         if tail.is_some_and(|t| !self.window.contains(&t)) {
@@ -279,6 +352,7 @@ impl Writer {
         }
         self.size = len;
         self.newest = Some(time);
+        self.unsealed = false;
         Ok(self.commit_entry(dev, slot, seq, time).map(|()| shrinks))
     }
 
@@ -321,7 +395,11 @@ impl Writer {
         if blocks > granted as u64 || ranges.len() > granted {
             return Err(NotMine::Shape);
         }
-        if self.used + blocks as usize > granted || self.seqs + ranges.len() > granted {
+        let touched = |r: &Range<u64>| r.start / BLOCK_SIZE..(r.end - 1) / BLOCK_SIZE + 1;
+        if ranges.iter().any(|r| self.sliced(touched(r))) {
+            return Err(NotMine::Spent);
+        }
+        if self.used + blocks as usize > granted || !self.room(ranges.len()) {
             return Err(NotMine::Spent);
         }
         // At most a grant's blocks (checked above): one buffer for all.
@@ -381,6 +459,31 @@ impl Writer {
         let below_moved = self.moved.last();
         let top = below_run.into_iter().chain(below_moved).max();
         self.head = top.and_then(|fb| self.locate(runs, fb).map(|at| (fb, at / BLOCK_SIZE)));
+    }
+
+    /// Whether `n` more of the grant's seqs are left for writes: with
+    /// zone slots, the last stays for `seal`.
+    fn room(&self, n: usize) -> bool {
+        self.seqs + n + usize::from(self.slices.is_some()) <= self.grant.blocks.len()
+    }
+
+    /// Before the lease goes back: if zone writes came after this
+    /// lease's last entry or own commit, an attribute entry of the file
+    /// as it is with the newest write's time, fenced (a head carries no
+    /// time), so the daemon's adoption — or a recovery — gives the file
+    /// the mtime this process's `fstat` showed. The grant's last seq is
+    /// kept for it.
+    pub fn seal<D: PmDevice>(&mut self, dev: &D) -> Result<(), PersistError> {
+        let Some(time) = self.newest.filter(|_| self.unsealed) else {
+            return Ok(());
+        };
+        if self.seqs == self.grant.blocks.len() {
+            return Ok(());
+        }
+        let slot = self.next_slot(dev);
+        let seq = self.take_seq();
+        self.unsealed = false;
+        self.commit_entry(dev, slot, seq, time)
     }
 
     /// The next of the grant's seqs.
@@ -570,6 +673,7 @@ impl Writer {
     fn wrote(&mut self, fb: u64, block: u64, time: Timespec) {
         self.moved.insert(fb, block * BLOCK_SIZE);
         self.newest = Some(time);
+        self.unsealed = false;
         if self.head.is_none_or(|(h, _)| fb >= h) {
             self.head = Some((fb, block));
         }

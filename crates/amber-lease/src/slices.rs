@@ -1,0 +1,202 @@
+//! A lessee's small overwrites through the zone (design.md §17.13): a
+//! write inside one block goes into the next free slots of the lease's
+//! granted runs as one extent of the one-fence zone (§11.7) — the
+//! slices' new bytes, patched from their newest copy where the write
+//! covers them only partly, streamed to the slots, and a checksummed head
+//! naming the file, the first slice and a write number of the grant; one
+//! fence. A 128-byte write then reads and writes two 64-byte slots, not a
+//! 4 KiB block. The head counts to recovery at once (it outranks the
+//! file's block, as every head above the floor does), and to the daemon's
+//! verifier when the lease comes back.
+
+use std::collections::HashMap;
+
+use amber_core::data::{LeasedSlots, MAX_SLOT_RUNS};
+use amber_format::zone::SLOT_SIZES;
+use amber_format::zone_extent::{Extent, EXTENT_SIZE, MAX_EXTENT_SLOTS};
+use amber_format::BLOCK_SIZE;
+use amber_pmem::{PersistError, PmDevice};
+
+/// The lease's zone slots, and the slices this lease wrote.
+#[derive(Debug)]
+pub struct Slices {
+    ino: u32,
+    grant: LeasedSlots,
+    /// The run being filled, and its next free slot.
+    run: usize,
+    next: u32,
+    /// Write numbers used, one per extent: never more than the slots.
+    seqs: u64,
+    /// Per file block with slices here, each slice's newest copy: the
+    /// pool offset of its slot, 0 while it is the block's own.
+    blocks: HashMap<u64, Vec<u64>>,
+    /// One buffer for the extents' bytes.
+    image: Vec<u8>,
+}
+
+impl Slices {
+    /// The writer of `grant` for inode `ino`, if every slot's head and
+    /// data lie inside a pool of `pool_size` bytes and the grant's shape
+    /// is one a daemon gives.
+    pub fn new(ino: u64, grant: LeasedSlots, pool_size: u64) -> Option<Slices> {
+        let ino = u32::try_from(ino).ok()?;
+        let slot = u64::from(grant.slot_size);
+        let inside = |at: u64, len: u64| at.checked_add(len).is_some_and(|e| e <= pool_size);
+        let sound = SLOT_SIZES.contains(&grant.slot_size)
+            && (1..=MAX_SLOT_RUNS).contains(&grant.runs.len())
+            && grant.seq > 0
+            && grant.seq.checked_add(grant.count()).is_some()
+            && grant.runs.iter().all(|r| {
+                inside(r.head_at, u64::from(r.slots) * EXTENT_SIZE)
+                    && inside(r.data_at, u64::from(r.slots) * slot)
+            });
+        sound.then(|| Slices {
+            ino,
+            grant,
+            run: 0,
+            next: 0,
+            seqs: 0,
+            blocks: HashMap::new(),
+            image: Vec::new(),
+        })
+    }
+
+    /// Whether this lease wrote slices of file block `fb`: any other
+    /// write of it must wait for the daemon to write them back.
+    pub fn holds(&self, fb: u64) -> bool {
+        self.blocks.contains_key(&fb)
+    }
+
+    /// Whether this lease wrote any slice.
+    pub fn any(&self) -> bool {
+        !self.blocks.is_empty()
+    }
+
+    /// Writes `data` at byte `off` of file block `fb`, which lies at pool
+    /// offset `at`, as one extent. `None` when no granted run has room
+    /// for it, or its slices cannot be numbered: nothing was written.
+    pub fn write<D: PmDevice>(
+        &mut self,
+        dev: &D,
+        (fb, at): (u64, u64),
+        off: u64,
+        data: &[u8],
+    ) -> Option<Result<(), PersistError>> {
+        let slot = u64::from(self.grant.slot_size);
+        let start = fb * BLOCK_SIZE;
+        assert!(off >= start && off + data.len() as u64 <= start + BLOCK_SIZE && !data.is_empty());
+        let (k0, k1) = (
+            (off - start) / slot,
+            (off - start + data.len() as u64 - 1) / slot,
+        );
+        let n = u32::try_from(k1 - k0 + 1).ok()?;
+        let first = u32::try_from(off / slot).ok()?;
+        let slices_end = u64::from(first) + u64::from(n) - 1;
+        if n > u32::from(MAX_EXTENT_SLOTS) || slices_end > u64::from(u32::MAX) {
+            return None;
+        }
+        let (head_at, data_at) = self.take(n)?;
+        self.build_image(dev, (fb, at), (k0, n), off, data);
+        let seq = self.grant.seq + self.seqs;
+        self.seqs += 1;
+        let head = Extent {
+            seq,
+            slice: first,
+            ino: self.ino,
+            slots: u16::try_from(n).expect("at most MAX_EXTENT_SLOTS"),
+        }
+        .encode(&self.image);
+        dev.write_nt(data_at, &self.image);
+        // Two 16-byte stores, as the daemon's: a crash keeping the first
+        // alone leaves a head whose checksum fails.
+        for (i, half) in head.chunks_exact(16).enumerate() {
+            let w = u128::from_le_bytes(half.try_into().expect("16 bytes"));
+            dev.store_u128(head_at + 16 * i as u64, w);
+        }
+        dev.flush(head_at, EXTENT_SIZE);
+        let done = dev.drain();
+        if done.is_ok() {
+            let per = (BLOCK_SIZE / slot) as usize;
+            let copies = self.blocks.entry(fb).or_insert_with(|| vec![0; per]);
+            for i in 0..n as usize {
+                copies[k0 as usize + i] = data_at + i as u64 * slot;
+            }
+        }
+        Some(done)
+    }
+
+    /// Lays this lease's newest copies of the slices of file block `fb`
+    /// over `buf`, which holds the block's bytes from byte `from` of it.
+    pub fn overlay<D: PmDevice>(&self, dev: &D, fb: u64, from: u64, buf: &mut [u8]) {
+        let Some(copies) = self.blocks.get(&fb) else {
+            return;
+        };
+        let slot = u64::from(self.grant.slot_size);
+        let to = from + buf.len() as u64;
+        for (k, &at) in copies.iter().enumerate() {
+            let (s, e) = (k as u64 * slot, (k as u64 + 1) * slot);
+            if at == 0 || e <= from || s >= to {
+                continue;
+            }
+            let (lo, hi) = (s.max(from), e.min(to));
+            let dst = usize::try_from(lo - from).expect("inside the buffer");
+            let len = usize::try_from(hi - lo).expect("inside a slot");
+            dev.read(at + (lo - s), &mut buf[dst..dst + len]);
+        }
+    }
+
+    /// The head and data offsets of `n` free slots of one run, taken:
+    /// the current run's next, else the next run's first.
+    fn take(&mut self, n: u32) -> Option<(u64, u64)> {
+        while let Some(r) = self.grant.runs.get(self.run) {
+            if r.slots - self.next >= n {
+                let i = u64::from(self.next);
+                self.next += n;
+                let slot = u64::from(self.grant.slot_size);
+                return Some((r.head_at + i * EXTENT_SIZE, r.data_at + i * slot));
+            }
+            (self.run, self.next) = (self.run + 1, 0);
+        }
+        None
+    }
+
+    /// The extent's bytes: slices `k0..k0 + n` of block `fb` (at pool
+    /// offset `at`), each from its newest copy where `data` (at `off`)
+    /// covers it only partly.
+    fn build_image<D: PmDevice>(
+        &mut self,
+        dev: &D,
+        (fb, at): (u64, u64),
+        (k0, n): (u64, u32),
+        off: u64,
+        data: &[u8],
+    ) {
+        let slot = u64::from(self.grant.slot_size);
+        let base = fb * BLOCK_SIZE + k0 * slot;
+        let len = u64::from(n) * slot;
+        self.image
+            .resize(usize::try_from(len).expect("at most a block"), 0);
+        let rel = usize::try_from(off - base).expect("inside the extent");
+        let (head, tail) = (rel, len as usize - rel - data.len());
+        if head > 0 {
+            self.patch(dev, (fb, at), k0, 0);
+        }
+        if tail > 0 {
+            self.patch(dev, (fb, at), k0 + u64::from(n) - 1, (n - 1) as usize);
+        }
+        self.image[rel..rel + data.len()].copy_from_slice(data);
+    }
+
+    /// Copies slice `k` of block `fb` (at `at`), from its newest copy,
+    /// into the image's slice `i`.
+    fn patch<D: PmDevice>(&mut self, dev: &D, (fb, at): (u64, u64), k: u64, i: usize) {
+        let slot = self.grant.slot_size as usize;
+        let copy = self.blocks.get(&fb).map_or(0, |c| c[k as usize]);
+        let from = if copy == 0 {
+            at + k * slot as u64
+        } else {
+            copy
+        };
+        dev.read(from, &mut self.image[i * slot..(i + 1) * slot]);
+    }
+}
