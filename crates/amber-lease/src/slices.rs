@@ -9,7 +9,7 @@
 //! file's block, as every head above the floor does), and to the daemon's
 //! verifier when the lease comes back.
 
-use std::collections::HashMap;
+use std::ops::Range;
 
 use amber_core::data::{LeasedSlots, MAX_SLOT_RUNS};
 use amber_format::zone::SLOT_SIZES;
@@ -27,18 +27,34 @@ pub struct Slices {
     next: u32,
     /// Write numbers used, one per extent: never more than the slots.
     seqs: u64,
-    /// Per file block with slices here, each slice's newest copy: the
-    /// pool offset of its slot, 0 while it is the block's own.
-    blocks: HashMap<u64, Vec<u64>>,
+    /// The lease's window: the file blocks `rows` covers.
+    window: Range<u64>,
+    /// Per window block, 1 + its row in `copies`, or 0: no slices here.
+    rows: Vec<u32>,
+    /// Per row, each slice's newest copy: the pool offset of its slot,
+    /// 0 while it is the block's own. A block's slices per row; rows
+    /// only grow, at most one per extent (an extent's block gets one).
+    copies: Vec<u64>,
+    /// Rows in use.
+    used_rows: u32,
     /// One buffer for the extents' bytes.
     image: Vec<u8>,
 }
 
 impl Slices {
-    /// The writer of `grant` for inode `ino`, if every slot's head and
-    /// data lie inside a pool of `pool_size` bytes and the grant's shape
-    /// is one a daemon gives.
-    pub fn new(ino: u64, grant: LeasedSlots, pool_size: u64) -> Option<Slices> {
+    /// The writer of `grant` for inode `ino` over the file blocks
+    /// `window` (at most `max` long: the caller's bound on what this
+    /// allocates), if every slot's head and data lie inside a pool of
+    /// `pool_size` bytes and the grant's shape is one a daemon gives.
+    pub fn new(
+        ino: u64,
+        grant: LeasedSlots,
+        (window, max): (Range<u64>, u64),
+        pool_size: u64,
+    ) -> Option<Slices> {
+        let len = usize::try_from(window.end.checked_sub(window.start)?)
+            .ok()
+            .filter(|&l| l as u64 <= max)?;
         let ino = u32::try_from(ino).ok()?;
         let slot = u64::from(grant.slot_size);
         let inside = |at: u64, len: u64| at.checked_add(len).is_some_and(|e| e <= pool_size);
@@ -56,7 +72,10 @@ impl Slices {
             run: 0,
             next: 0,
             seqs: 0,
-            blocks: HashMap::new(),
+            window,
+            rows: vec![0; len],
+            copies: Vec::new(),
+            used_rows: 0,
             image: Vec::new(),
         })
     }
@@ -64,12 +83,38 @@ impl Slices {
     /// Whether this lease wrote slices of file block `fb`: any other
     /// write of it must wait for the daemon to write them back.
     pub fn holds(&self, fb: u64) -> bool {
-        self.blocks.contains_key(&fb)
+        self.row(fb).is_some()
     }
 
     /// Whether this lease wrote any slice.
     pub fn any(&self) -> bool {
-        !self.blocks.is_empty()
+        self.used_rows > 0
+    }
+
+    /// Slices per block.
+    fn per_block(&self) -> usize {
+        (BLOCK_SIZE / u64::from(self.grant.slot_size)) as usize
+    }
+
+    /// The newest copies of block `fb`'s slices, if this lease wrote any.
+    fn row(&self, fb: u64) -> Option<&[u64]> {
+        let i = usize::try_from(fb.checked_sub(self.window.start)?).ok()?;
+        let r = *self.rows.get(i)?;
+        let per = self.per_block();
+        (r > 0).then(|| &self.copies[(r as usize - 1) * per..r as usize * per])
+    }
+
+    /// Block `fb`'s row, made if it has none.
+    fn row_mut(&mut self, fb: u64) -> &mut [u64] {
+        let i = usize::try_from(fb - self.window.start).expect("a write inside the window");
+        let per = self.per_block();
+        if self.rows[i] == 0 {
+            self.used_rows += 1;
+            self.rows[i] = self.used_rows;
+            self.copies.resize(self.used_rows as usize * per, 0);
+        }
+        let r = self.rows[i] as usize;
+        &mut self.copies[(r - 1) * per..r * per]
     }
 
     /// Writes `data` at byte `off` of file block `fb`, which lies at pool
@@ -85,6 +130,9 @@ impl Slices {
         let slot = u64::from(self.grant.slot_size);
         let start = fb * BLOCK_SIZE;
         assert!(off >= start && off + data.len() as u64 <= start + BLOCK_SIZE && !data.is_empty());
+        if !self.window.contains(&fb) {
+            return None;
+        }
         let (k0, k1) = (
             (off - start) / slot,
             (off - start + data.len() as u64 - 1) / slot,
@@ -116,10 +164,9 @@ impl Slices {
         dev.flush(head_at, EXTENT_SIZE);
         let done = dev.drain();
         if done.is_ok() {
-            let per = (BLOCK_SIZE / slot) as usize;
-            let copies = self.blocks.entry(fb).or_insert_with(|| vec![0; per]);
-            for i in 0..n as usize {
-                copies[k0 as usize + i] = data_at + i as u64 * slot;
+            let row = self.row_mut(fb);
+            for (i, copy) in row[k0 as usize..][..n as usize].iter_mut().enumerate() {
+                *copy = data_at + i as u64 * slot;
             }
         }
         Some(done)
@@ -128,7 +175,7 @@ impl Slices {
     /// Lays this lease's newest copies of the slices of file block `fb`
     /// over `buf`, which holds the block's bytes from byte `from` of it.
     pub fn overlay<D: PmDevice>(&self, dev: &D, fb: u64, from: u64, buf: &mut [u8]) {
-        let Some(copies) = self.blocks.get(&fb) else {
+        let Some(copies) = self.row(fb) else {
             return;
         };
         let slot = u64::from(self.grant.slot_size);
@@ -191,7 +238,7 @@ impl Slices {
     /// into the image's slice `i`.
     fn patch<D: PmDevice>(&mut self, dev: &D, (fb, at): (u64, u64), k: u64, i: usize) {
         let slot = self.grant.slot_size as usize;
-        let copy = self.blocks.get(&fb).map_or(0, |c| c[k as usize]);
+        let copy = self.row(fb).map_or(0, |c| c[k as usize]);
         let from = if copy == 0 {
             at + k * slot as u64
         } else {
