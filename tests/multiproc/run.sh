@@ -14,8 +14,8 @@
 # own mapping of the pool under a read lease (design.md §17.3), and
 # writes a file it writes again and again — overwrites, appends, writes
 # across blocks — under a write lease (§17.10-§17.11); none of these
-# programs may notice it is preloaded. leases.py and write_leases.py check the leases themselves,
-# each on a mount of its own.
+# programs may notice it is preloaded. leases.py, write_leases.py and
+# maps.py check the leases themselves, each on a mount of its own.
 #
 #   bash tests/multiproc/run.sh [BIN_DIR]     (default target/debug)
 #
@@ -94,6 +94,9 @@ python3 "$here/leases.py" "$bin"
 
 step "write leases: leased overwrites and appends read right everywhere, a racing reader, kill -9 of the writer and of the daemon"
 python3 "$here/write_leases.py" "$bin"
+
+step "map leases: shared mappings on the pool's own pages, recalled by a kernel read, a truncate, a fork, kill -9 of a mapper and of the daemon"
+python3 "$here/maps.py" "$bin"
 
 step "unmount, fsck"
 "$amberfs" umount "$mnt"

@@ -239,7 +239,7 @@ macro_rules! __export_shim {
                 #[link_section = ".text.amberfs_shim"]
                 pub unsafe extern "C" fn $name($a0: $t0 $(, $arg: $ty)*) -> $ret {
                     const CALL: Call = Call::of(stringify!($name));
-                    if let Some(h) = shim::served(CALL, shim::fds(&($a0, $($arg,)*))) {
+                    if let Some(h) = shim::served(CALL, shim::fds(CALL, &($a0, $($arg,)*))) {
                         // SAFETY: the C caller's contract is the hook's,
                         // which is libc's for this function.
                         return unsafe { (h.$name)($a0 $(, $arg)*) };

@@ -42,13 +42,25 @@ pub(crate) fn changing(g: Option<&Granting>, ino: u64) -> Result<Option<Exclusiv
 }
 
 /// Recalls a write lease on `ino` (its holder's writes become the core's)
-/// and holds new ones off until the guard drops; nothing to do, beyond a
-/// look at the table, for a file no one writes under a lease.
-pub(crate) fn settled(g: Option<&Granting>, ino: u64) -> Result<Option<Exclusive<'_>>, Errno> {
+/// and holds new ones off until the guard drops, before a request reads
+/// its attributes — or, for `data`, its bytes, which also recalls the
+/// mappings that store into it behind the kernel (design.md §17.14);
+/// nothing to do, beyond a look at the table, for a file no one writes
+/// under a lease.
+pub(crate) fn settled(
+    g: Option<&Granting>,
+    ino: u64,
+    data: bool,
+) -> Result<Option<Exclusive<'_>>, Errno> {
     let Some(g) = g else {
         return Ok(None);
     };
-    g.leases.settle_writes(ino).map_err(|u| {
+    let settled = if data {
+        g.leases.settle_reads(ino)
+    } else {
+        g.leases.settle_writes(ino)
+    };
+    settled.map_err(|u| {
         crate::log(format_args!(
             "a request on inode {ino} failed: process {} holds a write lease it does not return",
             u.pid

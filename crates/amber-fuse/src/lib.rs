@@ -184,9 +184,15 @@ impl<D: PmDevice> AmberFuse<D> {
     }
 
     /// Recalls a write lease on `ino` before reading or changing its
-    /// attributes or reading its data (`leases::settled`).
+    /// attributes (`leases::settled`).
     fn settled(&self, ino: u64) -> Result<Option<amber_lease::Exclusive<'_>>, Errno> {
-        leases::settled(self.granting.as_ref(), ino)
+        leases::settled(self.granting.as_ref(), ino, false)
+    }
+
+    /// Recalls the leases whose holders write `ino` behind the kernel
+    /// (write leases and writable map leases) before reading its data.
+    fn settled_data(&self, ino: u64) -> Result<Option<amber_lease::Exclusive<'_>>, Errno> {
+        leases::settled(self.granting.as_ref(), ino, true)
     }
 
     /// Recalls the leases on `ino` for a change of it (`leases::changing`).
@@ -587,7 +593,7 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let _settled = match self.settled(ino.0) {
+        let _settled = match self.settled_data(ino.0) {
             Ok(g) => g,
             Err(e) => return reply.error(e),
         };

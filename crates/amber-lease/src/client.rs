@@ -26,6 +26,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::closes;
 use crate::contention::COOL_DOWN;
+use crate::maps::{MapWin, Maps};
 use crate::wire::{self, Grant, Msg, Refusal, Welcome, VERSION, WINDOW_BLOCKS};
 use crate::writer::{NotMine, Writer};
 
@@ -92,6 +93,15 @@ pub struct Written {
 /// The bytes a window spans.
 const WINDOW_BYTES: u64 = WINDOW_BLOCKS * BLOCK;
 
+/// The daemon's answer to one request, as the lease thread took it in.
+enum Answer {
+    /// A read or write lease, held.
+    Lease(Arc<Held>),
+    /// A map lease, its mapping showing the pool.
+    Mapped,
+    Refused(Refusal),
+}
+
 /// The window holding byte `off`.
 fn window_of(off: u64) -> u64 {
     off / WINDOW_BYTES
@@ -104,7 +114,7 @@ pub struct Client {
     writer: Mutex<UnixStream>,
     /// Answers by request: the lease taken in (by the lease thread,
     /// before it reads the next frame), or why not.
-    replies: Mutex<HashMap<u64, Result<Arc<Held>, Refusal>>>,
+    replies: Mutex<HashMap<u64, Answer>>,
     /// Files not to ask about again before the given time: refused lately.
     backoff: Mutex<HashMap<u64, Instant>>,
     arrived: Condvar,
@@ -118,14 +128,17 @@ pub struct Client {
     writable: AtomicBool,
     /// The mount's count of closed descriptors (`closes`).
     closes: SharedCounter,
+    /// Mappings showing the pool under map leases.
+    maps: Maps,
 }
 
 impl Client {
     /// Connects to the daemon's lease socket, maps the pool it names
     /// (checking it is the daemon's file) and starts the thread that
     /// answers recalls; that thread first runs `on_thread_start` with the
-    /// socket's descriptor, which it must keep.
-    pub fn connect(socket: &Path, on_thread_start: fn(RawFd)) -> io::Result<Arc<Client>> {
+    /// socket's and the pool file's descriptors, which it must keep (it
+    /// maps map leases' pages from the pool file).
+    pub fn connect(socket: &Path, on_thread_start: fn(&[RawFd])) -> io::Result<Arc<Client>> {
         let conn = UnixStream::connect(socket)?;
         let mut w = conn.try_clone()?;
         wire::send(&mut w, &Msg::Hello { version: VERSION })?;
@@ -150,13 +163,14 @@ impl Client {
             dev,
             writable: AtomicBool::new(writable),
             closes,
+            maps: Maps::default(),
         });
         let c = Arc::clone(&client);
         std::thread::Builder::new()
             .name("amberfs-lease".into())
             .stack_size(128 << 10)
             .spawn(move || {
-                on_thread_start(keep);
+                on_thread_start(&[keep, pool_fd]);
                 c.listen(&conn);
             })?;
         Ok(client)
@@ -221,25 +235,124 @@ impl Client {
         if wire::send(&mut *self.writer.lock(), &ask).is_err() {
             return None;
         }
+        match self.reply(seq)? {
+            Answer::Lease(h) => {
+                Some(h).filter(|h| h.ino == ino && h.window == window && h.writes() == write)
+            }
+            Answer::Mapped => None,
+            Answer::Refused(why) => {
+                self.back_off(ino, why);
+                None
+            }
+        }
+    }
+
+    /// Waits for the answer to request `seq`, which the daemon always
+    /// gives; `None` if it went first.
+    fn reply(&self, seq: u64) -> Option<Answer> {
         let mut replies = self.replies.lock();
         // Each round waits for one wake-up: a reply, or the daemon's end.
-        let reply = loop {
+        loop {
             if let Some(m) = replies.remove(&seq) {
-                break m;
+                return Some(m);
             }
             if !self.alive() {
                 return None;
             }
             self.arrived.wait(&mut replies);
-        };
-        drop(replies);
-        match reply {
-            Ok(h) => Some(h).filter(|h| h.ino == ino && h.window == window && h.writes() == write),
-            Err(why) => {
-                self.back_off(ino, why);
-                None
-            }
         }
+    }
+
+    /// Asks for a map lease on the program's new mapping `win` (design.md
+    /// §17.14), one under which the program may store if `writable`: once
+    /// granted, its pages for the file's blocks below the end of file are
+    /// the pool's own, pinned by the daemon. False if refused (the
+    /// mapping stays the kernel's: correct, through the page cache).
+    pub fn map(&self, win: MapWin, writable: bool) -> bool {
+        let ino = win.ino();
+        let may = !writable || self.writable.load(Ordering::Acquire);
+        if !self.alive() || !may || self.backing_off(ino) {
+            win.release();
+            return false;
+        }
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        let (first, blocks) = win.blocks();
+        if let Err(win) = self.maps.ask(seq, win) {
+            win.release();
+            return false;
+        }
+        let ask = Msg::MapAsk {
+            seq,
+            ino,
+            first,
+            blocks,
+            writable,
+        };
+        let sent = wire::send(&mut *self.writer.lock(), &ask).is_ok();
+        let answer = if sent { self.reply(seq) } else { None };
+        if let Some(Answer::Mapped) = answer {
+            return true;
+        }
+        if let Some(Answer::Refused(why)) = answer {
+            self.back_off(ino, why);
+        }
+        // Not taken by the lease thread: the mapping is the kernel's still.
+        if let Some(win) = self.maps.answered(seq) {
+            win.release();
+        }
+        false
+    }
+
+    /// Whether any mapping of this process shows the pool: the mmap
+    /// family's hooks look no further while none does.
+    pub fn maps_held(&self) -> bool {
+        self.maps.any()
+    }
+
+    /// Gives back the map leases of every mapping meeting `[addr, addr +
+    /// len)`, or of all of them (`None`): their pages become the
+    /// kernel's mapping of the file again first. Before a munmap,
+    /// mremap or mprotect of the range, and before a fork, whose child
+    /// must not inherit pages nobody pins for it.
+    pub fn return_maps(&self, range: Option<(usize, usize)>) {
+        for (lease, win) in self.maps.take_range(range) {
+            let ino = win.ino();
+            win.give_back();
+            self.send(&Msg::Return { ino, lease });
+        }
+    }
+
+    /// The lease thread's part of a map grant: shows the pool in the
+    /// mapping request `seq` parked, before the next frame (a recall of
+    /// it) is read. A grant this process cannot show goes back.
+    fn took_map(&self, conn: &UnixStream, seq: u64, (ino, lease): (u64, u64), runs: &[Run]) {
+        let shown = match (self.maps.answered(seq), self.dev.pages()) {
+            (Some(win), Some(pages)) if win.ino() == ino => {
+                if win.show(pages, runs, self.dev.size()) {
+                    self.maps.hold(lease, win);
+                    true
+                } else {
+                    win.give_back();
+                    false
+                }
+            }
+            (win, _) => {
+                if let Some(win) = win {
+                    win.release();
+                }
+                false
+            }
+        };
+        if !shown {
+            self.send_on(conn, &Msg::Return { ino, lease });
+        }
+        let answer = if shown {
+            Answer::Mapped
+        } else {
+            Answer::Refused(Refusal::Unleasable)
+        };
+        self.replies.lock().insert(seq, answer);
+        self.arrived.notify_all();
     }
 
     /// How long `ino` is not asked about yet (it was refused lately).
@@ -567,12 +680,19 @@ impl Client {
                 Msg::Recall { ino, lease } => self.recalled(conn, ino, lease),
                 Msg::Granted(g) => {
                     let seq = g.seq;
-                    let held = self.hold(conn, g).ok_or(Refusal::Unleasable);
-                    self.replies.lock().insert(seq, held);
+                    let held = self.hold(conn, g);
+                    let answer = held.map_or(Answer::Refused(Refusal::Unleasable), Answer::Lease);
+                    self.replies.lock().insert(seq, answer);
                     self.arrived.notify_all();
                 }
+                Msg::Mapped {
+                    seq,
+                    ino,
+                    lease,
+                    runs,
+                } => self.took_map(conn, seq, (ino, lease), &runs),
                 Msg::Refused { seq, why, .. } => {
-                    self.replies.lock().insert(seq, Err(why));
+                    self.replies.lock().insert(seq, Answer::Refused(why));
                     self.arrived.notify_all();
                 }
                 _ => break,
@@ -584,6 +704,11 @@ impl Client {
             // Waits for the reads and writes in flight on the window.
             *h.view.write() = None;
         }
+        // No daemon pins their blocks now: the kernel's mapping, whose
+        // faults fail while the mount is dead, rather than the pool's.
+        for (_, win) in self.maps.take_range(None) {
+            win.give_back();
+        }
         // No lease is left and none comes: nothing here stores into the
         // pool again, and a new mount may recover it.
         self.writable.store(false, Ordering::Release);
@@ -593,6 +718,9 @@ impl Client {
     }
 
     fn recalled(&self, conn: &UnixStream, ino: u64, lease: u64) {
+        if let Some(win) = self.maps.take(lease) {
+            win.give_back();
+        }
         let held = {
             let mut leases = self.leases.write();
             let key = leases

@@ -13,6 +13,7 @@
 mod client;
 mod closes;
 mod contention;
+mod maps;
 mod moved;
 mod owner;
 mod server;
@@ -23,6 +24,7 @@ mod writer;
 
 pub use client::{At, Client, Held, Written};
 pub use closes::Closes;
+pub use maps::{MapWin, MAX_MAPPED};
 pub use owner::Owner;
 pub use server::{LeaseServer, MAX_CLIENTS};
 pub use table::{CacheInvalidator, Exclusive, Leases, Unresponsive, MAX_LEASES_PER_CLIENT};

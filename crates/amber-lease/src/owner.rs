@@ -3,7 +3,7 @@
 //! mounted pool.
 
 use amber_core::data::{LeaseEnd, LeasedWrites};
-use amber_core::{Core, LeaseView, WriteLease};
+use amber_core::{Core, LeaseView, MapId, WriteLease};
 use amber_pmem::PmDevice;
 
 /// The core's side of the leases.
@@ -18,6 +18,12 @@ pub trait Owner: Send + Sync {
     /// commits become the file's, the rest of the grant is freed
     /// (`Core::adopt`).
     fn adopt(&self, ino: u64, writes: &LeasedWrites, end: LeaseEnd);
+    /// Pins blocks `[first, first + count)` of `ino` for a map lease and
+    /// lists those below the end of file (`Core::map_lease`); `None`:
+    /// not mappable.
+    fn map(&self, ino: u64, range: (u64, u64), writable: bool) -> Option<(MapId, LeaseView)>;
+    /// Ends a map lease: its blocks unpinned (`Core::end_map_lease`).
+    fn unmap(&self, ino: u64, id: MapId);
 }
 
 impl<D: PmDevice> Owner for Core<D> {
@@ -27,6 +33,18 @@ impl<D: PmDevice> Owner for Core<D> {
 
     fn write(&self, ino: u64, window: (u64, u64), n: usize) -> Option<WriteLease> {
         self.write_lease(ino, window, n).ok().flatten()
+    }
+
+    fn map(&self, ino: u64, range: (u64, u64), writable: bool) -> Option<(MapId, LeaseView)> {
+        self.map_lease(ino, range, writable).ok()
+    }
+
+    fn unmap(&self, ino: u64, id: MapId) {
+        if let Err(e) = self.end_map_lease(id) {
+            crate::log(format_args!(
+                "a map lease on inode {ino} came back and could not be unpinned: {e}"
+            ));
+        }
     }
 
     fn adopt(&self, ino: u64, writes: &LeasedWrites, end: LeaseEnd) {

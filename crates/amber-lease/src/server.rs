@@ -226,6 +226,16 @@ fn requests(reader: &mut impl io::Read, peer: &Peer, sh: &Shared) -> io::Result<
             }) => {
                 sh.leases.grant(peer, seq, (ino, window), write)?;
             }
+            Some(Msg::MapAsk {
+                seq,
+                ino,
+                first,
+                blocks,
+                writable,
+            }) => {
+                sh.leases
+                    .grant_map(peer, (seq, ino), (first, blocks), writable)?;
+            }
             Some(Msg::Return { ino, lease } | Msg::Recalled { ino, lease }) => {
                 sh.leases.give_back(peer.id, ino, lease, LeaseEnd::Returned);
             }

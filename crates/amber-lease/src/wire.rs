@@ -12,7 +12,7 @@ use amber_core::data::{LeasedSlots, SlotRun, MAX_SLOT_RUNS};
 use amber_core::Run;
 
 /// The protocol's version; a peer speaking another is refused.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 /// "AMLS", first in every frame.
 const MAGIC: u32 = 0x534C_4D41;
 const HEADER: usize = 16;
@@ -22,6 +22,9 @@ const HEADER: usize = 16;
 pub const WINDOW_BLOCKS: u64 = 4096;
 /// Most runs one grant carries: one per block of its window.
 pub const MAX_RUNS: usize = WINDOW_BLOCKS as usize;
+/// Most blocks one map lease covers (256 MiB); a longer mapping is the
+/// kernel's. Its runs are bounded by `MAX_RUNS` too.
+pub const MAX_MAP_BLOCKS: u64 = 1 << 16;
 /// Most blocks one write lease is granted (`amber_core`'s bound).
 pub const MAX_GRANTED: usize = 1024;
 /// The largest body: a grant's runs, blocks and slot runs, or a path.
@@ -66,6 +69,24 @@ pub enum Msg {
     },
     /// Daemon → client: lease `lease` on `ino`, with the file's view.
     Granted(Grant),
+    /// Client → daemon: a map lease (design.md §17.14) on blocks `[first,
+    /// first + blocks)` of `ino`, which this process maps `MAP_SHARED`;
+    /// one whose holder may store into them if `writable`.
+    MapAsk {
+        seq: u64,
+        ino: u64,
+        first: u64,
+        blocks: u64,
+        writable: bool,
+    },
+    /// Daemon → client: map lease `lease` on `ino`, and where the asked
+    /// blocks below the end of file lie, pinned while the lease holds.
+    Mapped {
+        seq: u64,
+        ino: u64,
+        lease: u64,
+        runs: Vec<Run>,
+    },
     /// Daemon → client: no lease this time.
     Refused { seq: u64, ino: u64, why: Refusal },
     /// Client → daemon: it no longer reads `ino` under `lease`.
@@ -149,6 +170,8 @@ mod kind {
     pub const RETURN: u32 = 6;
     pub const RECALL: u32 = 7;
     pub const RECALLED: u32 = 8;
+    pub const MAP_ASK: u32 = 9;
+    pub const MAPPED: u32 = 10;
 }
 
 fn bad(why: &'static str) -> io::Error {
@@ -226,6 +249,32 @@ fn encode(msg: &Msg) -> (u32, Vec<u8>) {
             encode_grant(&mut b, g);
             kind::GRANTED
         }
+        Msg::MapAsk {
+            seq,
+            ino,
+            first,
+            blocks,
+            writable,
+        } => {
+            b.u64(*seq);
+            b.u64(*ino);
+            b.u64(*first);
+            b.u64(*blocks);
+            b.u32(u32::from(*writable));
+            kind::MAP_ASK
+        }
+        Msg::Mapped {
+            seq,
+            ino,
+            lease,
+            runs,
+        } => {
+            b.u64(*seq);
+            b.u64(*ino);
+            b.u64(*lease);
+            encode_runs(&mut b, runs);
+            kind::MAPPED
+        }
         Msg::Refused { seq, ino, why } => {
             b.u64(*seq);
             b.u64(*ino);
@@ -251,12 +300,7 @@ fn encode_grant(b: &mut Body, g: &Grant) {
     b.u64(g.window);
     b.u64(g.lease);
     b.u64(g.size);
-    b.u32(u32::try_from(g.runs.len()).expect("runs are bounded by MAX_RUNS"));
-    for r in &g.runs {
-        b.u64(r.file_block);
-        b.u64(r.pool_off);
-        b.u64(r.blocks);
-    }
+    encode_runs(b, &g.runs);
     let Some(w) = &g.writes else {
         b.u32(0);
         return;
@@ -289,6 +333,15 @@ fn encode_grant(b: &mut Body, g: &Grant) {
     }
 }
 
+fn encode_runs(b: &mut Body, runs: &[Run]) {
+    b.u32(u32::try_from(runs.len()).expect("runs are bounded by MAX_RUNS"));
+    for r in runs {
+        b.u64(r.file_block);
+        b.u64(r.pool_off);
+        b.u64(r.blocks);
+    }
+}
+
 fn decode(kind: u32, body: &[u8]) -> io::Result<Msg> {
     let mut c = Cursor(body);
     let msg = match kind {
@@ -312,6 +365,23 @@ fn decode(kind: u32, body: &[u8]) -> io::Result<Msg> {
             },
         },
         kind::GRANTED => Msg::Granted(decode_grant(&mut c)?),
+        kind::MAP_ASK => Msg::MapAsk {
+            seq: c.u64()?,
+            ino: c.u64()?,
+            first: c.u64()?,
+            blocks: c.u64()?,
+            writable: match c.u32()? {
+                0 => false,
+                1 => true,
+                _ => return Err(bad("unknown map mode")),
+            },
+        },
+        kind::MAPPED => Msg::Mapped {
+            seq: c.u64()?,
+            ino: c.u64()?,
+            lease: c.u64()?,
+            runs: decode_runs(&mut c)?,
+        },
         kind::REFUSED => Msg::Refused {
             seq: c.u64()?,
             ino: c.u64()?,
@@ -339,21 +409,26 @@ fn decode(kind: u32, body: &[u8]) -> io::Result<Msg> {
     Ok(msg)
 }
 
-fn decode_grant(c: &mut Cursor<'_>) -> io::Result<Grant> {
-    let (seq, ino, window) = (c.u64()?, c.u64()?, c.u64()?);
-    let (lease, size) = (c.u64()?, c.u64()?);
+fn decode_runs(c: &mut Cursor<'_>) -> io::Result<Vec<Run>> {
     let n = c.u32()? as usize;
     if n > MAX_RUNS {
         return Err(bad("more runs than a grant may carry"));
     }
-    let mut runs = Vec::with_capacity(n);
-    for _ in 0..n {
-        runs.push(Run {
-            file_block: c.u64()?,
-            pool_off: c.u64()?,
-            blocks: c.u64()?,
-        });
-    }
+    (0..n)
+        .map(|_| {
+            Ok(Run {
+                file_block: c.u64()?,
+                pool_off: c.u64()?,
+                blocks: c.u64()?,
+            })
+        })
+        .collect()
+}
+
+fn decode_grant(c: &mut Cursor<'_>) -> io::Result<Grant> {
+    let (seq, ino, window) = (c.u64()?, c.u64()?, c.u64()?);
+    let (lease, size) = (c.u64()?, c.u64()?);
+    let runs = decode_runs(c)?;
     let writes = match c.u32()? {
         0 => None,
         1 => Some(decode_writes(c)?),
@@ -550,6 +625,27 @@ mod tests {
         round_trip(Msg::Return { ino: 5, lease: 6 });
         round_trip(Msg::Recall { ino: 5, lease: 6 });
         round_trip(Msg::Recalled { ino: 5, lease: 6 });
+    }
+
+    #[test]
+    fn map_messages_round_trip() {
+        round_trip(Msg::MapAsk {
+            seq: 3,
+            ino: 9,
+            first: 16,
+            blocks: 300,
+            writable: true,
+        });
+        round_trip(Msg::Mapped {
+            seq: 3,
+            ino: 9,
+            lease: 44,
+            runs: vec![Run {
+                file_block: 16,
+                pool_off: 1 << 21,
+                blocks: 2,
+            }],
+        });
     }
 
     #[test]

@@ -114,6 +114,23 @@ impl Window {
         Window::reserve_flags(len, addr, libc::MAP_FIXED)
     }
 
+    /// Takes over `[addr, addr + len)`, a mapping the caller just made
+    /// (a program's `mmap` of a file, which a map lease then shows the
+    /// pool's pages in, design.md §17.14). Dropping the window unmaps it;
+    /// [`Window::leave_mapped`] hands it back.
+    ///
+    /// # Safety
+    /// The range must be one mapping this process made and nothing else
+    /// owns as a `Window`: the window's calls replace its pages.
+    pub unsafe fn adopt(addr: usize, len: usize) -> Result<Window, i32> {
+        let page = page_size();
+        if len == 0 || !len.is_multiple_of(page) || !addr.is_multiple_of(page) {
+            return Err(libc::EINVAL);
+        }
+        let base = NonNull::new(addr as *mut u8).ok_or(libc::EINVAL)?;
+        Ok(Window { base, len })
+    }
+
     fn reserve_flags(len: usize, addr: usize, fixed: i32) -> Result<Window, i32> {
         if len == 0 || !len.is_multiple_of(page_size()) || !addr.is_multiple_of(page_size()) {
             return Err(libc::EINVAL);
@@ -196,6 +213,63 @@ impl Window {
             return Err(errno());
         }
         debug_assert_eq!(p, dst, "MAP_FIXED maps where it is asked to");
+        Ok(())
+    }
+
+    /// Makes `shadow`, a window of this one's length, a second mapping
+    /// of the pages this one shows (mremap with an old size of 0: Linux
+    /// duplicates a shared mapping), so they can be put back here later
+    /// ([`Window::move_into`]): a map lease keeps the kernel's mapping of
+    /// the file aside while its window shows the pool (design.md §17.14).
+    pub fn duplicate_into(&self, shadow: &Window) -> Result<(), i32> {
+        if shadow.len != self.len {
+            return Err(libc::EINVAL);
+        }
+        let flags = libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED;
+        // SAFETY: both ranges are windows' own; MREMAP_FIXED replaces only
+        // the shadow's reservation.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_mremap,
+                self.base.as_ptr(),
+                0usize,
+                self.len,
+                flags,
+                shadow.base.as_ptr(),
+            )
+        };
+        if r == -1 {
+            return Err(errno());
+        }
+        Ok(())
+    }
+
+    /// Moves this window's pages over `to`'s (the same length), replacing
+    /// what `to` showed, atomically for any thread touching `to`. This
+    /// window's range is left empty and no longer owned (nothing unmaps
+    /// it later); on failure it comes back unchanged.
+    pub fn move_into(self, to: &Window) -> Result<(), (Window, i32)> {
+        if to.len != self.len {
+            return Err((self, libc::EINVAL));
+        }
+        let flags = libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED;
+        // SAFETY: both ranges are windows' own; MREMAP_FIXED replaces only
+        // `to`'s pages, and this window's emptied range is forgotten, so
+        // no later drop unmaps memory placed there since.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_mremap,
+                self.base.as_ptr(),
+                self.len,
+                to.len,
+                flags,
+                to.base.as_ptr(),
+            )
+        };
+        if r == -1 {
+            return Err((self, errno()));
+        }
+        std::mem::forget(self);
         Ok(())
     }
 

@@ -134,15 +134,16 @@ pub fn snapshot<D: PmDevice>(core: &Arc<Core<D>>, session: &Session) -> Value {
     })
 }
 
-/// The leases' counters since the mount (`granted` counts read and write
-/// leases, `granted_write` the write leases among them), and how many are
-/// held now.
+/// The leases' counters since the mount (`granted` counts read, write
+/// and map leases, `granted_write` and `granted_map` the write and map
+/// leases among them), and how many are held now.
 fn leases(l: &amber_lease::Leases) -> Value {
     use std::sync::atomic::Ordering::Relaxed;
     let c = &l.counters;
     json!({
         "granted": c.granted.load(Relaxed),
         "granted_write": c.written.load(Relaxed),
+        "granted_map": c.mapped.load(Relaxed),
         "refused": c.refused.load(Relaxed),
         "refused_contended": c.contended.load(Relaxed),
         "recalled": c.recalled.load(Relaxed),

@@ -3,6 +3,7 @@
 //! mapping of the pool while the daemon that owns the pool promises not
 //! to change the file without first recalling the lease.
 
+use super::{MapId, MapRequest};
 use crate::data::{LeaseEnd, LeasedWrites};
 use crate::error::Result;
 use crate::fs::{regular, Core};
@@ -98,6 +99,11 @@ impl<D: PmDevice> Core<D> {
         let r = self.inode(ino)?;
         let mut st = r.write();
         regular(&st)?;
+        // A lessee writes out of place, which would move blocks a mapping
+        // shows (§16.2): a mapped file takes the kernel's writes instead.
+        if st.maps.as_ref().is_some_and(|m| !m.is_empty()) {
+            return Ok(None);
+        }
         let blocks = st.size().div_ceil(BLOCK_SIZE);
         let ctx = self.context();
         if blocks > 0 {
@@ -123,6 +129,39 @@ impl<D: PmDevice> Core<D> {
         let mut st = r.write();
         regular(&st)?;
         self.guard(self.policy().adopt(self.context(), &mut st, writes, end))
+    }
+
+    /// A map lease (design.md §17.14): blocks `[first, first + count)`
+    /// of `ino` pinned for another process that maps them `MAP_SHARED`
+    /// from its own mapping of the pool, as a library mapping of this
+    /// mount (§16: settled, holes given blocks, written only in place
+    /// while pinned; `writable` if that process may store into them),
+    /// and where those below the end of file lie. Held until
+    /// `end_map_lease`.
+    pub fn map_lease(
+        &self,
+        ino: u64,
+        (first, count): (u64, u64),
+        writable: bool,
+    ) -> Result<(MapId, LeaseView)> {
+        let prot = libc::PROT_READ | if writable { libc::PROT_WRITE } else { 0 };
+        let req = MapRequest {
+            off: first.saturating_mul(BLOCK_SIZE),
+            len: count.saturating_mul(BLOCK_SIZE),
+            prot,
+            may_write: writable,
+            sync: false,
+        };
+        let info = self.map(ino, req, None)?;
+        let r = self.inode(ino)?;
+        let view = self.view_of(&r.read(), first, count);
+        Ok((info.id, view))
+    }
+
+    /// A map lease is over: its blocks' lines written back and fenced
+    /// when it was writable, and unpinned (`unmap`).
+    pub fn end_map_lease(&self, id: MapId) -> Result<()> {
+        self.unmap(id)
     }
 
     /// Where the file's blocks in `[first, first + count)` below its end

@@ -51,16 +51,21 @@ fn open_error(errno: i32, message: String) -> OpenError {
 /// see its end): so where close_range(2) is missing (Linux before 5.9)
 /// the table is not unshared at all and the thread shares it as before.
 fn detach_descriptors() {
-    detach(None);
+    detach(&[]);
 }
 
-/// As the pool's threads do, for a thread that keeps one descriptor of
-/// its own: the interposer's lease thread and its socket, `keep`.
-pub fn detach_descriptors_but(keep: std::os::fd::RawFd) {
-    detach(u32::try_from(keep).ok());
+/// As the pool's threads do, for a thread that keeps descriptors of its
+/// own: the interposer's lease thread, its socket and the pool file (which
+/// it maps map leases' pages from, design.md §17.14), `keep`.
+pub fn detach_descriptors_but(keep: &[std::os::fd::RawFd]) {
+    let mut keep: Vec<u32> = keep.iter().filter_map(|&k| u32::try_from(k).ok()).collect();
+    keep.sort_unstable();
+    detach(&keep);
 }
 
-fn detach(keep: Option<u32>) {
+/// Unshares the thread's descriptor table and closes all of it but
+/// `keep` (sorted).
+fn detach(keep: &[u32]) {
     let close_range = |first: u32, last: u32| {
         // SAFETY: close_range(2) takes plain integers; the caller decides
         // whose table it closes in.
@@ -76,15 +81,14 @@ fn detach(keep: Option<u32>) {
     }
     // The table is now this thread's alone (unshare succeeded), so this
     // leaves the program's untouched.
-    match keep {
-        None => close_range(0, u32::MAX),
-        Some(k) => {
-            if k > 0 {
-                close_range(0, k - 1);
-            }
-            close_range(k.saturating_add(1), u32::MAX)
+    let mut next = 0u32;
+    for &k in keep {
+        if k > next {
+            close_range(next, k - 1);
         }
-    };
+        next = next.max(k.saturating_add(1));
+    }
+    close_range(next, u32::MAX);
 }
 
 impl Pool {

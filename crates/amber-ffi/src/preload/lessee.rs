@@ -455,6 +455,23 @@ pub(super) fn connected() -> Option<&'static Client> {
     (!p.is_null()).then(|| unsafe { &*p }).filter(|c| c.alive())
 }
 
+/// The connection, made now if this process never tried: a mapping of a
+/// file on the mount is worth one (each page it faults in through the
+/// kernel is a FUSE request).
+pub(super) fn client_now() -> Option<&'static Client> {
+    if CLIENT.load(Ordering::Acquire).is_null() {
+        return connect();
+    }
+    connected()
+}
+
+/// Whether descriptor `fd` is open for reading and writing.
+pub(super) fn open_for_writing(fd: c_int) -> bool {
+    // SAFETY: fcntl(F_GETFL) takes no pointer.
+    let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) } as c_int;
+    fl >= 0 && fl & libc::O_ACCMODE == libc::O_RDWR
+}
+
 /// Connects, if this process has read enough on the mount through the
 /// kernel for a connection to pay (`READS_BEFORE_CONNECT`) and never
 /// connected before.
@@ -482,8 +499,8 @@ fn connect() -> Option<&'static Client> {
     let raw = Arc::into_raw(client).cast_mut();
     CLIENT.store(raw, Ordering::Release);
     ATFORK.call_once(|| {
-        // SAFETY: registering a plain extern "C" function.
-        unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
+        // SAFETY: registering plain extern "C" functions.
+        unsafe { libc::pthread_atfork(Some(super::lessee_map::before_fork), None, Some(in_child)) };
     });
     // SAFETY: just stored, never freed.
     Some(unsafe { &*raw })
@@ -514,7 +531,7 @@ fn control_socket() -> Option<PathBuf> {
 /// Run first by the lease thread: everything it does is the library's
 /// own (no hook serves it), and it leaves the program's descriptor table
 /// for a copy holding only its socket, `keep` (see `Pool`'s threads).
-fn lease_thread_start(keep: RawFd) {
+fn lease_thread_start(keep: &[RawFd]) {
     std::mem::forget(Inside::enter());
     crate::posix::detach_descriptors_but(keep);
 }

@@ -10,6 +10,7 @@
 
 pub mod hooks;
 pub mod lessee;
+mod lessee_map;
 pub mod lessee_write;
 pub mod real;
 pub mod route;

@@ -127,6 +127,10 @@ pub enum Call {
     Dup,
     /// Closes a range of descriptors.
     CloseMany,
+    /// Maps the descriptor in its fifth argument (`mmap`): a shared
+    /// mapping of a file on the mount is a reason to load, so it can show
+    /// the pool's pages (design.md §17.14).
+    Map,
     /// Anything else.
     Other,
 }
@@ -168,6 +172,8 @@ impl Call {
             Call::Dup
         } else if eq(name, "close_range") || eq(name, "closefrom") {
             Call::CloseMany
+        } else if eq(name, "mmap") || eq(name, "mmap64") {
+            Call::Map
         } else {
             Call::Other
         }
@@ -211,6 +217,12 @@ impl<T> Arg for *mut T {}
 /// A call's arguments: its first two descriptors' places.
 pub trait Args {
     fn fds(&self) -> (Option<c_int>, Option<c_int>);
+
+    /// mmap's descriptor, for a shared mapping: the fifth argument when
+    /// the fourth (the flags) asks for one.
+    fn shared_map_fd(&self) -> Option<c_int> {
+        None
+    }
 }
 
 impl<A: Arg> Args for (A,) {
@@ -233,12 +245,28 @@ args!();
 args!(C);
 args!(C, D);
 args!(C, D, E);
-args!(C, D, E, F);
 
-/// The first two arguments that may be descriptors, as `served` takes them.
+impl<A: Arg, B: Arg, C, D: Arg, E: Arg, F> Args for (A, B, C, D, E, F) {
+    fn fds(&self) -> (Option<c_int>, Option<c_int>) {
+        (self.0.fd(), self.1.fd())
+    }
+
+    fn shared_map_fd(&self) -> Option<c_int> {
+        let kind = self.3.fd()? & libc::MAP_TYPE;
+        let shared = kind == libc::MAP_SHARED || kind == libc::MAP_SHARED_VALIDATE;
+        self.4.fd().filter(|_| shared)
+    }
+}
+
+/// The arguments of `call` that may be descriptors, as `served` takes
+/// them: the first two, or a shared mapping's descriptor.
 #[inline]
-pub fn fds<T: Args>(args: &T) -> (Option<c_int>, Option<c_int>) {
-    args.fds()
+pub fn fds<T: Args>(call: Call, args: &T) -> (Option<c_int>, Option<c_int>) {
+    if call == Call::Map {
+        (args.shared_map_fd(), None)
+    } else {
+        args.fds()
+    }
 }
 
 /// The served library's hooks, if this call goes to them (loading them
@@ -358,6 +386,11 @@ fn noted(call: Call, (fd0, fd1): (Option<c_int>, Option<c_int>)) -> Option<&'sta
                 return load(false);
             }
             slot.store(ELSEWHERE, Ordering::Relaxed);
+        }
+        Call::Map => {
+            if fd0.is_some_and(|fd| fd >= 0 && on_mount(fd)) {
+                return load(false);
+            }
         }
         Call::Close => forget(fd0),
         Call::Dup => forget(fd1),

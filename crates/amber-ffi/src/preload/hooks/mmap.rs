@@ -16,8 +16,8 @@ use crate::abi::ret;
 use crate::posix::file::OpenFile;
 use crate::posix::mapping::{self, Place};
 use crate::posix::{reserve, Errno, PResult, Pool};
-use crate::preload::real;
 use crate::preload::state::{self, Inside};
+use crate::preload::{lessee_map, real};
 use amber_pmem::Window;
 
 /// A shared mapping of served file `f`: its window placed as the flags
@@ -67,9 +67,12 @@ pub unsafe fn mmap64(
     let kernel = || {
         if flags & libc::MAP_FIXED != 0 {
             forget_replaced(addr, len);
+            lessee_map::before_change(addr, len);
         }
         // SAFETY: the caller's contract.
-        unsafe { real::mmap64(addr, len, prot, flags, fd, off) }
+        let p = unsafe { real::mmap64(addr, len, prot, flags, fd, off) };
+        lessee_map::mapped(p, len, (prot, flags), fd, off);
+        p
     };
     on_fd(fd, kernel, served, libc::MAP_FAILED)
 }
@@ -135,6 +138,7 @@ fn split_range(
 }
 
 pub unsafe fn munmap(addr: *mut c_void, len: size_t) -> c_int {
+    lessee_map::before_change(addr, len);
     let Some((pool, _inside)) = mapping_pool() else {
         // SAFETY: the caller's contract.
         return unsafe { real::munmap(addr, len) };
@@ -145,6 +149,7 @@ pub unsafe fn munmap(addr: *mut c_void, len: size_t) -> c_int {
 }
 
 pub unsafe fn mprotect(addr: *mut c_void, len: size_t, prot: c_int) -> c_int {
+    lessee_map::before_change(addr, len);
     let Some((pool, _inside)) = mapping_pool() else {
         // SAFETY: the caller's contract.
         return unsafe { real::mprotect(addr, len, prot) };
@@ -182,6 +187,8 @@ pub unsafe fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> c_int {
 
 pub unsafe fn madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int {
     let remove = advice == libc::MADV_REMOVE;
+    // MADV_REMOVE over the pool's own pages would punch the pool file.
+    lessee_map::before_change(addr, len);
     let Some((pool, _inside)) = mapping_pool().filter(|_| remove) else {
         // Every other advice means to an Amber mapping what it means to
         // any shared mapping of a file, and the kernel's is that.
@@ -210,6 +217,10 @@ pub unsafe fn mremap(
         // SAFETY: the caller's contract.
         unsafe { real::mremap(old, old_len, new_len, flags, new_addr) }
     };
+    lessee_map::before_change(old, old_len.max(1));
+    if flags & libc::MREMAP_FIXED != 0 {
+        lessee_map::before_change(new_addr, new_len);
+    }
     let Some((pool, _inside)) = mapping_pool() else {
         return kernel();
     };

@@ -19,6 +19,8 @@ use crate::contention::Bounces;
 use crate::owner::Owner;
 use crate::wire::{self, Grant, Msg, Refusal, Writes, MAX_GRANTED, WINDOW_BLOCKS};
 
+mod maps;
+
 /// Most leases one client holds at once; beyond it, the kernel's path.
 pub const MAX_LEASES_PER_CLIENT: usize = 1024;
 
@@ -71,6 +73,28 @@ struct FileLeases {
     /// The write lease among the holders, if one: it excludes every
     /// other lease on the file.
     written: Option<u64>,
+    /// Writable map leases among the holders (design.md §17.14): their
+    /// holders store into the file behind the kernel, so a kernel read
+    /// recalls them, as it does a write lease.
+    mapped_writable: u32,
+}
+
+/// What a lease lets its holder do, which decides what it excludes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Read,
+    Write,
+    /// A map lease; one whose holder may store if `true`.
+    Map(bool),
+}
+
+impl Kind {
+    /// Whether its holder changes the file behind the kernel: its grant
+    /// first has the kernel drop the file's pages (`prime`), and a
+    /// kernel read recalls it (`settle_writes`).
+    fn changes(self) -> bool {
+        matches!(self, Kind::Write | Kind::Map(true))
+    }
 }
 
 #[derive(Default)]
@@ -82,6 +106,9 @@ struct State {
     /// The grants of the write leases out, by lease: adopted before the
     /// lease leaves the table.
     writes: HashMap<u64, (u64, LeasedWrites)>,
+    /// The map leases out, by lease: their file, the core's mapping
+    /// pinning its blocks, and whether the holder may store.
+    maps: HashMap<u64, (u64, amber_core::MapId, bool)>,
     next_lease: u64,
     bounces: Bounces,
     /// The daemon is stopping: no more grants.
@@ -99,6 +126,16 @@ pub struct Counters {
     pub cut_off: AtomicU64,
     /// Of the grants, write leases.
     pub written: AtomicU64,
+    /// Of the grants, map leases.
+    pub mapped: AtomicU64,
+}
+
+/// What the owner prepared for a request, before it is registered.
+enum Prepared {
+    /// A read or write lease on a window.
+    Lease(Box<Settled>, u64),
+    /// A map lease: the core's mapping, the runs it pins, writable.
+    Map(amber_core::MapId, Vec<amber_core::Run>, bool),
 }
 
 /// What the owner settled for a grant.
@@ -123,13 +160,15 @@ impl Settled {
     }
 }
 
-/// Whether a new lease on `f` would meet one it excludes: a write lease
-/// excludes every other.
-fn conflicts(f: &FileLeases, write: bool) -> bool {
-    if write {
-        !f.holders.is_empty()
-    } else {
-        f.written.is_some()
+/// Whether a new lease of `kind` on `f` would meet one it excludes: a
+/// write lease excludes every other (a lessee writes out of place, which
+/// would move a mapped block). Read and map leases share a file: a
+/// mapping's stores and the daemon's in-place writes reach the blocks
+/// readers read.
+fn conflicts(f: &FileLeases, kind: Kind) -> bool {
+    match kind {
+        Kind::Write => !f.holders.is_empty(),
+        Kind::Read | Kind::Map(_) => f.written.is_some(),
     }
 }
 
@@ -237,6 +276,18 @@ impl Leases {
             self.owner.adopt(ino, &writes, end);
             st = self.state.lock();
         }
+        if let Some((i, id, writable)) = st.maps.remove(&lease) {
+            drop(st);
+            debug_assert_eq!(i, ino);
+            self.owner.unmap(ino, id);
+            st = self.state.lock();
+            if writable {
+                if let Some(f) = st.files.get_mut(&ino) {
+                    f.mapped_writable -= 1;
+                }
+                self.writes_out.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
         if let Some(h) = st.held.get_mut(&id) {
             h.remove(&(ino, lease));
         }
@@ -263,36 +314,52 @@ impl Leases {
         (ino, window): (u64, u64),
         write: bool,
     ) -> io::Result<()> {
-        if let Err(why) = self.start_grant(peer.id, ino, write) {
+        let kind = if write { Kind::Write } else { Kind::Read };
+        if let Err(why) = self.start_grant(peer.id, ino, kind) {
             return self.refuse(peer, seq, ino, why);
         }
         let seen = window
             .checked_mul(WINDOW_BLOCKS)
             .and_then(|first| self.settle(ino, (first, WINDOW_BLOCKS), write));
+        let prepared = seen.map(|g| Prepared::Lease(Box::new(g), window));
+        self.answer(peer, (seq, ino), kind, prepared)
+    }
+
+    /// Sends what was prepared for client `peer`'s request `seq` on `ino`
+    /// (`None`: the owner refused), registered as a lease of `kind` —
+    /// unless the file turned busy, a kernel read spoiled a grant that
+    /// primed it, or a lease it excludes came meanwhile: then a refusal,
+    /// and what was prepared goes back to the owner. Registered and sent
+    /// under the peer's writer lock, so a recall of it can only reach the
+    /// client after it.
+    fn answer(
+        &self,
+        peer: &Peer,
+        (seq, ino): (u64, u64),
+        kind: Kind,
+        prepared: Option<Prepared>,
+    ) -> io::Result<()> {
         let mut w = peer.writer.lock();
         let mut st = self.state.lock();
         let f = st.files.entry(ino).or_default();
         f.granting -= 1;
-        f.granting_writes -= u32::from(write);
-        let spoiled = write && std::mem::take(&mut f.spoiled);
-        let why = if f.busy > 0 || spoiled || conflicts(f, write) {
+        f.granting_writes -= u32::from(kind.changes());
+        let spoiled = kind.changes() && std::mem::take(&mut f.spoiled);
+        let why = if f.busy > 0 || spoiled || conflicts(f, kind) {
             Some(Refusal::Busy)
         } else {
-            seen.is_none().then_some(Refusal::Unleasable)
+            prepared.is_none().then_some(Refusal::Unleasable)
         };
-        let (msg, unused) = match (seen, why) {
-            (Some(g), None) => {
-                let lease = self.register(&mut st, peer.id, ino, g.writes.clone());
-                (Msg::Granted(g.into_grant(seq, (ino, window), lease)), None)
-            }
-            (seen, why) => {
+        let (msg, unused) = match (prepared, why) {
+            (Some(p), None) => (self.register(&mut st, peer.id, (seq, ino), p), None),
+            (prepared, why) => {
                 forget_if_idle(&mut st, ino);
                 self.changed.notify_all();
                 let why = why.unwrap_or(Refusal::Unleasable);
-                (Msg::Refused { seq, ino, why }, seen.and_then(|g| g.writes))
+                (Msg::Refused { seq, ino, why }, prepared)
             }
         };
-        if write {
+        if kind.changes() {
             // Registered (or refused) under the lock: kernel reads from
             // here on recall the lease instead.
             self.preparing_writes.fetch_sub(1, Ordering::AcqRel);
@@ -303,9 +370,15 @@ impl Leases {
         }
         let sent = wire::send(&mut *w, &msg);
         drop(w);
-        if let Some(writes) = unused {
+        match unused {
             // Granted blocks nobody was sent: all go back to the allocator.
-            self.owner.adopt(ino, &writes, LeaseEnd::Unused);
+            Some(Prepared::Lease(g, _)) => {
+                if let Some(writes) = g.writes {
+                    self.owner.adopt(ino, &writes, LeaseEnd::Unused);
+                }
+            }
+            Some(Prepared::Map(id, ..)) => self.owner.unmap(ino, id),
+            None => {}
         }
         sent
     }
@@ -330,21 +403,22 @@ impl Leases {
         })
     }
 
-    /// Starts preparing a grant of `ino` to client `id`; a write grant
-    /// first has the kernel drop its pages of the file (`prime`).
-    fn start_grant(&self, id: u64, ino: u64, write: bool) -> Result<(), Refusal> {
-        if write {
-            self.prime(id, ino)?;
+    /// Starts preparing a grant of `ino` to client `id`; one whose holder
+    /// changes the file first has the kernel drop its pages of it
+    /// (`prime`).
+    fn start_grant(&self, id: u64, ino: u64, kind: Kind) -> Result<(), Refusal> {
+        if kind.changes() {
+            self.prime(id, ino, kind)?;
         }
         let mut st = self.state.lock();
-        let admitted = admit(&mut st, id, ino, write);
+        let admitted = admit(&mut st, id, ino, kind);
         let f = st.files.entry(ino).or_default();
         if admitted.is_ok() {
             f.granting += 1;
-            f.granting_writes += u32::from(write);
+            f.granting_writes += u32::from(kind.changes());
             return Ok(());
         }
-        if write {
+        if kind.changes() {
             f.spoiled = false;
             self.preparing_writes.fetch_sub(1, Ordering::AcqRel);
         }
@@ -358,10 +432,10 @@ impl Leases {
     /// writes it back through one); a read through the kernel from here
     /// to the grant's registration spoils the grant (`settle_writes`), as
     /// the kernel may keep what it read.
-    fn prime(&self, id: u64, ino: u64) -> Result<(), Refusal> {
+    fn prime(&self, id: u64, ino: u64, kind: Kind) -> Result<(), Refusal> {
         {
             let mut st = self.state.lock();
-            if let Err(why) = admit(&mut st, id, ino, true) {
+            if let Err(why) = admit(&mut st, id, ino, kind) {
                 forget_if_idle(&mut st, ino);
                 return Err(why);
             }
@@ -377,23 +451,43 @@ impl Leases {
         Ok(())
     }
 
-    /// A new lease of client `id` on `ino` (a write lease with `writes`);
-    /// its number.
-    fn register(&self, st: &mut State, id: u64, ino: u64, writes: Option<LeasedWrites>) -> u64 {
+    /// Registers what was prepared for client `id`'s request `seq` on
+    /// `ino` as a new lease (a write lease's grant, a map lease's
+    /// mapping kept for its end); the message that grants it.
+    fn register(&self, st: &mut State, id: u64, (seq, ino): (u64, u64), p: Prepared) -> Msg {
         st.next_lease += 1;
         let lease = st.next_lease;
         let f = st.files.entry(ino).or_default();
         f.holders.push((id, lease));
-        if let Some(w) = writes {
-            f.written = Some(lease);
-            st.writes.insert(lease, (ino, w));
-            self.writes_out.fetch_add(1, Ordering::AcqRel);
-            self.counters.written.fetch_add(1, Ordering::Relaxed);
-        }
+        let msg = match p {
+            Prepared::Lease(g, window) => {
+                if let Some(w) = g.writes.clone() {
+                    f.written = Some(lease);
+                    st.writes.insert(lease, (ino, w));
+                    self.writes_out.fetch_add(1, Ordering::AcqRel);
+                    self.counters.written.fetch_add(1, Ordering::Relaxed);
+                }
+                Msg::Granted((*g).into_grant(seq, (ino, window), lease))
+            }
+            Prepared::Map(map, runs, writable) => {
+                if writable {
+                    f.mapped_writable += 1;
+                    self.writes_out.fetch_add(1, Ordering::AcqRel);
+                }
+                st.maps.insert(lease, (ino, map, writable));
+                self.counters.mapped.fetch_add(1, Ordering::Relaxed);
+                Msg::Mapped {
+                    seq,
+                    ino,
+                    lease,
+                    runs,
+                }
+            }
+        };
         st.held.entry(id).or_default().insert((ino, lease));
         self.counters.granted.fetch_add(1, Ordering::Relaxed);
         self.changed.notify_all();
-        lease
+        msg
     }
 
     fn refuse(&self, peer: &Peer, seq: u64, ino: u64, why: Refusal) -> io::Result<()> {
@@ -521,7 +615,7 @@ fn drop_holder(st: &mut State, ino: u64, holder: (u64, u64)) {
 /// only files with leases, grants or changes under way.
 /// Whether a grant of `ino` to client `id` (a write grant if `write`)
 /// may start now; a write grant asks twice, before and after `prime`.
-fn admit(st: &mut State, id: u64, ino: u64, write: bool) -> Result<(), Refusal> {
+fn admit(st: &mut State, id: u64, ino: u64, kind: Kind) -> Result<(), Refusal> {
     if st.closing {
         return Err(Refusal::Unleasable);
     }
@@ -532,8 +626,8 @@ fn admit(st: &mut State, id: u64, ino: u64, write: bool) -> Result<(), Refusal> 
         return Err(Refusal::Contended);
     }
     let f = st.files.entry(ino).or_default();
-    let racing = f.priming || f.granting_writes > 0 || (write && f.granting > 0);
-    if f.busy > 0 || racing || conflicts(f, write) || (write && f.spoiled) {
+    let racing = f.priming || f.granting_writes > 0 || (kind == Kind::Write && f.granting > 0);
+    if f.busy > 0 || racing || conflicts(f, kind) || (kind.changes() && f.spoiled) {
         return Err(Refusal::Busy);
     }
     Ok(())
@@ -566,12 +660,24 @@ impl Drop for Exclusive<'_> {
 }
 
 impl Leases {
-    /// Recalls the write leases on `ino` before the daemon reads it (its
-    /// data, size or times) for a request: their holder's writes are then
-    /// the core's. A read while a write grant of the file is being
-    /// prepared spoils the grant (`prime`). Nothing to do, and no lock,
-    /// while no write lease is out or being prepared.
+    /// Recalls the write leases on `ino` before the daemon reads its size
+    /// or times for a request: their holder's writes are then the core's.
+    /// A read while a write grant of the file is being prepared spoils the
+    /// grant (`prime`). Nothing to do, and no lock, while no write lease
+    /// is out or being prepared.
     pub fn settle_writes(&self, ino: u64) -> Result<Option<Exclusive<'_>>, Unresponsive> {
+        self.settle_for(ino, false)
+    }
+
+    /// `settle_writes` before the daemon reads `ino`'s data for the
+    /// kernel, which may cache it in a page: writable map leases are
+    /// recalled too (their holders store behind the kernel; they change
+    /// no size or time).
+    pub fn settle_reads(&self, ino: u64) -> Result<Option<Exclusive<'_>>, Unresponsive> {
+        self.settle_for(ino, true)
+    }
+
+    fn settle_for(&self, ino: u64, data: bool) -> Result<Option<Exclusive<'_>>, Unresponsive> {
         // Registered under the table's lock before the grant is sent, so
         // a write that returned is counted here.
         if self.writes_out.load(Ordering::Acquire) == 0
@@ -582,8 +688,9 @@ impl Leases {
         let written = {
             let mut st = self.state.lock();
             st.files.get_mut(&ino).is_some_and(|f| {
-                f.spoiled |= f.written.is_none() && (f.priming || f.granting_writes > 0);
-                f.written.is_some()
+                let changing = f.written.is_some() || (data && f.mapped_writable > 0);
+                f.spoiled |= !changing && (f.priming || f.granting_writes > 0);
+                changing
             })
         };
         if written {
@@ -593,13 +700,15 @@ impl Leases {
         }
     }
 
-    /// Whether client `id` holds a write lease: it must not outlive its
-    /// connection (`server::wait_gone`).
+    /// Whether client `id` holds a write or map lease: it must not
+    /// outlive its connection (`server::wait_gone`), or it could store
+    /// into blocks its lease no longer covers.
     pub(crate) fn writes_held(&self, id: u64) -> bool {
         let st = self.state.lock();
-        st.held
-            .get(&id)
-            .is_some_and(|h| h.iter().any(|(_, l)| st.writes.contains_key(l)))
+        st.held.get(&id).is_some_and(|h| {
+            h.iter()
+                .any(|(_, l)| st.writes.contains_key(l) || st.maps.contains_key(l))
+        })
     }
 
     /// Ends every client's connection (the daemon is stopping), after
@@ -609,7 +718,12 @@ impl Leases {
         let written: Vec<u64> = {
             let mut st = self.state.lock();
             st.closing = true;
-            st.writes.values().map(|(ino, _)| *ino).collect()
+            let maps = st.maps.values().map(|m| m.0);
+            st.writes
+                .values()
+                .map(|(ino, _)| *ino)
+                .chain(maps)
+                .collect()
         };
         for ino in written {
             drop(self.exclusive(ino));
@@ -630,6 +744,9 @@ mod tests {
     #[derive(Default)]
     struct TestOwner {
         adopted: Mutex<Vec<(u64, LeasedWrites)>>,
+        /// Map leases' mappings made and ended.
+        mapped: AtomicU64,
+        unmapped: Mutex<Vec<amber_core::MapId>>,
         /// Runs while a write grant settles (a FUSE request meanwhile).
         settling: Mutex<Option<CacheInvalidator>>,
     }
@@ -667,6 +784,20 @@ mod tests {
 
         fn adopt(&self, ino: u64, writes: &LeasedWrites, _end: LeaseEnd) {
             self.adopted.lock().push((ino, writes.clone()));
+        }
+
+        fn map(
+            &self,
+            ino: u64,
+            (first, count): (u64, u64),
+            _writable: bool,
+        ) -> Option<(amber_core::MapId, LeaseView)> {
+            let id = self.mapped.fetch_add(1, Ordering::Relaxed);
+            Some((amber_core::MapId(id), self.view(ino, first, count)?))
+        }
+
+        fn unmap(&self, _ino: u64, id: amber_core::MapId) {
+            self.unmapped.lock().push(id);
         }
     }
 
@@ -756,7 +887,7 @@ mod tests {
         // Another client's write grant settles the file right now: a
         // second one would share its seqs, and a read grant would see the
         // file before the write lease excludes it.
-        leases.start_grant(2, 9, true).unwrap();
+        leases.start_grant(2, 9, Kind::Write).unwrap();
         for write in [true, false] {
             assert_eq!(
                 asked(&leases, &peer, &mut client, 9, write),
@@ -765,7 +896,7 @@ mod tests {
         }
         assert!(owner.adopted.lock().is_empty());
         // A read grant being prepared refuses a write grant only.
-        leases.start_grant(2, 10, false).unwrap();
+        leases.start_grant(2, 10, Kind::Read).unwrap();
         assert_eq!(
             asked(&leases, &peer, &mut client, 10, true),
             Err(Refusal::Busy)
@@ -891,5 +1022,70 @@ mod tests {
             leases.state.lock().files.is_empty(),
             "an idle file stayed in the table"
         );
+    }
+
+    /// A map lease granted on `ino`, or why not.
+    fn mapped(
+        leases: &Leases,
+        peer: &Peer,
+        client: &mut UnixStream,
+        ino: u64,
+        writable: bool,
+    ) -> Result<u64, Refusal> {
+        leases.grant_map(peer, (1, ino), (0, 16), writable).unwrap();
+        match wire::recv(client).unwrap() {
+            Some(Msg::Mapped { lease, runs, .. }) => {
+                assert_eq!(runs.len(), 1);
+                Ok(lease)
+            }
+            Some(Msg::Refused { why, .. }) => Err(why),
+            other => panic!("expected an answer, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn map_leases_share_a_file_and_a_kernel_read_recalls_the_writable() {
+        let (leases, peer, mut client, owner) = with_owner(Duration::from_secs(30));
+        let a = mapped(&leases, &peer, &mut client, 7, true).unwrap();
+        let b = mapped(&leases, &peer, &mut client, 7, false).unwrap();
+        granted(&leases, &peer, &mut client, 7);
+        // A write lease would move the mapped blocks.
+        let write = asked(&leases, &peer, &mut client, 7, true);
+        assert_eq!(write, Err(Refusal::Busy));
+        assert!(leases.writes_held(peer.id));
+        // Attributes need no recall: a mapping changes no size or time.
+        assert!(matches!(leases.settle_writes(7), Ok(None)));
+        // Data does: every lease on the file is recalled.
+        let l = Arc::clone(&leases);
+        let reading = std::thread::spawn(move || l.settle_reads(7).map(|g| g.is_some()));
+        for _ in 0..3 {
+            let Some(Msg::Recall { ino, lease }) = wire::recv(&mut client).unwrap() else {
+                panic!("expected a recall");
+            };
+            leases.give_back(peer.id, ino, lease, LeaseEnd::Returned);
+        }
+        assert!(matches!(reading.join().unwrap(), Ok(true)));
+        let mut ended = owner.unmapped.lock().clone();
+        ended.sort_unstable();
+        assert_eq!(ended, [amber_core::MapId(0), amber_core::MapId(1)]);
+        assert!(!leases.writes_held(peer.id));
+        let _ = (a, b);
+    }
+
+    #[test]
+    fn a_map_lease_waits_for_a_write_lease_and_goes_when_its_client_leaves() {
+        let (leases, peer, mut client, owner) = with_owner(Duration::from_secs(30));
+        asked(&leases, &peer, &mut client, 5, true).unwrap();
+        assert_eq!(
+            mapped(&leases, &peer, &mut client, 5, false),
+            Err(Refusal::Busy)
+        );
+        // Refused before the owner pinned anything.
+        assert_eq!(owner.mapped.load(Ordering::Relaxed), 0);
+        mapped(&leases, &peer, &mut client, 6, true).unwrap();
+        leases.leave(peer.id);
+        assert_eq!(*owner.unmapped.lock(), [amber_core::MapId(0)]);
+        assert_eq!(leases.held(), 0);
+        assert!(leases.state.lock().files.is_empty());
     }
 }

@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""Map leases (issue 32 point 3, design.md §17.14): a preloaded process's
+`MAP_SHARED` mapping of a file on an `amberfs mount` shows the pool's own
+blocks, pinned by the daemon, so two processes mapping one file share
+its pages as on a DAX file system; a kernel read of the file, a
+truncate, a fork and the daemon's death each give the pages back to the
+kernel's mapping first.
+
+    python3 tests/multiproc/maps.py BIN_DIR [SEED]
+
+Checked, with an oracle kept in this (not preloaded) process:
+
+* two processes mapping one file both show the pool file at the same
+  offset in /proc/PID/maps, and each sees the other's stores at once,
+  with no msync; the daemon counts the map leases;
+* a read through the kernel by a process that is not preloaded sees
+  every store, and recalls the mappings (they show the file again, and
+  still share their bytes, through the page cache);
+* kill -9 of a mapper after msync keeps what it stored; its pins go
+  back (fsck clean at the end);
+* a fork gives the parent's mapping back first, and the child's stores
+  through the inherited mapping are the parent's to see;
+* a truncate through the kernel recalls the mapping;
+* kill -9 of the daemon: the mapping shows the (dead) mount's file, no
+  longer the pool, and the next mount has every byte stored before.
+
+Randomized data prints its seed; pass it as SEED to replay.
+"""
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from leases import ask, run_cases, wait_for, write_file  # noqa: E402
+
+import mmap  # noqa: E402
+
+SIZE = 64 * 4096
+
+
+def shown(m, writable):
+    """What backs mapping `m` in /proc/self/maps: (path, offset). A
+    read-only mapping has no address Python gives: the helper's one
+    mapping of SIZE bytes that shows a pool file, if any, else the file's
+    (the map lease keeps the kernel's mapping aside in a range of the
+    same length while the pool's pages are shown)."""
+    with open("/proc/self/maps") as f:
+        lines = [line.split() for line in f]
+    spans = [(tuple(int(x, 16) for x in l[0].split("-")), l[5] if len(l) > 5 else "", int(l[2], 16))
+             for l in lines]
+    if writable:
+        addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
+        return next(((p, o) for (lo, hi), p, o in spans if lo <= addr < hi), ("", 0))
+    sized = [(p, o) for (lo, hi), p, o in spans if hi - lo == SIZE]
+    pools = [(p, o) for p, o in sized if p.endswith(".pool")]
+    return (pools or sized or [("", 0)])[0]
+
+
+def helper(mode, path):
+    """The preloaded mapper: maps `path` whole (read-write unless `mode`
+    is `ro`) and follows commands on stdin: `shown` says what backs the
+    mapping, `put OFF HEX` stores, `get OFF N` loads, `sync` msyncs,
+    `fork OFF HEX` forks a child that stores through the inherited
+    mapping, `exit`."""
+    fd = os.open(path, os.O_RDONLY if mode == "ro" else os.O_RDWR)
+    prot = mmap.PROT_READ | (0 if mode == "ro" else mmap.PROT_WRITE)
+    m = mmap.mmap(fd, SIZE, mmap.MAP_SHARED, prot)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        w = line.split()
+        if w[0] == "shown":
+            where, off = shown(m, mode != "ro")
+            print(where, off, flush=True)
+        elif w[0] == "put":
+            data = bytes.fromhex(w[2])
+            m[int(w[1]):int(w[1]) + len(data)] = data
+            print("ok", flush=True)
+        elif w[0] == "get":
+            print(m[int(w[1]):int(w[1]) + int(w[2])].hex(), flush=True)
+        elif w[0] == "sync":
+            m.flush()
+            print("ok", flush=True)
+        elif w[0] == "fork":
+            pid = os.fork()
+            if pid == 0:
+                data = bytes.fromhex(w[2])
+                m[int(w[1]):int(w[1]) + len(data)] = data
+                os._exit(0)
+            os.waitpid(pid, 0)
+            print("ok", flush=True)
+        elif w[0] == "exit":
+            return
+
+
+def spawn(m, name, mode="rw"):
+    return m.spawn(mode, name, __file__)
+
+
+def fresh(m, rng, name):
+    data = bytearray(rng.randbytes(SIZE))
+    write_file(m.path(name), data)
+    return data
+
+
+def kernel_read(m, name):
+    with open(m.path(name), "rb") as f:
+        return f.read()
+
+
+def pool_shown(p, m):
+    where, off = ask(p, "shown").rsplit(" ", 1)
+    return where == m.pool, int(off)
+
+
+def two_processes_share_the_pools_pages(m, rng):
+    data = fresh(m, rng, "s")
+    before = m.leases()["granted_map"]
+    a, b = spawn(m, "s"), spawn(m, "s")
+    (a_pool, a_off), (b_pool, b_off) = pool_shown(a, m), pool_shown(b, m)
+    assert a_pool and b_pool, "a mapping does not show the pool"
+    assert a_off == b_off, "two mappings of one file show different pool pages"
+    assert m.leases()["granted_map"] >= before + 2, "no map lease was counted"
+    for _ in range(50):
+        p, q = rng.sample([a, b], 2)
+        off, x = rng.randrange(SIZE - 64), rng.randbytes(1 + rng.randrange(64))
+        assert ask(p, f"put {off} {x.hex()}") == "ok"
+        data[off:off + len(x)] = x
+        assert ask(q, f"get {off} {len(x)}") == x.hex(), "a store was not seen at once"
+    # A kernel read: the mappings are recalled, and it sees every store.
+    assert kernel_read(m, "s") == data, "a kernel read missed a mapped store"
+    assert not pool_shown(a, m)[0] and not pool_shown(b, m)[0], "a recalled mapping shows the pool"
+    x = rng.randbytes(32)
+    assert ask(a, f"put 100 {x.hex()}") == "ok"
+    assert ask(b, "get 100 32") == x.hex(), "the page cache is not shared after the recall"
+    data[100:132] = x
+    for p in (a, b):
+        ask(p, "exit")
+        p.wait()
+    assert kernel_read(m, "s") == data
+
+
+def a_killed_mapper_keeps_what_it_synced(m, rng):
+    data = fresh(m, rng, "k")
+    a = spawn(m, "k")
+    assert pool_shown(a, m)[0], "the mapping does not show the pool"
+    for _ in range(20):
+        off, x = rng.randrange(SIZE - 64), rng.randbytes(64)
+        assert ask(a, f"put {off} {x.hex()}") == "ok"
+        data[off:off + 64] = x
+    assert ask(a, "sync") == "ok"
+    a.kill()
+    a.wait()
+    wait_for(lambda: m.leases()["held"] == 0, "the killed mapper's lease stayed")
+    assert kernel_read(m, "k") == data, "a killed mapper's stores were lost"
+
+
+def a_fork_gives_the_mapping_back_first(m, rng):
+    data = fresh(m, rng, "f")
+    a = spawn(m, "f")
+    assert pool_shown(a, m)[0], "the mapping does not show the pool"
+    x = rng.randbytes(48)
+    assert ask(a, f"fork 4000 {x.hex()}") == "ok"
+    data[4000:4048] = x
+    assert not pool_shown(a, m)[0], "the parent kept the pool's pages across a fork"
+    assert ask(a, "get 4000 48") == x.hex(), "the child's store is not the parent's"
+    ask(a, "exit")
+    a.wait()
+    assert kernel_read(m, "f") == data
+
+
+def a_truncate_recalls_the_mapping(m, rng):
+    fresh(m, rng, "t")
+    a = spawn(m, "t")
+    assert pool_shown(a, m)[0], "the mapping does not show the pool"
+    os.truncate(m.path("t"), SIZE // 2)
+    assert not pool_shown(a, m)[0], "a truncated file's mapping still shows the pool"
+    ask(a, "exit")
+    a.wait()
+
+
+def a_read_only_mapping_shares_the_pages_too(m, rng):
+    data = fresh(m, rng, "r")
+    w, r = spawn(m, "r"), spawn(m, "r", "ro")
+    assert pool_shown(w, m) == pool_shown(r, m) and pool_shown(r, m)[0]
+    x = rng.randbytes(16)
+    assert ask(w, f"put 9000 {x.hex()}") == "ok"
+    assert ask(r, "get 9000 16") == x.hex(), "a read-only mapping missed a store"
+    data[9000:9016] = x
+    for p in (w, r):
+        ask(p, "exit")
+        p.wait()
+    assert kernel_read(m, "r") == data
+
+
+def a_dead_daemon_takes_the_pools_pages_away(m, rng):
+    data = fresh(m, rng, "d")
+    a = spawn(m, "d")
+    assert pool_shown(a, m)[0], "the mapping does not show the pool"
+    x = rng.randbytes(64)
+    assert ask(a, f"put 0 {x.hex()}") == "ok"
+    assert ask(a, "sync") == "ok"
+    data[0:64] = x
+    os.kill(m.daemon, signal.SIGKILL)
+    wait_for(lambda: not os.path.exists(f"/proc/{m.daemon}"), "the daemon did not die")
+    wait_for(lambda: not pool_shown(a, m)[0], "the mapping still shows a pool nobody owns")
+    a.kill()
+    a.wait()
+    subprocess.run(["umount", "-l", m.dir], check=True)
+    m.mount()
+    assert kernel_read(m, "d") == data, "the remount lost a mapped store"
+
+
+CASES = [
+    two_processes_share_the_pools_pages,
+    a_killed_mapper_keeps_what_it_synced,
+    a_fork_gives_the_mapping_back_first,
+    a_truncate_recalls_the_mapping,
+    a_read_only_mapping_shares_the_pages_too,
+    a_dead_daemon_takes_the_pools_pages_away,
+]
+
+
+def main():
+    if sys.argv[1] == "--helper":
+        return helper(sys.argv[2], sys.argv[3])
+    run_cases(__file__, CASES, sys.argv)
+
+
+if __name__ == "__main__":
+    main()
