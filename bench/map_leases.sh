@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Map leases (issue 32 point 3, design.md §17.14): the first pass over a
-# mapped file on an Amber mount — a load from each page, then a store to
-# each page and msync — by a preloaded process, whose mapping shows the
-# pool's own pages, against the same program without the preload, whose
-# mapping is the kernel's page cache filled through FUSE. A fresh file
-# each round (written through the kernel, so no page is cached), targets
+# mapped file on an Amber mount — mmap, a load from each page, a store to
+# each page, msync — and how much page cache the loads filled, by a
+# preloaded process, whose mapping shows the pool's own pages, against
+# the same program without the preload, whose mapping is the kernel's
+# page cache filled through FUSE. A fresh file each round, written
+# through the kernel (so no page is cached) in 1 MiB writes (`dd`, its
+# blocks in long runs) or in 8 KiB ones (`head -c`, in many more runs:
+# each run is a mapping of its own in the preloaded process), targets
 # interleaved, medians of REPS rounds.
 #
 #   bash bench/map_leases.sh [BIN_DIR] [REPS] [MIB]
@@ -38,13 +41,19 @@ mkdir -p "$work/m"
 preload=(env LD_PRELOAD="$lib" AMBERFS_POOL="$pool" AMBERFS_MOUNT="$work/m")
 : > "$out/runs.txt"
 for r in $(seq "$reps"); do
-    for t in plain preloaded; do
-        f=$work/m/f.$r.$t
-        head -c "${mib}M" /dev/urandom > "$f"
-        pre=()
-        [ "$t" = preloaded ] && pre=("${preload[@]}")
-        echo "$t $("${pre[@]}" "$touch_bin" "$f" "$mib")" >> "$out/runs.txt"
-        rm -f "$f"
+    for w in 1M 8K; do
+        for t in plain preloaded; do
+            f=$work/m/f.$r.$t
+            if [ "$w" = 1M ]; then
+                dd if=/dev/urandom of="$f" bs=1M count="$mib" status=none
+            else
+                head -c "${mib}M" /dev/urandom > "$f"
+            fi
+            pre=()
+            [ "$t" = preloaded ] && pre=("${preload[@]}")
+            echo "$w $t $("${pre[@]}" "$touch_bin" "$f" "$mib")" >> "$out/runs.txt"
+            rm -f "$f"
+        done
     done
 done
 "$amberfs" stats "$work/m" | grep -E '^leases\.' > "$out/counters.txt"
@@ -53,15 +62,16 @@ import statistics, sys
 runs, mib, reps = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 got = {}
 for line in open(runs):
-    t, load, store, _ = line.split()
-    got.setdefault(t, []).append((float(load), float(store)))
-pages = mib * 256
-med = {t: [statistics.median(x[i] for x in v) for i in (0, 1)] for t, v in got.items()}
-print(f"`bash bench/map_leases.sh target/release {reps} {mib}`, ms for {pages:,} pages, medians of {reps} rounds:")
+    w, t, *vals = line.split()
+    got.setdefault((w, t), []).append([float(v) for v in vals[:5]])
+med = {k: [statistics.median(x[i] for x in v) for i in range(5)] for k, v in got.items()}
+print(f"`bash bench/map_leases.sh target/release {reps} {mib}`, {mib * 256:,} pages, medians of {reps} rounds:")
 print()
-print("| first pass over a mapped file | plain mount (page cache) | preloaded (pool pages) | plain / preloaded |")
-print("|---|---|---|---|")
-for i, what in enumerate(["a load from each page", "a store to each page, msync"]):
-    a, b = med["plain"][i], med["preloaded"][i]
-    print(f"| {what} | {a:.1f} | {b:.1f} | {a / b:.1f}x |")
+print("| first pass over a mapped file | 1 MiB writes: plain mount | preloaded | 8 KiB writes: plain mount | preloaded |")
+print("|---|---|---|---|---|")
+rows = ["mmap (ms)", "a load from each page (ms)", "a store to each page (ms)",
+        "msync MS_SYNC (ms)", "page cache the loads filled (MiB)"]
+for i, what in enumerate(rows):
+    cells = [f"{med[(w, t)][i]:.1f}" for w in ("1M", "8K") for t in ("plain", "preloaded")]
+    print(f"| {what} | " + " | ".join(cells) + " |")
 PY

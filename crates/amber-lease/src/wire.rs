@@ -23,12 +23,18 @@ pub const WINDOW_BLOCKS: u64 = 4096;
 /// Most runs one grant carries: one per block of its window.
 pub const MAX_RUNS: usize = WINDOW_BLOCKS as usize;
 /// Most blocks one map lease covers (256 MiB); a longer mapping is the
-/// kernel's. Its runs are bounded by `MAX_RUNS` too.
+/// kernel's.
 pub const MAX_MAP_BLOCKS: u64 = 1 << 16;
+/// Most runs one map lease's grant carries: each is a mapping of its own
+/// in the client (Linux allows 65,530 a process by default), so a file
+/// more fragmented than this is mapped by the kernel.
+pub const MAX_MAP_RUNS: usize = 1 << 14;
 /// Most blocks one write lease is granted (`amber_core`'s bound).
 pub const MAX_GRANTED: usize = 1024;
-/// The largest body: a grant's runs, blocks and slot runs, or a path.
-const MAX_BODY: usize = 160 + MAX_RUNS * 24 + MAX_GRANTED * 8 + MAX_SLOT_RUNS * 24;
+/// The largest body: a grant's runs, blocks and slot runs, a map lease's
+/// runs, or a path.
+const MAX_BODY: usize = 160 + MAX_MAP_RUNS * 24 + MAX_GRANTED * 8 + MAX_SLOT_RUNS * 24;
+const _: () = assert!(MAX_MAP_RUNS >= MAX_RUNS);
 /// The longest string a message carries (a path, an emulator spec).
 const MAX_TEXT: usize = 4096;
 
@@ -334,7 +340,7 @@ fn encode_grant(b: &mut Body, g: &Grant) {
 }
 
 fn encode_runs(b: &mut Body, runs: &[Run]) {
-    b.u32(u32::try_from(runs.len()).expect("runs are bounded by MAX_RUNS"));
+    b.u32(u32::try_from(runs.len()).expect("runs are bounded by MAX_MAP_RUNS"));
     for r in runs {
         b.u64(r.file_block);
         b.u64(r.pool_off);
@@ -380,7 +386,7 @@ fn decode(kind: u32, body: &[u8]) -> io::Result<Msg> {
             seq: c.u64()?,
             ino: c.u64()?,
             lease: c.u64()?,
-            runs: decode_runs(&mut c)?,
+            runs: decode_runs(&mut c, MAX_MAP_RUNS)?,
         },
         kind::REFUSED => Msg::Refused {
             seq: c.u64()?,
@@ -409,9 +415,9 @@ fn decode(kind: u32, body: &[u8]) -> io::Result<Msg> {
     Ok(msg)
 }
 
-fn decode_runs(c: &mut Cursor<'_>) -> io::Result<Vec<Run>> {
+fn decode_runs(c: &mut Cursor<'_>, most: usize) -> io::Result<Vec<Run>> {
     let n = c.u32()? as usize;
-    if n > MAX_RUNS {
+    if n > most {
         return Err(bad("more runs than a grant may carry"));
     }
     (0..n)
@@ -428,7 +434,7 @@ fn decode_runs(c: &mut Cursor<'_>) -> io::Result<Vec<Run>> {
 fn decode_grant(c: &mut Cursor<'_>) -> io::Result<Grant> {
     let (seq, ino, window) = (c.u64()?, c.u64()?, c.u64()?);
     let (lease, size) = (c.u64()?, c.u64()?);
-    let runs = decode_runs(c)?;
+    let runs = decode_runs(c, MAX_RUNS)?;
     let writes = match c.u32()? {
         0 => None,
         1 => Some(decode_writes(c)?),

@@ -9,15 +9,15 @@
 use std::io;
 
 use super::{Kind, Leases, Peer, Prepared};
-use crate::wire::{Refusal, MAX_MAP_BLOCKS, MAX_RUNS};
+use crate::wire::{Refusal, MAX_MAP_BLOCKS, MAX_MAP_RUNS};
 
 impl Leases {
     /// Answers client `peer`'s request `seq` for a map lease on blocks
     /// `[first, first + blocks)` of `ino` (one whose holder stores if
     /// `writable`): the owner pins them and lists those below the end of
     /// file, which the grant carries; or a refusal. A range longer than
-    /// `MAX_MAP_BLOCKS`, or pinned in more runs than a message carries,
-    /// is the kernel's.
+    /// `MAX_MAP_BLOCKS`, or pinned in more runs than `MAX_MAP_RUNS`, is
+    /// the kernel's.
     pub(crate) fn grant_map(
         &self,
         peer: &Peer,
@@ -33,7 +33,7 @@ impl Leases {
             return self.refuse(peer, seq, ino, why);
         }
         let prepared = match self.owner.map(ino, (first, blocks), writable) {
-            Some((id, view)) if view.runs.len() <= MAX_RUNS => {
+            Some((id, view)) if view.runs.len() <= MAX_MAP_RUNS => {
                 Some(Prepared::Map(id, view.runs, writable))
             }
             Some((id, _)) => {
