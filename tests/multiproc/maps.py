@@ -21,6 +21,8 @@ Checked, with an oracle kept in this (not preloaded) process:
 * a fork gives the parent's mapping back first, and the child's stores
   through the inherited mapping are the parent's to see;
 * a truncate through the kernel recalls the mapping;
+* a process that is not preloaded, mapping through the page cache, and
+  a preloaded one mapping the pool never see different bytes;
 * kill -9 of the daemon: the mapping shows the (dead) mount's file, no
   longer the pool, and the next mount has every byte stored before.
 
@@ -41,11 +43,11 @@ SIZE = 64 * 4096
 
 
 def shown(m, writable):
-    """What backs mapping `m` in /proc/self/maps: (path, offset). A
-    read-only mapping has no address Python gives: the helper's one
-    mapping of SIZE bytes that shows a pool file, if any, else the file's
-    (the map lease keeps the kernel's mapping aside in a range of the
-    same length while the pool's pages are shown)."""
+    """What backs the first page of mapping `m` in /proc/self/maps:
+    (path, offset). A read-only mapping has no address Python gives: the
+    lowest of the helper's pool mappings no longer than SIZE (the window
+    shows the pool's pages in one mapping per run; the client's own
+    mapping of the whole pool is longer), if any, else the file's."""
     with open("/proc/self/maps") as f:
         lines = [line.split() for line in f]
     spans = [(tuple(int(x, 16) for x in l[0].split("-")), l[5] if len(l) > 5 else "", int(l[2], 16))
@@ -53,9 +55,9 @@ def shown(m, writable):
     if writable:
         addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
         return next(((p, o) for (lo, hi), p, o in spans if lo <= addr < hi), ("", 0))
-    sized = [(p, o) for (lo, hi), p, o in spans if hi - lo == SIZE]
-    pools = [(p, o) for p, o in sized if p.endswith(".pool")]
-    return (pools or sized or [("", 0)])[0]
+    pools = [(p, o) for (lo, hi), p, o in spans if p.endswith(".pool") and hi - lo <= SIZE]
+    files = [(p, o) for (lo, hi), p, o in spans if hi - lo == SIZE]
+    return (pools or files or [("", 0)])[0]
 
 
 def helper(mode, path):
@@ -96,6 +98,14 @@ def helper(mode, path):
 
 def spawn(m, name, mode="rw"):
     return m.spawn(mode, name, __file__)
+
+
+def spawn_plain(m, name):
+    """The mapper without the preload: its mapping is the kernel's."""
+    p = subprocess.Popen([sys.executable, __file__, "--helper", "rw", m.path(name)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready", "the helper did not start"
+    return p
 
 
 def fresh(m, rng, name):
@@ -194,6 +204,29 @@ def a_read_only_mapping_shares_the_pages_too(m, rng):
     assert kernel_read(m, "r") == data
 
 
+def a_mapping_through_the_kernel_never_diverges(m, rng):
+    """A process that is not preloaded maps through the page cache: a
+    map lease granted beside it has the kernel drop its pages first, and
+    its next fault recalls the lease, so neither side reads a copy the
+    other stopped writing."""
+    data = fresh(m, rng, "c")
+    k = spawn_plain(m, "c")
+    x = rng.randbytes(32)
+    assert ask(k, f"put 300 {x.hex()}") == "ok"
+    data[300:332] = x
+    r = spawn(m, "c", "ro")
+    assert pool_shown(r, m)[0], "the read-only mapping does not show the pool"
+    assert ask(r, "get 300 32") == x.hex(), "a map lease missed a store in the page cache"
+    y = rng.randbytes(32)
+    assert ask(k, f"put 5000 {y.hex()}") == "ok"
+    data[5000:5032] = y
+    assert ask(r, "get 5000 32") == y.hex(), "a map lease missed a later kernel-path store"
+    for p in (k, r):
+        ask(p, "exit")
+        p.wait()
+    assert kernel_read(m, "c") == data
+
+
 def a_dead_daemon_takes_the_pools_pages_away(m, rng):
     data = fresh(m, rng, "d")
     a = spawn(m, "d")
@@ -218,6 +251,7 @@ CASES = [
     a_fork_gives_the_mapping_back_first,
     a_truncate_recalls_the_mapping,
     a_read_only_mapping_shares_the_pages_too,
+    a_mapping_through_the_kernel_never_diverges,
     a_dead_daemon_takes_the_pools_pages_away,
 ]
 

@@ -1,10 +1,11 @@
 //! Map leases (design.md §17.14): a client that maps a file on the mount
 //! `MAP_SHARED` shows the pool's own blocks in its mapping, pinned by the
 //! daemon for as long as the lease holds — so two clients mapping one
-//! file share its pages, as on a DAX file system. A writable one is
-//! primed and recalled as a write lease is (its holder stores behind the
-//! kernel); map leases and read leases share a file, and a write lease
-//! excludes both.
+//! file share its pages, as on a DAX file system. Each is primed and
+//! recalled by a kernel read of the data as a write lease is (its holder
+//! sees and may store into the file behind the kernel, whose cached
+//! pages must not diverge from the pool's); map leases and read leases
+//! share a file, and a write lease excludes both.
 
 use std::io;
 
@@ -34,7 +35,7 @@ impl Leases {
         }
         let prepared = match self.owner.map(ino, (first, blocks), writable) {
             Some((id, view)) if view.runs.len() <= MAX_MAP_RUNS => {
-                Some(Prepared::Map(id, view.runs, writable))
+                Some(Prepared::Map(id, view.runs))
             }
             Some((id, _)) => {
                 self.owner.unmap(ino, id);

@@ -73,10 +73,11 @@ struct FileLeases {
     /// The write lease among the holders, if one: it excludes every
     /// other lease on the file.
     written: Option<u64>,
-    /// Writable map leases among the holders (design.md §17.14): their
-    /// holders store into the file behind the kernel, so a kernel read
-    /// recalls them, as it does a write lease.
-    mapped_writable: u32,
+    /// Map leases among the holders (design.md §17.14): their holders
+    /// show the pool's pages, which a page the kernel caches must not
+    /// diverge from, so a kernel read of the data recalls them, as it
+    /// does a write lease.
+    mapped: u32,
 }
 
 /// What a lease lets its holder do, which decides what it excludes.
@@ -89,11 +90,14 @@ enum Kind {
 }
 
 impl Kind {
-    /// Whether its holder changes the file behind the kernel: its grant
-    /// first has the kernel drop the file's pages (`prime`), and a
-    /// kernel read recalls it (`settle_writes`).
+    /// Whether its holder sees or changes the file behind the kernel,
+    /// which must then cache no page of it beside the lease: its grant
+    /// first has the kernel drop the file's pages (`prime`), and a kernel
+    /// read recalls it (`settle_writes`, `settle_reads`). A read-only
+    /// map lease too: a process mapping through the kernel could
+    /// otherwise store into a cached page its holder never sees.
     fn changes(self) -> bool {
-        matches!(self, Kind::Write | Kind::Map(true))
+        matches!(self, Kind::Write | Kind::Map(_))
     }
 }
 
@@ -106,9 +110,9 @@ struct State {
     /// The grants of the write leases out, by lease: adopted before the
     /// lease leaves the table.
     writes: HashMap<u64, (u64, LeasedWrites)>,
-    /// The map leases out, by lease: their file, the core's mapping
-    /// pinning its blocks, and whether the holder may store.
-    maps: HashMap<u64, (u64, amber_core::MapId, bool)>,
+    /// The map leases out, by lease: their file and the core's mapping
+    /// pinning its blocks.
+    maps: HashMap<u64, (u64, amber_core::MapId)>,
     next_lease: u64,
     bounces: Bounces,
     /// The daemon is stopping: no more grants.
@@ -134,8 +138,8 @@ pub struct Counters {
 enum Prepared {
     /// A read or write lease on a window.
     Lease(Box<Settled>, u64),
-    /// A map lease: the core's mapping, the runs it pins, writable.
-    Map(amber_core::MapId, Vec<amber_core::Run>, bool),
+    /// A map lease: the core's mapping and the runs it pins.
+    Map(amber_core::MapId, Vec<amber_core::Run>),
 }
 
 /// What the owner settled for a grant.
@@ -276,17 +280,15 @@ impl Leases {
             self.owner.adopt(ino, &writes, end);
             st = self.state.lock();
         }
-        if let Some((i, id, writable)) = st.maps.remove(&lease) {
+        if let Some((i, id)) = st.maps.remove(&lease) {
             drop(st);
             debug_assert_eq!(i, ino);
             self.owner.unmap(ino, id);
             st = self.state.lock();
-            if writable {
-                if let Some(f) = st.files.get_mut(&ino) {
-                    f.mapped_writable -= 1;
-                }
-                self.writes_out.fetch_sub(1, Ordering::AcqRel);
+            if let Some(f) = st.files.get_mut(&ino) {
+                f.mapped -= 1;
             }
+            self.writes_out.fetch_sub(1, Ordering::AcqRel);
         }
         if let Some(h) = st.held.get_mut(&id) {
             h.remove(&(ino, lease));
@@ -469,12 +471,10 @@ impl Leases {
                 }
                 Msg::Granted((*g).into_grant(seq, (ino, window), lease))
             }
-            Prepared::Map(map, runs, writable) => {
-                if writable {
-                    f.mapped_writable += 1;
-                    self.writes_out.fetch_add(1, Ordering::AcqRel);
-                }
-                st.maps.insert(lease, (ino, map, writable));
+            Prepared::Map(map, runs) => {
+                f.mapped += 1;
+                self.writes_out.fetch_add(1, Ordering::AcqRel);
+                st.maps.insert(lease, (ino, map));
                 self.counters.mapped.fetch_add(1, Ordering::Relaxed);
                 Msg::Mapped {
                     seq,
@@ -670,9 +670,9 @@ impl Leases {
     }
 
     /// `settle_writes` before the daemon reads `ino`'s data for the
-    /// kernel, which may cache it in a page: writable map leases are
-    /// recalled too (their holders store behind the kernel; they change
-    /// no size or time).
+    /// kernel, which may cache it in a page: map leases are recalled too
+    /// (their holders show the pool's pages, which a cached page must
+    /// not diverge from; they change no size or time).
     pub fn settle_reads(&self, ino: u64) -> Result<Option<Exclusive<'_>>, Unresponsive> {
         self.settle_for(ino, true)
     }
@@ -688,7 +688,7 @@ impl Leases {
         let written = {
             let mut st = self.state.lock();
             st.files.get_mut(&ino).is_some_and(|f| {
-                let changing = f.written.is_some() || (data && f.mapped_writable > 0);
+                let changing = f.written.is_some() || (data && f.mapped > 0);
                 f.spoiled |= !changing && (f.priming || f.granting_writes > 0);
                 changing
             })
@@ -1044,7 +1044,7 @@ mod tests {
     }
 
     #[test]
-    fn map_leases_share_a_file_and_a_kernel_read_recalls_the_writable() {
+    fn map_leases_share_a_file_and_a_kernel_read_recalls_them() {
         let (leases, peer, mut client, owner) = with_owner(Duration::from_secs(30));
         let a = mapped(&leases, &peer, &mut client, 7, true).unwrap();
         let b = mapped(&leases, &peer, &mut client, 7, false).unwrap();
