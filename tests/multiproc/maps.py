@@ -119,6 +119,22 @@ def kernel_read(m, name):
         return f.read()
 
 
+def finish(m, name, data, *procs):
+    """Ends the helpers `procs`; the file `name` holds `data`."""
+    for p in procs:
+        ask(p, "exit")
+        p.wait()
+    assert kernel_read(m, name) == data
+
+
+def seen(p, q, off, x, data, why):
+    """Stores `x` at `off` through `p`'s mapping; `q`'s loads it at once
+    (else `why`); `data` follows."""
+    assert ask(p, f"put {off} {x.hex()}") == "ok"
+    assert ask(q, f"get {off} {len(x)}") == x.hex(), why
+    data[off:off + len(x)] = x
+
+
 def pool_shown(p, m):
     where, off = ask(p, "shown").rsplit(" ", 1)
     return where == m.pool, int(off)
@@ -135,20 +151,12 @@ def two_processes_share_the_pools_pages(m, rng):
     for _ in range(50):
         p, q = rng.sample([a, b], 2)
         off, x = rng.randrange(SIZE - 64), rng.randbytes(1 + rng.randrange(64))
-        assert ask(p, f"put {off} {x.hex()}") == "ok"
-        data[off:off + len(x)] = x
-        assert ask(q, f"get {off} {len(x)}") == x.hex(), "a store was not seen at once"
+        seen(p, q, off, x, data, "a store was not seen at once")
     # A kernel read: the mappings are recalled, and it sees every store.
     assert kernel_read(m, "s") == data, "a kernel read missed a mapped store"
     assert not pool_shown(a, m)[0] and not pool_shown(b, m)[0], "a recalled mapping shows the pool"
-    x = rng.randbytes(32)
-    assert ask(a, f"put 100 {x.hex()}") == "ok"
-    assert ask(b, "get 100 32") == x.hex(), "the page cache is not shared after the recall"
-    data[100:132] = x
-    for p in (a, b):
-        ask(p, "exit")
-        p.wait()
-    assert kernel_read(m, "s") == data
+    seen(a, b, 100, rng.randbytes(32), data, "the page cache is not shared after the recall")
+    finish(m, "s", data, a, b)
 
 
 def a_killed_mapper_keeps_what_it_synced(m, rng):
@@ -175,9 +183,7 @@ def a_fork_gives_the_mapping_back_first(m, rng):
     data[4000:4048] = x
     assert not pool_shown(a, m)[0], "the parent kept the pool's pages across a fork"
     assert ask(a, "get 4000 48") == x.hex(), "the child's store is not the parent's"
-    ask(a, "exit")
-    a.wait()
-    assert kernel_read(m, "f") == data
+    finish(m, "f", data, a)
 
 
 def a_truncate_recalls_the_mapping(m, rng):
@@ -194,14 +200,8 @@ def a_read_only_mapping_shares_the_pages_too(m, rng):
     data = fresh(m, rng, "r")
     w, r = spawn(m, "r"), spawn(m, "r", "ro")
     assert pool_shown(w, m) == pool_shown(r, m) and pool_shown(r, m)[0]
-    x = rng.randbytes(16)
-    assert ask(w, f"put 9000 {x.hex()}") == "ok"
-    assert ask(r, "get 9000 16") == x.hex(), "a read-only mapping missed a store"
-    data[9000:9016] = x
-    for p in (w, r):
-        ask(p, "exit")
-        p.wait()
-    assert kernel_read(m, "r") == data
+    seen(w, r, 9000, rng.randbytes(16), data, "a read-only mapping missed a store")
+    finish(m, "r", data, w, r)
 
 
 def a_mapping_through_the_kernel_never_diverges(m, rng):
@@ -217,14 +217,8 @@ def a_mapping_through_the_kernel_never_diverges(m, rng):
     r = spawn(m, "c", "ro")
     assert pool_shown(r, m)[0], "the read-only mapping does not show the pool"
     assert ask(r, "get 300 32") == x.hex(), "a map lease missed a store in the page cache"
-    y = rng.randbytes(32)
-    assert ask(k, f"put 5000 {y.hex()}") == "ok"
-    data[5000:5032] = y
-    assert ask(r, "get 5000 32") == y.hex(), "a map lease missed a later kernel-path store"
-    for p in (k, r):
-        ask(p, "exit")
-        p.wait()
-    assert kernel_read(m, "c") == data
+    seen(k, r, 5000, rng.randbytes(32), data, "a map lease missed a later kernel-path store")
+    finish(m, "c", data, k, r)
 
 
 def a_dead_daemon_takes_the_pools_pages_away(m, rng):

@@ -71,6 +71,16 @@ fn file(fs: &Fs<MmapDevice>, blocks: usize, seed: u64) -> (u64, Vec<u8>) {
     )
 }
 
+/// `fs` unmounted, checked clean by fsck and mounted again, holding
+/// `model` as `ino` (`what` names the case).
+fn remounted(fs: Fs<MmapDevice>, ino: u64, model: &[u8], what: &str) -> Fs<MmapDevice> {
+    let dev = device_of(fs, true);
+    assert_clean(&dev);
+    let fs = mount(dev);
+    assert_eq!(contents(&fs, ino, model.len()), model, "{what}");
+    fs
+}
+
 fn contents(fs: &Fs<MmapDevice>, ino: u64, len: usize) -> Vec<u8> {
     let mut buf = vec![0u8; len + 10];
     let n = fs.core().read(ino, 0, &mut buf).unwrap();
@@ -176,10 +186,7 @@ fn a_lessees_writes_are_the_files_once_adopted_and_after_a_remount() {
     assert_eq!((attr.size, attr.mtime), (model.len() as u64, time(29)));
     drop(dev);
     drop(core);
-    let dev = device_of(fs, true);
-    assert_clean(&dev);
-    let fs = mount(dev);
-    assert_eq!(contents(&fs, ino, model.len()), model);
+    remounted(fs, ino, &model, "");
 }
 
 #[test]
@@ -232,10 +239,7 @@ fn the_verifier_drops_what_the_lessee_may_not_have_written() {
     assert_eq!(contents(&fs, ino, model.len()), model);
     assert_ne!(model, before);
     drop((dev, core));
-    let dev = device_of(fs, true);
-    assert_clean(&dev);
-    let fs = mount(dev);
-    assert_eq!(contents(&fs, ino, model.len()), model);
+    remounted(fs, ino, &model, "");
 }
 
 #[test]
@@ -335,10 +339,7 @@ fn writes_that_grow_the_file_are_adopted_whole() {
         let attr = core.getattr(ino).unwrap();
         assert_eq!(attr.size, model.len() as u64);
         drop((dev, core));
-        let dev = device_of(fs, true);
-        assert_clean(&dev);
-        let fs = mount(dev);
-        assert_eq!(contents(&fs, ino, model.len()), model, "seed {seed}");
+        let fs = remounted(fs, ino, &model, &format!("seed {seed}"));
         assert_eq!(fs.core().getattr(ino).unwrap().blocks, attr.blocks);
         assert_clean(&device_of(fs, true));
     }
@@ -468,10 +469,7 @@ fn a_leased_truncate_grows_with_zeros_and_a_shrink_ends_the_lease() {
         model.resize((cut + 2 * BLOCK_SIZE) as usize, 0);
         model.extend_from_slice(&[5; 10]);
         assert_eq!(contents(&fs, ino, model.len()), model, "seed {seed}");
-        let dev = device_of(fs, true);
-        assert_clean(&dev);
-        let fs = mount(dev);
-        assert_eq!(contents(&fs, ino, model.len()), model, "seed {seed}");
+        remounted(fs, ino, &model, &format!("seed {seed}"));
     }
 }
 
@@ -553,10 +551,7 @@ fn a_leased_fallocate_fills_holes_with_zeros_and_grows_the_file() {
             "crash {crash}"
         );
         assert_eq!(contents(&fs, ino, model.len()), model, "crash {crash}");
-        let dev = device_of(fs, true);
-        assert_clean(&dev);
-        let fs = mount(dev);
-        assert_eq!(contents(&fs, ino, model.len()), model, "crash {crash}");
+        let fs = remounted(fs, ino, &model, &format!("crash {crash}"));
         assert_eq!(fs.core().getattr(ino).unwrap().blocks, 14 * 8);
     }
 }
@@ -639,10 +634,7 @@ fn small_overwrites_go_through_the_zone_and_read_back_over_their_blocks() {
     core.adopt(ino, &next.writes, Unused).unwrap();
     assert_eq!(contents(&fs, ino, model.len()), model);
     drop((dev, core));
-    let dev = device_of(fs, true);
-    assert_clean(&dev);
-    let fs = mount(dev);
-    assert_eq!(contents(&fs, ino, model.len()), model);
+    remounted(fs, ino, &model, "");
 }
 
 #[test]
@@ -677,9 +669,6 @@ fn the_verifier_drops_a_torn_or_forged_head_and_keeps_the_rest() {
         core.adopt(ino, &lease.writes, end).unwrap();
         assert_eq!(contents(&fs, ino, model.len()), model, "{end:?}");
         drop((dev, core));
-        let dev = device_of(fs, true);
-        assert_clean(&dev);
-        let fs = mount(dev);
-        assert_eq!(contents(&fs, ino, model.len()), model, "{end:?}");
+        remounted(fs, ino, &model, &format!("{end:?}"));
     }
 }
