@@ -20,7 +20,8 @@ Checked, with an oracle kept in this (not preloaded) process:
   back (fsck clean at the end);
 * a fork gives the parent's mapping back first, and the child's stores
   through the inherited mapping are the parent's to see;
-* a truncate through the kernel recalls the mapping;
+* a truncate through the kernel recalls the mapping; an exec gives it
+  back, and the exec'd program lives;
 * a process that is not preloaded, mapping through the page cache, and
   a preloaded one mapping the pool never see different bytes;
 * kill -9 of the daemon: the mapping shows the (dead) mount's file, no
@@ -65,7 +66,7 @@ def helper(mode, path):
     is `ro`) and follows commands on stdin: `shown` says what backs the
     mapping, `put OFF HEX` stores, `get OFF N` loads, `sync` msyncs,
     `fork OFF HEX` forks a child that stores through the inherited
-    mapping, `exit`."""
+    mapping, `exec` becomes a shell that sleeps and says `done`, `exit`."""
     fd = os.open(path, os.O_RDONLY if mode == "ro" else os.O_RDWR)
     prot = mmap.PROT_READ | (0 if mode == "ro" else mmap.PROT_WRITE)
     m = mmap.mmap(fd, SIZE, mmap.MAP_SHARED, prot)
@@ -92,6 +93,8 @@ def helper(mode, path):
                 os._exit(0)
             os.waitpid(pid, 0)
             print("ok", flush=True)
+        elif w[0] == "exec":
+            os.execv("/bin/sh", ["sh", "-c", "sleep 0.5; echo done"])
         elif w[0] == "exit":
             return
 
@@ -221,6 +224,20 @@ def a_mapping_through_the_kernel_never_diverges(m, rng):
     finish(m, "c", data, k, r)
 
 
+def an_exec_gives_the_mapping_back_and_lives(m, rng):
+    """An exec ends the process's connection while it lives on: its map
+    leases go back first, so the daemon does not take it for a client
+    it cut off (and kill it)."""
+    fresh(m, rng, "e")
+    a = spawn(m, "e")
+    assert pool_shown(a, m)[0], "the mapping does not show the pool"
+    a.stdin.write("exec\n")
+    a.stdin.flush()
+    assert a.stdout.readline().strip() == "done", "the exec'd program did not run"
+    assert a.wait() == 0, f"the exec'd program ended with {a.returncode}"
+    wait_for(lambda: m.leases()["held"] == 0, "the exec'd process's map lease stayed")
+
+
 def a_dead_daemon_takes_the_pools_pages_away(m, rng):
     data = fresh(m, rng, "d")
     a = spawn(m, "d")
@@ -246,6 +263,7 @@ CASES = [
     a_truncate_recalls_the_mapping,
     a_read_only_mapping_shares_the_pages_too,
     a_mapping_through_the_kernel_never_diverges,
+    an_exec_gives_the_mapping_back_and_lives,
     a_dead_daemon_takes_the_pools_pages_away,
 ]
 

@@ -95,6 +95,8 @@ def helper(_mode, path):
                 append_versions(fd, int(words[1]))
             elif words[0] == "reopen":
                 print(*reopen_behind_the_hooks(fd, path, words[1]), flush=True)
+            elif words[0] == "exec":
+                os.execv("/bin/sh", ["sh", "-c", "sleep 0.5; echo done"])
             elif words[0] == "exit":
                 return
         except OSError as e:
@@ -431,6 +433,25 @@ def a_killed_writer_keeps_what_it_wrote(m, _rng):
     wait_for(lambda: m.leases()["held"] == 0, "a killed appender's lease stayed")
 
 
+def an_exec_gives_the_write_lease_back_and_lives(m, rng):
+    """An exec ends the connection while the process lives on: its write
+    lease goes back first (adopted), so the daemon does not take it for
+    a writer it cut off, and kill it."""
+    data = bytearray(rng.randbytes(8 * BLOCK))
+    write_file(m.path("x"), data)
+    before = m.leases()["granted_write"]
+    p = spawn(m, "x")
+    x = rng.randbytes(100)
+    assert ask(p, f"w 5000 {x.hex()}") == "ok"
+    data[5000:5100] = x
+    assert m.leases()["granted_write"] > before, "no write lease was granted"
+    p.stdin.write("exec\n")
+    p.stdin.flush()
+    assert p.stdout.readline().strip() == "done", "the exec'd program did not run"
+    assert p.wait() == 0, f"the exec'd program ended with {p.returncode}"
+    assert read_file(m.path("x")) == data, "the exec lost a leased write"
+
+
 def a_dead_daemon_keeps_every_done_write(m, _rng):
     blocks = 16
     p, done = stamping(m, "d", blocks, 5, 2000)
@@ -486,6 +507,7 @@ CASES = [
     a_reader_racing_a_leased_writer_never_reads_old,
     a_mapping_never_shows_old,
     a_killed_writer_keeps_what_it_wrote,
+    an_exec_gives_the_write_lease_back_and_lives,
     a_dead_daemon_keeps_every_done_write,
 ]
 

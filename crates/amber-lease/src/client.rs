@@ -322,6 +322,24 @@ impl Client {
         }
     }
 
+    /// Returns every map lease and write lease before an exec: it ends
+    /// the connection while the process lives on, which the daemon would
+    /// take for a client it cut off, and kill (`server::wait_gone`). The
+    /// returns reach the daemon ahead of the connection's end.
+    pub fn before_exec(&self) {
+        self.return_maps(None);
+        let writes: Vec<Arc<Held>> = self
+            .leases
+            .read()
+            .values()
+            .filter(|h| h.write)
+            .cloned()
+            .collect();
+        for h in writes {
+            self.renew(&h);
+        }
+    }
+
     /// The lease thread's part of a map grant: shows the pool in the
     /// mapping request `seq` parked, before the next frame (a recall of
     /// it) is read. A grant this process cannot show goes back.

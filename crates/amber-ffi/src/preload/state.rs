@@ -427,8 +427,13 @@ extern "C" fn before_fork() {
 }
 
 /// Makes everything written durable: before an exec replaces the
-/// process (the pool's descriptor closes without an unmount).
+/// process (the pool's descriptor closes without an unmount, and the
+/// connection to a mount's daemon ends: its write and map leases go back
+/// first, `Client::before_exec`).
 pub fn sync_before_exec() {
+    if let Some(c) = super::lessee::connected() {
+        c.before_exec();
+    }
     if let Some(pool) = owned() {
         let _inside = Inside::enter();
         if let Err(e) = pool.core().sync_all() {
