@@ -29,7 +29,7 @@ impl Leases {
         if blocks == 0 || blocks > MAX_MAP_BLOCKS {
             return self.refuse(peer, seq, ino, Refusal::Unleasable);
         }
-        let kind = Kind::Map(writable);
+        let kind = Kind::Map;
         if let Err(why) = self.start_grant(peer.id, ino, kind) {
             return self.refuse(peer, seq, ino, why);
         }

@@ -85,8 +85,9 @@ struct FileLeases {
 enum Kind {
     Read,
     Write,
-    /// A map lease; one whose holder may store if `true`.
-    Map(bool),
+    /// A map lease (writable or not: either excludes and is recalled
+    /// alike).
+    Map,
 }
 
 impl Kind {
@@ -97,7 +98,7 @@ impl Kind {
     /// map lease too: a process mapping through the kernel could
     /// otherwise store into a cached page its holder never sees.
     fn changes(self) -> bool {
-        matches!(self, Kind::Write | Kind::Map(_))
+        matches!(self, Kind::Write | Kind::Map)
     }
 }
 
@@ -172,7 +173,7 @@ impl Settled {
 fn conflicts(f: &FileLeases, kind: Kind) -> bool {
     match kind {
         Kind::Write => !f.holders.is_empty(),
-        Kind::Read | Kind::Map(_) => f.written.is_some(),
+        Kind::Read | Kind::Map => f.written.is_some(),
     }
 }
 

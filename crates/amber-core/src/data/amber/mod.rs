@@ -344,7 +344,14 @@ impl<D: PmDevice> DataPolicy<D> for Amber {
             return Ok(None);
         };
         let want = u32::try_from(n.saturating_mul(SLOTS_PER_LEASED_BLOCK)).unwrap_or(u32::MAX);
-        writes.slots = self.e.lawn.lease_slots(fs, st, want)?;
+        match self.e.lawn.lease_slots(fs, st, want) {
+            Ok(slots) => writes.slots = slots,
+            Err(e) => {
+                // The blocks granted go back before the error does.
+                self.e.hunter.adopt(fs, st, &writes, LeaseEnd::Unused)?;
+                return Err(e);
+            }
+        }
         Ok(Some(writes))
     }
 

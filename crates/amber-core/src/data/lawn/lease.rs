@@ -45,7 +45,15 @@ impl Lawn {
         // Each round takes a run or halves its length: bounded.
         while left >= per_block && len >= per_block && runs.len() < MAX_SLOT_RUNS {
             let n = len.min(left);
-            let Some(first) = self.take_run(fs, zone, st, n)? else {
+            let taken = match self.take_run(fs, zone, st, n) {
+                Ok(t) => t,
+                Err(e) => {
+                    // A failed eviction: the runs taken go back first.
+                    give_back_runs(zone, st.ino, &runs);
+                    return Err(e);
+                }
+            };
+            let Some(first) = taken else {
                 len /= 2;
                 continue;
             };
@@ -210,4 +218,12 @@ fn bind_kept(zone: &Zone, ino: u64, slots: &LeasedSlots, kept: &[KeptHead]) -> u
             .for_each(|s| sub.give_back(s));
     }
     bound
+}
+
+/// Frees every slot of `runs`, taken for `ino`'s grant and never bound.
+fn give_back_runs(zone: &Zone, ino: u64, runs: &[SlotRun]) {
+    let mut sub = zone.lock(zone.sub_of(ino));
+    for run in runs {
+        (run.first..run.first + run.slots).for_each(|s| sub.give_back(s));
+    }
 }
