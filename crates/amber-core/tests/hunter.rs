@@ -665,6 +665,61 @@ fn bytes_past_the_end_never_show() {
     assert_eq!(fs.read("/f").unwrap(), want, "its bytes read as zeros");
 }
 
+/// A file appended to in turns by two threads (a FUSE daemon's workers
+/// serving one writer) lies in a few runs, not one per write: each write
+/// takes its blocks from the data log that goes on from the file's
+/// previous block, whichever thread's log that is. The file reads back
+/// whole, and a map lease names its runs.
+#[test]
+fn appends_in_turns_from_two_threads_stay_contiguous() {
+    let fs = Arc::new(mount(fresh_device(POOL), "policy=amber,amber_buffer=never"));
+    let f = Arc::new(rw(&fs, "/f"));
+    const WRITES: u64 = 512;
+    const CHUNK: u64 = 2 * BLOCK_SIZE;
+    let turns: Vec<_> = (0..2)
+        .map(|_| std::sync::mpsc::sync_channel::<u64>(0))
+        .collect();
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let mut txs = Vec::new();
+    let workers: Vec<_> = turns
+        .into_iter()
+        .map(|(tx, rx)| {
+            txs.push(tx);
+            let (f, done) = (f.clone(), done.clone());
+            std::thread::spawn(move || {
+                for off in rx {
+                    f.write_at(&[(off / CHUNK) as u8; CHUNK as usize], off)
+                        .unwrap();
+                    done.send(()).unwrap();
+                }
+            })
+        })
+        .collect();
+    for i in 0..WRITES {
+        txs[(i % 2) as usize].send(i * CHUNK).unwrap();
+        finished.recv().unwrap();
+    }
+    drop(txs);
+    workers.into_iter().for_each(|w| w.join().unwrap());
+    let (id, view) = fs
+        .core()
+        .map_lease(f.ino(), (0, WRITES * 2), false)
+        .unwrap();
+    fs.core().end_map_lease(id).unwrap();
+    // A run breaks only where a log's 2 MiB run meets a block group's end.
+    assert!(
+        view.runs.len() <= 4,
+        "{} runs for {WRITES} writes",
+        view.runs.len()
+    );
+    let data = fs.read("/f").unwrap();
+    assert_eq!(data.len() as u64, WRITES * CHUNK);
+    assert!(data
+        .chunks(CHUNK as usize)
+        .enumerate()
+        .all(|(i, c)| c.iter().all(|&x| x == i as u8)));
+}
+
 /// amber's whole-block overwrites of a settled file commit themselves
 /// (design.md §13.6): fsync then persists nothing, a crash keeps them
 /// (the file's head block included, with its time), recovery writes the

@@ -165,10 +165,15 @@ impl BlockAllocator {
     /// `max` from this thread's group or the next one that has such a run
     /// (fresh space, while the pool has any), else the lowest free extent
     /// — the gaps freed blocks left, which HUNTER's gap-write reuses once
-    /// the log is full (hunter.txt §III-B). Returns (first block, length);
-    /// None when the pool is full.
-    pub fn alloc_run(&self, max: u64) -> Option<(u64, u64)> {
+    /// the log is full (hunter.txt §III-B). A whole `max` starting at
+    /// `at` comes first, where there is one: the log's previous run goes
+    /// on. Returns (first block, length); None when the pool is full.
+    pub fn alloc_run(&self, max: u64, at: Option<u64>) -> Option<(u64, u64)> {
         assert!(max > 0, "a run of at least one block");
+        let at = at.filter(|&a| a >= self.data_start && a < self.total_blocks);
+        if let Some(start) = at.and_then(|a| self.groups[self.group_of(a)].lock().take_at(a, max)) {
+            return Some((start, max));
+        }
         let count = self.groups.len();
         let first = self.homes.slot(count);
         let group = |k: usize| self.groups[(first + k) % count].lock();
@@ -324,13 +329,32 @@ mod tests {
         let l = layout();
         let a = BlockAllocator::new(&l, &metadata_used(&l), Homes::default());
         let mut got = 0;
-        while let Some((s, n)) = a.alloc_run(7) {
+        while let Some((s, n)) = a.alloc_run(7, None) {
             assert!((1..=7).contains(&n) && l.is_data_block(s) && l.is_data_block(s + n - 1));
             got += n;
         }
         assert_eq!(got, l.data_blocks());
         a.free(l.data_start + 10);
         a.free(l.data_start + 11);
-        assert_eq!(a.alloc_run(7), Some((l.data_start + 10, 2)));
+        assert_eq!(a.alloc_run(7, None), Some((l.data_start + 10, 2)));
+    }
+
+    /// A log's next run goes on from its last where those blocks are
+    /// free, from any thread's group; elsewhere it is a fresh run.
+    #[test]
+    fn a_run_goes_on_where_the_last_ended() {
+        let l = layout();
+        let a = BlockAllocator::new(&l, &metadata_used(&l), Homes::default());
+        let (s, n) = a.alloc_run(7, None).unwrap();
+        assert_eq!(a.alloc_run(7, Some(s + n)), Some((s + n, 7)));
+        let taken = a.alloc(Some(s + n + 7)).unwrap();
+        assert_eq!(taken, s + n + 7);
+        let (t, _) = a.alloc_run(7, Some(s + n + 7)).unwrap();
+        assert_ne!(t, s + n + 7, "a used block starts no run");
+        let (u, _) = a.alloc_run(7, Some(0)).unwrap();
+        assert!(
+            l.is_data_block(u),
+            "a place outside the data area is ignored"
+        );
     }
 }

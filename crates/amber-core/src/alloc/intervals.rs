@@ -102,6 +102,12 @@ impl Intervals {
         Some(self.cut(start, len, n).0)
     }
 
+    /// `at..at + n` when a run starts at `at` and holds `n` numbers.
+    pub fn take_at(&mut self, at: u64, n: u64) -> Option<u64> {
+        let len = *self.runs.get(&at)?;
+        (len >= n).then(|| self.cut(at, len, n).0)
+    }
+
     /// The highest run of at least `n` numbers, cut to `n` from its
     /// start; None (without scanning) when no run is `LONG` and `n` is.
     pub fn take_long(&mut self, n: u64) -> Option<u64> {
@@ -159,6 +165,21 @@ mod tests {
             Some((12, 3)),
             "then the gaps, lowest first"
         );
+    }
+
+    /// A run is taken at a number only where one starts there and is
+    /// long enough: a log goes on from its last run, never into a gap.
+    #[test]
+    fn a_run_is_taken_at_its_start_only() {
+        let mut s = Intervals::default();
+        s.add_run(10, 8);
+        s.add_run(30, 2);
+        assert_eq!(s.take_at(11, 2), None, "inside a run");
+        assert_eq!(s.take_at(30, 4), None, "too short");
+        assert_eq!(s.take_at(10, 4), Some(10));
+        assert_eq!(s.take_at(14, 4), Some(14), "what is left goes on");
+        assert_eq!(s.runs().collect::<Vec<_>>(), vec![(30, 2)]);
+        assert_eq!(s.count(), 2);
     }
 
     #[test]

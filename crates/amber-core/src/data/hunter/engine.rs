@@ -107,7 +107,7 @@ impl<X: PerFile> Hunter<X> {
             hf.index.make_room(first, last, images.len() as u64)?;
             let mut blocks = std::mem::take(&mut hf.blocks);
             let mut ops = std::mem::take(&mut hf.ops);
-            self.take_blocks(fs, images.len(), &mut blocks)?;
+            self.take_blocks(fs, (&hf.index, first), images.len(), &mut blocks)?;
             let dev = &**fs.device();
             for (&(_, image), &b) in images.iter().zip(&blocks) {
                 assert_eq!(image.len() as u64, BLOCK_SIZE, "a whole-block image");

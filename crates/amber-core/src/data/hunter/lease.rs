@@ -49,7 +49,7 @@ impl<X: PerFile> Hunter<X> {
             // The lessee maps them ahead in its own mapping; the daemon
             // never writes them (mapping them here cost it a fifth of
             // its time under two leased writers).
-            self.take_blocks_for(fs, n, &mut blocks, false)?;
+            self.take_blocks_for(fs, (n, None), &mut blocks, false)?;
             Ok(Some(LeasedWrites {
                 seq: hf.next_seq,
                 blocks,

@@ -248,18 +248,25 @@ impl<X: PerFile> Hunter<X> {
         r
     }
 
-    /// `n` blocks from this CPU's data log. When the pool has none left,
-    /// the blocks that queued frees are holding come back first: every
-    /// queue is persisted, which clears their records, every log gives
-    /// back its unwritten tail, and the log tries again (gap-write without
-    /// a cleaner).
+    /// `n` blocks for file blocks `first..`, from the data log that goes
+    /// on from the file's block before `first` (`index`), else from this
+    /// CPU's: a file written in turns by several threads stays in one
+    /// run. When the pool has none left, the blocks that queued frees are
+    /// holding come back first: every queue is persisted, which clears
+    /// their records, every log gives back its unwritten tail, and the
+    /// log tries again (gap-write without a cleaner).
     fn take_blocks<D: PmDevice>(
         &self,
         fs: Context<'_, D>,
+        (index, first): (&FileIndex, u64),
         n: usize,
         out: &mut Vec<u64>,
     ) -> Result<()> {
-        self.take_blocks_for(fs, n, out, true)
+        let after = first
+            .checked_sub(1)
+            .and_then(|p| index.get(p))
+            .map(|b| b + 1);
+        self.take_blocks_for(fs, (n, after), out, true)
     }
 
     /// `take_blocks`, with the fresh runs' pages mapped ahead in this
@@ -268,7 +275,7 @@ impl<X: PerFile> Hunter<X> {
     fn take_blocks_for<D: PmDevice>(
         &self,
         fs: Context<'_, D>,
-        n: usize,
+        (n, after): (usize, Option<u64>),
         out: &mut Vec<u64>,
         here: bool,
     ) -> Result<()> {
@@ -284,12 +291,12 @@ impl<X: PerFile> Hunter<X> {
                 pf.request(dev, layout.block_offset(b), len * BLOCK_SIZE);
             }
         };
-        logs.take(fs.blocks(), fs.homes(), n, out, &fresh);
+        logs.take(fs.blocks(), fs.homes(), (n, after), out, &fresh);
         if out.len() < n {
             self.shared.queues.drain_all(fs, &self.shared.stats)?;
             // Other logs' unwritten tails too: statfs counts them free.
             logs.release(fs.blocks());
-            logs.take(fs.blocks(), fs.homes(), n - out.len(), out, &fresh);
+            logs.take(fs.blocks(), fs.homes(), (n - out.len(), None), out, &fresh);
         }
         if out.len() < n {
             out.drain(..).for_each(|b| fs.blocks().free(b));
@@ -632,7 +639,12 @@ impl<X: PerFile> Hunter<X> {
         hf.index.make_room(first, last, last - first + 1)?;
         let mut blocks = std::mem::take(&mut hf.blocks);
         let mut ops = std::mem::take(&mut hf.ops);
-        self.take_blocks(fs, (last - first + 1) as usize, &mut blocks)?;
+        self.take_blocks(
+            fs,
+            (&hf.index, first),
+            (last - first + 1) as usize,
+            &mut blocks,
+        )?;
         // A gap between the size and the append is zeroed (and fenced)
         // first, as any growth zeroes it.
         zero_past_end(fs, hf, size, off)?;
@@ -885,7 +897,12 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
             hf.index.make_room(first, last, last - first + 1)?;
             let mut blocks = std::mem::take(&mut hf.blocks);
             let mut ops = std::mem::take(&mut hf.ops);
-            self.take_blocks(fs, (last - first + 1) as usize, &mut blocks)?;
+            self.take_blocks(
+                fs,
+                (&hf.index, first),
+                (last - first + 1) as usize,
+                &mut blocks,
+            )?;
             if end > size {
                 zero_past_end(fs, hf, size, end)?;
             }

@@ -62,7 +62,7 @@ impl<X: PerFile> Hunter<X> {
         let fb = off / BLOCK_SIZE;
         let mut blocks = std::mem::take(&mut hf.blocks);
         let mut ops = std::mem::take(&mut hf.ops);
-        self.take_blocks(fs, 1, &mut blocks)?;
+        self.take_blocks(fs, (&hf.index, fb), 1, &mut blocks)?;
         let b = blocks[0];
         let dev = &**fs.device();
         let merged;
