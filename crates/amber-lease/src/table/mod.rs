@@ -194,10 +194,14 @@ pub struct Leases {
     /// mount's FUSE notifier), set once the session exists.
     drop_cached: std::sync::OnceLock<CacheInvalidator>,
     /// Write leases registered and not yet out of the table: while none
-    /// is, and no write grant is being prepared (`preparing_writes`),
-    /// `settle_writes` (every FUSE read, getattr and lookup) takes no
-    /// lock.
+    /// is, and no write or map grant is being prepared
+    /// (`preparing_writes`), `settle_writes` (every FUSE getattr and
+    /// lookup) takes no lock.
     writes_out: AtomicU64,
+    /// Map leases likewise: `settle_reads` (every FUSE read) takes no
+    /// lock while neither kind is out. A map lease changes no size or
+    /// time, so getattr and lookup need not look at it.
+    maps_out: AtomicU64,
     /// Write grants from priming to their registration or refusal.
     preparing_writes: AtomicU64,
     pub counters: Counters,
@@ -223,6 +227,7 @@ impl Leases {
             owner,
             drop_cached: std::sync::OnceLock::new(),
             writes_out: AtomicU64::new(0),
+            maps_out: AtomicU64::new(0),
             preparing_writes: AtomicU64::new(0),
             counters: Counters::default(),
         }
@@ -289,7 +294,7 @@ impl Leases {
             if let Some(f) = st.files.get_mut(&ino) {
                 f.mapped -= 1;
             }
-            self.writes_out.fetch_sub(1, Ordering::AcqRel);
+            self.maps_out.fetch_sub(1, Ordering::AcqRel);
         }
         if let Some(h) = st.held.get_mut(&id) {
             h.remove(&(ino, lease));
@@ -474,7 +479,7 @@ impl Leases {
             }
             Prepared::Map(map, runs) => {
                 f.mapped += 1;
-                self.writes_out.fetch_add(1, Ordering::AcqRel);
+                self.maps_out.fetch_add(1, Ordering::AcqRel);
                 st.maps.insert(lease, (ino, map));
                 self.counters.mapped.fetch_add(1, Ordering::Relaxed);
                 Msg::Mapped {
@@ -665,7 +670,7 @@ impl Leases {
     /// or times for a request: their holder's writes are then the core's.
     /// A read while a write grant of the file is being prepared spoils the
     /// grant (`prime`). Nothing to do, and no lock, while no write lease
-    /// is out or being prepared.
+    /// is out or being prepared (map leases need no settling here).
     pub fn settle_writes(&self, ino: u64) -> Result<Option<Exclusive<'_>>, Unresponsive> {
         self.settle_for(ino, false)
     }
@@ -683,6 +688,7 @@ impl Leases {
         // a write that returned is counted here.
         if self.writes_out.load(Ordering::Acquire) == 0
             && self.preparing_writes.load(Ordering::Acquire) == 0
+            && (!data || self.maps_out.load(Ordering::Acquire) == 0)
         {
             return Ok(None);
         }
@@ -1070,6 +1076,9 @@ mod tests {
         ended.sort_unstable();
         assert_eq!(ended, [amber_core::MapId(0), amber_core::MapId(1)]);
         assert!(!leases.writes_held(peer.id));
+        // With no lease out, reads and getattrs take no lock again.
+        assert_eq!(leases.maps_out.load(Ordering::Acquire), 0);
+        assert_eq!(leases.writes_out.load(Ordering::Acquire), 0);
         let _ = (a, b);
     }
 
