@@ -508,7 +508,9 @@ fn amber_in_place_write_backs() {
 /// (an append), or a slice in the zone, goes to PM first — and the
 /// lessee's own commits go into granted blocks: whole blocks, partial
 /// ones merged with the old bytes, one block twice, blocks inside the
-/// append; then covered writes (§17.11) with entries of their own:
+/// append; small overwrites and a block's worth across blocks holding
+/// them as zone extents (§17.13); then covered writes (§17.11) with
+/// entries of their own:
 /// appends inside a partial last block (in place), past it and from past
 /// it, a write across
 /// blocks, one into a hole past the end, one after a truncate left old
@@ -554,6 +556,13 @@ fn leased_writes() -> Workload {
         write("g", 100, 200, 8),
         leased(4096, 4096, 9),
         leased(8242, 128, 10),
+        // SQLite's WAL frames over old ones: a 24-byte header in one
+        // block (a zone slice), then a block's worth across it and the
+        // next (one extent, §17.13), twice.
+        leased(12296, 24, 25),
+        leased(12320, 4096, 26),
+        leased(16416, 24, 27),
+        leased(16440, 4096, 28),
         fsync("g"),
         leased(20580, 2000, 11),
         Op::SyncAll,

@@ -1,6 +1,7 @@
 //! A lessee's small overwrites through the zone (design.md §17.13): a
-//! write inside one block goes into the next free slots of the lease's
-//! granted runs as one extent of the one-fence zone (§11.7) — the
+//! write inside one block, or across blocks of which this lease wrote
+//! slices, goes into the next free slots of the lease's granted runs as
+//! one extent of the one-fence zone (§11.7) — the
 //! slices' new bytes, patched from their newest copy where the write
 //! covers them only partly, streamed to the slots, and a checksummed head
 //! naming the file, the first slice and a write number of the grant; one
@@ -33,7 +34,7 @@ pub struct Slices {
     rows: Vec<u32>,
     /// Per row, each slice's newest copy: the pool offset of its slot,
     /// 0 while it is the block's own. A block's slices per row; rows
-    /// only grow, at most one per extent (an extent's block gets one).
+    /// only grow, at most one per window block.
     copies: Vec<u64>,
     /// Rows in use.
     used_rows: u32,
@@ -117,34 +118,37 @@ impl Slices {
         &mut self.copies[(r - 1) * per..r * per]
     }
 
-    /// Writes `data` at byte `off` of file block `fb`, which lies at pool
-    /// offset `at`, as one extent. `None` when no granted run has room
-    /// for it, or its slices cannot be numbered: nothing was written.
+    /// Writes `data` at byte `off` of the file as one extent: `ends`
+    /// names the file blocks of its first and last bytes and their pool
+    /// offsets (the same block twice for a write inside one), every
+    /// block between them mapped too. `None` when no granted run has
+    /// room for it, it leaves the window, or its slices cannot be
+    /// numbered: nothing was written.
     pub fn write<D: PmDevice>(
         &mut self,
         dev: &D,
-        (fb, at): (u64, u64),
+        ends: [(u64, u64); 2],
         off: u64,
         data: &[u8],
     ) -> Option<Result<(), PersistError>> {
         let slot = u64::from(self.grant.slot_size);
-        let start = fb * BLOCK_SIZE;
-        assert!(off >= start && off + data.len() as u64 <= start + BLOCK_SIZE && !data.is_empty());
-        if !self.window.contains(&fb) {
+        let end = off + data.len() as u64;
+        assert!(
+            !data.is_empty()
+                && ends[0].0 == off / BLOCK_SIZE
+                && ends[1].0 == (end - 1) / BLOCK_SIZE
+        );
+        if !self.window.contains(&ends[0].0) || !self.window.contains(&ends[1].0) {
             return None;
         }
-        let (k0, k1) = (
-            (off - start) / slot,
-            (off - start + data.len() as u64 - 1) / slot,
-        );
+        let (k0, k1) = (off / slot, (end - 1) / slot);
         let n = u32::try_from(k1 - k0 + 1).ok()?;
-        let first = u32::try_from(off / slot).ok()?;
-        let slices_end = u64::from(first) + u64::from(n) - 1;
-        if n > u32::from(MAX_EXTENT_SLOTS) || slices_end > u64::from(u32::MAX) {
+        let first = u32::try_from(k0).ok()?;
+        if n > u32::from(MAX_EXTENT_SLOTS) || k1 > u64::from(u32::MAX) {
             return None;
         }
         let (head_at, data_at) = self.take(n)?;
-        self.build_image(dev, (fb, at), (k0, n), off, data);
+        self.build_image(dev, ends, (k0, n), off, data);
         let seq = self.grant.seq + self.seqs;
         self.seqs += 1;
         let head = Extent {
@@ -164,12 +168,20 @@ impl Slices {
         dev.flush(head_at, EXTENT_SIZE);
         let done = dev.drain();
         if done.is_ok() {
-            let row = self.row_mut(fb);
-            for (i, copy) in row[k0 as usize..][..n as usize].iter_mut().enumerate() {
-                *copy = data_at + i as u64 * slot;
-            }
+            self.record(k0, n, data_at);
         }
         Some(done)
+    }
+
+    /// Slices `k0..k0 + n` (file-wide numbers) are newest in the slots
+    /// from `data_at` on.
+    fn record(&mut self, k0: u64, n: u32, data_at: u64) {
+        let slot = u64::from(self.grant.slot_size);
+        let per = self.per_block() as u64;
+        for i in 0..u64::from(n) {
+            let k = k0 + i;
+            self.row_mut(k / per)[(k % per) as usize] = data_at + i * slot;
+        }
     }
 
     /// Lays this lease's newest copies of the slices of file block `fb`
@@ -207,37 +219,38 @@ impl Slices {
         None
     }
 
-    /// The extent's bytes: slices `k0..k0 + n` of block `fb` (at pool
-    /// offset `at`), each from its newest copy where `data` (at `off`)
-    /// covers it only partly.
+    /// The extent's bytes: slices `k0..k0 + n` (file-wide numbers), the
+    /// first and last from their newest copy where `data` (at `off`)
+    /// covers them only partly (in the blocks `ends` names).
     fn build_image<D: PmDevice>(
         &mut self,
         dev: &D,
-        (fb, at): (u64, u64),
+        ends: [(u64, u64); 2],
         (k0, n): (u64, u32),
         off: u64,
         data: &[u8],
     ) {
         let slot = u64::from(self.grant.slot_size);
-        let base = fb * BLOCK_SIZE + k0 * slot;
+        let base = k0 * slot;
         let len = u64::from(n) * slot;
         self.image
-            .resize(usize::try_from(len).expect("at most a block"), 0);
+            .resize(usize::try_from(len).expect("at most 128 slots"), 0);
         let rel = usize::try_from(off - base).expect("inside the extent");
         let (head, tail) = (rel, len as usize - rel - data.len());
         if head > 0 {
-            self.patch(dev, (fb, at), k0, 0);
+            self.patch(dev, ends[0], k0, 0);
         }
         if tail > 0 {
-            self.patch(dev, (fb, at), k0 + u64::from(n) - 1, (n - 1) as usize);
+            self.patch(dev, ends[1], k0 + u64::from(n) - 1, (n - 1) as usize);
         }
         self.image[rel..rel + data.len()].copy_from_slice(data);
     }
 
-    /// Copies slice `k` of block `fb` (at `at`), from its newest copy,
-    /// into the image's slice `i`.
+    /// Copies slice `k` (a file-wide number) of block `fb` (at `at`),
+    /// from its newest copy, into the image's slice `i`.
     fn patch<D: PmDevice>(&mut self, dev: &D, (fb, at): (u64, u64), k: u64, i: usize) {
         let slot = self.grant.slot_size as usize;
+        let k = k - fb * self.per_block() as u64;
         let copy = self.row(fb).map_or(0, |c| c[k as usize]);
         let from = if copy == 0 {
             at + k * slot as u64

@@ -260,7 +260,10 @@ impl Writer {
                 return self.own_commit(dev, runs, (first, old), off, data, time);
             }
         }
-        if !self.room(1) || self.sliced(first..last + 1) {
+        if self.sliced(first..last + 1) {
+            return self.across_zone(dev, runs, (first, last), off, (data, time));
+        }
+        if !self.room(1) {
             return Err(NotMine::Spent);
         }
         let tail = self.size / BLOCK_SIZE;
@@ -290,11 +293,43 @@ impl Writer {
         if !held && data.len() as u64 == BLOCK_SIZE {
             return Ok(None);
         }
-        match z.write(dev, (fb, old), off, data) {
+        match z.write(dev, [(fb, old); 2], off, data) {
             Some(done) => Ok(Some(done)),
             None if held => Err(NotMine::Spent),
             None => Ok(None),
         }
+    }
+
+    /// A write across blocks `first..=last`, some holding this lease's
+    /// slices, as one extent: blocks wholly below the size (so are its
+    /// slices, as recovery and the verifier want) and mapped (a
+    /// database's page written at an offset that is not a block's, just
+    /// after a small write to its header: SQLite's WAL frames). `Spent`
+    /// otherwise, or when the slots ran out: only the daemon writes
+    /// slices back.
+    fn across_zone<D: PmDevice>(
+        &mut self,
+        dev: &D,
+        runs: &[Run],
+        (first, last): (u64, u64),
+        off: u64,
+        (data, time): (&[u8], Timespec),
+    ) -> Result<Result<(), PersistError>, NotMine> {
+        let below = (last + 1) * BLOCK_SIZE <= self.size;
+        let mapped = || (first..=last).all(|fb| self.locate(runs, fb).is_some());
+        let (Some(a), Some(b)) = (self.locate(runs, first), self.locate(runs, last)) else {
+            return Err(NotMine::Spent);
+        };
+        if !below || !mapped() {
+            return Err(NotMine::Spent);
+        }
+        let z = self.slices.as_mut().expect("a lease with slices");
+        let done = z
+            .write(dev, [(first, a), (last, b)], off, data)
+            .ok_or(NotMine::Spent)?;
+        self.newest = Some(time);
+        self.unsealed = true;
+        Ok(done)
     }
 
     /// An append inside the partial last block (at pool offset `at`), in
