@@ -24,6 +24,11 @@ Checked, with an oracle kept in this (not preloaded) process:
   back, and the exec'd program lives;
 * a process that is not preloaded, mapping through the page cache, and
   a preloaded one mapping the pool never see different bytes;
+* a process that maps a file and then grows it by writes (LMDB's way)
+  loads every new page through its mapping: its writes are the
+  kernel's, which learns each new end of file (a write lease would grow
+  the file behind it, and the loads fault with SIGBUS); a write lease
+  it held when it mapped goes back;
 * kill -9 of the daemon: the mapping shows the (dead) mount's file, no
   longer the pool, and the next mount has every byte stored before.
 
@@ -37,6 +42,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from leases import ask, run_cases, wait_for, write_file  # noqa: E402
+from write_leases import WRITES_TO_LEASE  # noqa: E402
 
 import mmap  # noqa: E402
 
@@ -97,6 +103,33 @@ def helper(mode, path):
             os.execv("/bin/sh", ["sh", "-c", "sleep 0.5; echo done"])
         elif w[0] == "exit":
             return
+
+
+def grower(path):
+    """The preloaded LMDB-like writer: earns a write lease on `path` (one
+    block long), maps SIZE bytes of it read-only, then `grow N` writes
+    blocks 1..N one by one, loading each through the mapping at once;
+    says `ok N`, or where the load differed."""
+    fd = os.open(path, os.O_RDWR)
+    for _ in range(WRITES_TO_LEASE):
+        os.pwrite(fd, os.pread(fd, 16, 0), 0)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    addr = libc.mmap(None, SIZE, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    assert addr not in (None, ctypes.c_void_p(-1).value), "mmap failed"
+    print("ready", flush=True)
+    for line in sys.stdin:
+        n = int(line.split()[1])
+        for i in range(1, n + 1):
+            page = bytes([i]) * 4096
+            os.pwrite(fd, page, i * 4096)
+            if ctypes.string_at(addr + i * 4096, 4096) != page:
+                print(f"block {i} differs", flush=True)
+                break
+        else:
+            print(f"ok {n}", flush=True)
 
 
 def spawn(m, name, mode="rw"):
@@ -256,8 +289,25 @@ def a_dead_daemon_takes_the_pools_pages_away(m, rng):
     assert kernel_read(m, "d") == data, "the remount lost a mapped store"
 
 
+def a_mapped_file_grown_by_writes_loads_every_new_page(m, rng):
+    write_file(m.path("g"), rng.randbytes(4096))
+    before = m.leases()["granted_write"]
+    p = m.spawn("grow", "g", __file__)
+    assert m.leases()["granted_write"] > before, "no write lease was granted first"
+    # Killed by SIGBUS, the helper answers nothing.
+    assert ask(p, "grow 60") == "ok 60", "a load of a page the process wrote failed"
+    leased = m.leases()["granted_write"]
+    assert ask(p, "grow 63") == "ok 63"
+    assert m.leases()["granted_write"] == leased, "a mapped file's write was leased"
+    p.stdin.close()
+    p.wait()
+    data = kernel_read(m, "g")
+    assert data[4096:] == b"".join(bytes([i]) * 4096 for i in range(1, 64)), "a write was lost"
+
+
 CASES = [
     two_processes_share_the_pools_pages,
+    a_mapped_file_grown_by_writes_loads_every_new_page,
     a_killed_mapper_keeps_what_it_synced,
     a_fork_gives_the_mapping_back_first,
     a_truncate_recalls_the_mapping,
@@ -270,6 +320,8 @@ CASES = [
 
 def main():
     if sys.argv[1] == "--helper":
+        if sys.argv[2] == "grow":
+            return grower(sys.argv[3])
         return helper(sys.argv[2], sys.argv[3])
     run_cases(__file__, CASES, sys.argv)
 

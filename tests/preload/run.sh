@@ -179,32 +179,12 @@ served "$work/dbs" lmdb-run "$mnt/lmdb" 100000
 kernel_untouched
 check_pool
 
-# Runs dbs CMD PATH under the interposer, committing until killed: kills
-# it with SIGKILL once it has reported 2,000 commits, then checks with
-# CHECK that every commit it reported is there.
-kill_mid_run() {
-    local cmd=$1 path=$2 check=$3 out=$work/run.out
-    # Not through `served`: a function in the background is a subshell,
-    # and the kill must reach the program itself.
-    AMBERFS_POOL=$pool AMBERFS_MOUNT=$mnt LD_PRELOAD=$lib \
-        "$work/dbs" "$cmd" "$path" 100000000 report > "$out" 2>&1 &
-    local pid=$!
-    for _ in $(seq 1 600); do
-        [ "$(grep -c '^committed' "$out")" -ge 2000 ] && break
-        sleep 0.05
-    done
-    kill -9 "$pid"
-    wait "$pid" 2>/dev/null || true
-    local k
-    k=$(grep -E '^committed [0-9]+$' "$out" | tail -n 1 | cut -d' ' -f2)
-    [ -n "$k" ] || { echo "never committed:"; cat "$out"; exit 1; }
-    served "$work/dbs" "$check" "$path" "$k"
-}
+source "$here/kill_mid_run.sh"
 
 step "kill -9 in the middle of a WAL run and of an LMDB run: every commit there"
-kill_mid_run sqlite-run "$mnt/db/killed-wal.db" sqlite-check
+kill_mid_run "$work/dbs" sqlite-run "$mnt/db/killed-wal.db" sqlite-check served
 check_pool
-kill_mid_run lmdb-run "$mnt/lmdb-killed" lmdb-check
+kill_mid_run "$work/dbs" lmdb-run "$mnt/lmdb-killed" lmdb-check served
 check_pool
 echo "WAL and LMDB ok"
 

@@ -244,6 +244,14 @@ impl Descriptor {
         off: u64,
     ) -> Option<(&'static Client, Arc<Held>)> {
         let write = matches!(self.dir, Dir::Write);
+        if write && super::lessee_map::maps_file(self.ino) {
+            // Mapped here: the kernel must see every new end of file. A
+            // lease taken while the mapping was made goes back.
+            if let Some((c, h)) = client.and_then(|c| c.held_write(self.ino).map(|h| (c, h))) {
+                c.renew(&h);
+            }
+            return None;
+        }
         let held = client.and_then(|c| c.held(self.ino, off).map(|h| (c, h)));
         if let Some((c, h)) = held.filter(|(_, h)| !write || h.writes()) {
             return Some((c, h));

@@ -10,8 +10,16 @@
 //! lease back first, the pages becoming the kernel's mapping again (the
 //! same bytes through the page cache), so no page of the pool stays
 //! shown without a pin.
+//!
+//! A file this process maps `MAP_SHARED` is never written under a write
+//! lease here (`maps_file`): the kernel's pages past what it takes for
+//! the end of file fault with SIGBUS, and a lessee's write that grows the
+//! file tells the kernel nothing (LMDB maps its file and then grows it
+//! with `pwritev`, and read the new pages with SIGBUS). Its writes go
+//! through the kernel, which learns every new size from the daemon.
 
 use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use amber_lease::MapWin;
 use amber_pmem::Window;
@@ -41,6 +49,7 @@ pub(super) fn mapped(
     let Some(d) = lessee::leasable(fd, Dir::Read) else {
         return;
     };
+    note_mapped(fd, d.ino);
     let Some(client) = lessee::client_now() else {
         return;
     };
@@ -75,4 +84,51 @@ pub(super) extern "C" fn before_fork() {
     if let Some(c) = lessee::connected().filter(|c| c.maps_held()) {
         c.return_maps(None);
     }
+}
+
+/// Most files this process tells apart as mapped; past them, every file
+/// counts as mapped (no write is leased).
+const MAX_MAPPED_FILES: usize = 64;
+
+/// The inodes of files this process mapped `MAP_SHARED` (`maps_file`):
+/// static, so a forked child, which inherits the mappings, keeps them.
+static MAPPED_FILES: [AtomicU64; MAX_MAPPED_FILES] =
+    [const { AtomicU64::new(0) }; MAX_MAPPED_FILES];
+/// Entries of `MAPPED_FILES` in use; past `MAX_MAPPED_FILES`: all files.
+static MAPPED_COUNT: AtomicUsize = AtomicUsize::new(0);
+static MAPPED_ADDING: parking_lot::Mutex<()> = parking_lot::const_mutex(());
+
+/// Whether this process ever mapped file `ino` `MAP_SHARED`: its writes
+/// then go to the kernel (the module's doc). One load while it mapped
+/// none.
+pub(super) fn maps_file(ino: u64) -> bool {
+    let n = MAPPED_COUNT.load(Ordering::Acquire);
+    n > MAX_MAPPED_FILES
+        || MAPPED_FILES[..n]
+            .iter()
+            .any(|m| m.load(Ordering::Relaxed) == ino)
+}
+
+/// File `ino`, open as kernel descriptor `fd`, is now mapped shared: its
+/// writes stop being leased, a write lease this process holds on it goes
+/// back (adopted by the daemon), and the kernel asks the daemon for the
+/// file's size, so the new mapping's end of file is every lessee's
+/// (also after a lease that went back earlier: the kernel keeps the size
+/// it last heard, whatever the daemon adopted since).
+fn note_mapped(fd: c_int, ino: u64) {
+    if !maps_file(ino) {
+        let _adding = MAPPED_ADDING.lock();
+        let n = MAPPED_COUNT.load(Ordering::Acquire);
+        if n < MAX_MAPPED_FILES {
+            MAPPED_FILES[n].store(ino, Ordering::Relaxed);
+        }
+        MAPPED_COUNT.store(n + 1, Ordering::Release);
+    }
+    let Some(c) = lessee::connected() else {
+        return;
+    };
+    if let Some(held) = c.held_write(ino) {
+        c.renew(&held);
+    }
+    let _ = super::state::statx_synced(fd, c"", libc::STATX_SIZE);
 }

@@ -319,12 +319,32 @@ pub(super) fn statx_cached(
     path: &std::ffi::CStr,
     mask: u32,
 ) -> Option<libc::statx> {
+    statx_as(dirfd, path, mask, libc::AT_STATX_DONT_SYNC)
+}
+
+/// `statx_cached`, but with attributes the kernel asks its file system
+/// for now (`AT_STATX_FORCE_SYNC`), which it then caches: its size for
+/// a file's mappings is then the daemon's.
+pub(super) fn statx_synced(
+    dirfd: libc::c_int,
+    path: &std::ffi::CStr,
+    mask: u32,
+) -> Option<libc::statx> {
+    statx_as(dirfd, path, mask, libc::AT_STATX_FORCE_SYNC)
+}
+
+fn statx_as(
+    dirfd: libc::c_int,
+    path: &std::ffi::CStr,
+    mask: u32,
+    sync: libc::c_int,
+) -> Option<libc::statx> {
     let empty = if path.is_empty() {
         libc::AT_EMPTY_PATH
     } else {
         0
     };
-    let flags = empty | libc::AT_STATX_DONT_SYNC;
+    let flags = empty | sync;
     // SAFETY: an all-zero statx is valid; the call writes into it.
     let mut st: libc::statx = unsafe { std::mem::zeroed() };
     // SAFETY: a NUL-terminated path and a statx we own.
