@@ -5,7 +5,7 @@
 # mount, as README's "Many processes" says): pjdfstest, a shell script of
 # a few hundred file commands compared with the same script on a plain
 # directory, make -j2, git, Python multiprocessing, SQLite in WAL mode and
-# LMDB (full runs and kill -9 mid-run), fio with two job
+# LMDB (full runs and kill -9 mid-run), LevelDB, fio with two job
 # processes verifying crc32c, and PostgreSQL (initdb, pgbench, kill -9 of
 # the postmaster in the middle of a run, recovery, pgbench's balance
 # invariants and pg_amcheck). Then unmount and a clean fsck.
@@ -22,8 +22,8 @@
 #
 # Needs root and /dev/fuse; without them it says so and exits 0
 # (skipped). Installs what it needs (Debian: postgresql, fio, make, gcc,
-# git, libsqlite3-dev, liblmdb-dev; pjdfstest from crates.io, as
-# tests/fuse/run.sh does).
+# git, g++, libsqlite3-dev, liblmdb-dev, libleveldb-dev; pjdfstest from
+# crates.io, as tests/fuse/run.sh does).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -49,6 +49,8 @@ command -v git >/dev/null || need_apt+=(git)
 command -v pgrep >/dev/null || need_apt+=(procps)
 [ -f /usr/include/sqlite3.h ] || need_apt+=(libsqlite3-dev)
 [ -f /usr/include/lmdb.h ] || need_apt+=(liblmdb-dev)
+[ -f /usr/include/leveldb/db.h ] || need_apt+=(libleveldb-dev)
+command -v g++ >/dev/null || need_apt+=(g++)
 if [ ${#need_apt[@]} -gt 0 ]; then
     apt-get update -qq -o DPkg::Lock::Timeout=600 && apt-get install -y -qq -o DPkg::Lock::Timeout=600 "${need_apt[@]}" >/dev/null
 fi

@@ -29,6 +29,8 @@ Checked, with an oracle kept in this (not preloaded) process:
 * a reader through the kernel racing a leased writer never reads a block
   older than the writer had finished writing before the read began, nor
   does a load from a `MAP_SHARED` mapping of the file through the kernel;
+* a directory listing with attributes while a leased writer grows a file
+  in it caches the writer's size, not the one from before the lease;
 * kill -9 of a leased writer — overwriting or appending — keeps every
   write it reported done, and its grant comes back (fsck clean at the
   end);
@@ -421,6 +423,32 @@ def a_mapping_never_shows_old(m, _rng):
     print(f"      {done} writes ({granted} write leases), {loads} loads, none stale")
 
 
+def a_listing_shows_a_leased_writers_size(m, rng):
+    """A directory listed with attributes (readdirplus, which the kernel
+    caches as a `stat`'s) while a leased writer grows a file in it: the
+    listing recalls the lease first, so the `stat` after it, answered
+    from the kernel's cache, shows the writer's size (LevelDB lists its
+    directory, then stats the table it just wrote)."""
+    os.mkdir(m.path("listed"))
+    name = os.path.join("listed", "t")
+    write_file(m.path(name), b"\0" * BLOCK)
+    p = spawn(m, name)
+    for round_ in range(5):
+        before = m.leases()["granted_write"]
+        size = os.stat(m.path(name)).st_size
+        # The first few go through the kernel, until the writer asks
+        # for its lease again.
+        for _ in range(12):
+            x = rng.randbytes(1 + rng.randrange(3 * BLOCK))
+            assert ask(p, f"w {size} {x.hex()}") == "ok"
+            size += len(x)
+        assert m.leases()["granted_write"] > before, f"round {round_}: no write lease"
+        assert "t" in os.listdir(m.path("listed"))
+        assert os.stat(m.path(name)).st_size == size, f"round {round_}: a stale size after a listing"
+    ask(p, "exit")
+    p.wait()
+
+
 def stamping(m, name, blocks, seed, versions):
     """A preloaded writer stamping versions into `blocks` blocks of a new
     file `name` (`stamp_versions`), once it reported `versions` done;
@@ -583,6 +611,7 @@ CASES = [
     o_append_writers_never_overlap,
     a_reader_racing_a_leased_writer_never_reads_old,
     a_mapping_never_shows_old,
+    a_listing_shows_a_leased_writers_size,
     a_killed_writer_keeps_what_it_wrote,
     an_exec_gives_the_write_lease_back_and_lives,
     sqlite_wal_keeps_its_lease_and_every_commit,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use amber_core::{Core, DirEntry};
 use amber_pmem::PmDevice;
-use fuser::{FileType, Generation, INodeNo, ReplyDirectory, ReplyDirectoryPlus};
+use fuser::{Errno, FileType, Generation, INodeNo, ReplyDirectory, ReplyDirectoryPlus};
 
 use crate::attr::{file_attr, file_type};
 use crate::errno::errno;
@@ -54,11 +54,17 @@ pub fn readdir<D: PmDevice>(core: &Core<D>, ino: u64, offset: u64, mut reply: Re
     }
 }
 
-pub fn readdirplus<D: PmDevice>(
+/// Lists directory `ino` from `offset` with each entry's attributes,
+/// which the kernel caches for `ttl` as a `stat`'s: each entry's is read
+/// after `settle` recalled a write lease on it and while its guard holds
+/// (a lessee's writes change the size behind the core until then; LevelDB
+/// listed its directory and then stat'ed a table it had just written,
+/// got the size from before the lease, and failed its own read past it).
+pub fn readdirplus<D: PmDevice, G>(
     core: &Core<D>,
-    ino: u64,
-    offset: u64,
+    (ino, offset): (u64, u64),
     ttl: &Duration,
+    settle: impl Fn(u64) -> Result<G, Errno>,
     mut reply: ReplyDirectoryPlus,
 ) {
     // "." and ".." get attributes too, though the kernel takes no lookup
@@ -89,6 +95,10 @@ pub fn readdirplus<D: PmDevice>(
         return reply.error(errno(&e));
     }
     for e in batch {
+        let _settled = match settle(e.ino) {
+            Ok(g) => g,
+            Err(e) => return reply.error(e),
+        };
         let a = match core.getattr(e.ino) {
             Ok(a) => a,
             // Removed since it was listed: a listing may or may not show

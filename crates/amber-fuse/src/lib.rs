@@ -712,7 +712,8 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         offset: u64,
         reply: ReplyDirectoryPlus,
     ) {
-        dir::readdirplus(&self.core, ino.0, offset, &TTL, reply);
+        let settle = |entry| self.settled(entry);
+        dir::readdirplus(&self.core, (ino.0, offset), &TTL, settle, reply);
     }
 
     fn releasedir(
