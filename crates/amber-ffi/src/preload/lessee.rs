@@ -230,7 +230,7 @@ impl Descriptor {
     /// whether to ask for a lease, and where, never what a call does.
     pub(super) fn size(&self) -> u64 {
         self.size
-            .or_else(|| state::statx_cached(self.fd, c"", IDENTITY).map(|s| s.stx_size))
+            .or_else(|| state::identity_of(self.fd).map(|s| s.stx_size))
             .unwrap_or(0)
     }
 
@@ -395,7 +395,7 @@ impl Slot {
 /// it is open with `O_APPEND`; asked of the kernel without a FUSE round
 /// trip (so the size is the kernel's cached one).
 fn on_mount(fd: c_int, dir: Dir) -> Option<(u64, u64, bool)> {
-    let st = state::statx_cached(fd, c"", IDENTITY)?;
+    let st = state::identity_of(fd)?;
     let regular = u32::from(st.stx_mode) & libc::S_IFMT == libc::S_IFREG;
     if !regular || st.stx_mnt_id != mount_id()? || st.stx_ino & APPENDS != 0 {
         return None;
@@ -411,15 +411,14 @@ fn on_mount(fd: c_int, dir: Dir) -> Option<(u64, u64, bool)> {
     right.then_some((st.stx_ino, st.stx_size, fl & libc::O_APPEND != 0))
 }
 
-/// The id of the mount at `AMBERFS_MOUNT`, if something is mounted there.
+/// The id of the FUSE mount at `AMBERFS_MOUNT`, if one is mounted there,
+/// of the kind a descriptor's `identity_of` gives.
 fn mount_id() -> Option<u64> {
     let id = match MOUNT_ID.load(Ordering::Relaxed) {
         0 => {
             let cfg = state::config()?;
             let path = CString::new(cfg.mount.clone()).ok()?;
-            let id = state::statx_cached(libc::AT_FDCWD, &path, IDENTITY)
-                .filter(|s| s.stx_attributes & libc::STATX_ATTR_MOUNT_ROOT as u64 != 0)
-                .map_or(u64::MAX, |s| s.stx_mnt_id);
+            let id = state::fuse_mount_id(&path).unwrap_or(u64::MAX);
             MOUNT_ID.store(id, Ordering::Relaxed);
             id
         }
@@ -427,10 +426,6 @@ fn mount_id() -> Option<u64> {
     };
     (id != u64::MAX).then_some(id)
 }
-
-/// What a leased call asks of the kernel about a descriptor or the
-/// mount root: type, inode, size and mount id.
-const IDENTITY: u32 = libc::STATX_TYPE | libc::STATX_INO | libc::STATX_SIZE | libc::STATX_MNT_ID;
 
 /// Every basic attribute of `fd` as the kernel has it cached (no FUSE
 /// request).

@@ -230,11 +230,17 @@ fn fuse_at(dir: &[u8]) -> bool {
 /// which every short process of a shell script over the mount paid once,
 /// and its daemon served on the same two cores.
 pub fn fuse_mount_id(path: &std::ffi::CStr) -> Option<u64> {
-    let unique = statx_cached(libc::AT_FDCWD, path, STATX_MNT_ID_UNIQUE);
-    if let Some(sx) = &unique {
-        if sx.stx_attributes & libc::STATX_ATTR_MOUNT_ROOT as u64 == 0 {
-            return None;
-        }
+    let sx = with_mount_id(statx_raw(
+        libc::AT_FDCWD,
+        path,
+        MOUNT_IDS,
+        libc::AT_STATX_DONT_SYNC,
+    ))?;
+    let root = libc::STATX_ATTR_MOUNT_ROOT as u64;
+    if sx.stx_attributes_mask & root != 0 && sx.stx_attributes & root == 0 {
+        return None;
+    }
+    if sx.stx_mask & STATX_MNT_ID_UNIQUE != 0 {
         if let Some(fuse) = statmount_is_fuse(sx.stx_mnt_id) {
             return fuse.then_some(sx.stx_mnt_id);
         }
@@ -243,21 +249,31 @@ pub fn fuse_mount_id(path: &std::ffi::CStr) -> Option<u64> {
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: a NUL-terminated path and a statfs we own.
     let r = unsafe { libc::syscall(libc::SYS_statfs, path.as_ptr(), &raw mut st) };
-    if r != 0 || st.f_type != FUSE_SUPER_MAGIC {
-        return None;
-    }
-    // The same kind of id `mount_id_of` gives where statmount was refused.
-    unique
-        .or_else(|| statx_cached(libc::AT_FDCWD, path, libc::STATX_MNT_ID))
-        .map(|sx| sx.stx_mnt_id)
+    (r == 0 && st.f_type == FUSE_SUPER_MAGIC).then_some(sx.stx_mnt_id)
 }
 
 /// The id of the mount descriptor `fd` is on: the 64-bit one where the
 /// kernel has it (Linux 6.8), else the old one, as `fuse_mount_id` gives.
 pub fn mount_id_of(fd: libc::c_int) -> Option<u64> {
-    statx_cached(fd, c"", STATX_MNT_ID_UNIQUE)
-        .or_else(|| statx_cached(fd, c"", libc::STATX_MNT_ID))
-        .map(|sx| sx.stx_mnt_id)
+    identity_of(fd).map(|sx| sx.stx_mnt_id)
+}
+
+/// What a leased call asks of the kernel about descriptor `fd`, from its
+/// cache (no FUSE request): its type, inode, size, and the id of its
+/// mount as `mount_id_of` gives it — in one statx on every kernel (it
+/// answers the 64-bit id if asked for both kinds and it has it).
+pub(super) fn identity_of(fd: libc::c_int) -> Option<libc::statx> {
+    const BASIC: u32 = libc::STATX_TYPE | libc::STATX_INO | libc::STATX_SIZE;
+    let sx = statx_raw(fd, c"", BASIC | MOUNT_IDS, libc::AT_STATX_DONT_SYNC);
+    with_mount_id(sx).filter(|sx| sx.stx_mask & BASIC == BASIC)
+}
+
+/// Both kinds of mount id statx gives.
+const MOUNT_IDS: u32 = libc::STATX_MNT_ID | STATX_MNT_ID_UNIQUE;
+
+/// `sx` if it carries a mount id of either kind.
+fn with_mount_id(sx: Option<libc::statx>) -> Option<libc::statx> {
+    sx.filter(|sx| sx.stx_mask & MOUNT_IDS != 0)
 }
 
 /// statx's request for the mount's 64-bit id (Linux 6.8), which
@@ -319,7 +335,7 @@ pub(super) fn statx_cached(
     path: &std::ffi::CStr,
     mask: u32,
 ) -> Option<libc::statx> {
-    statx_as(dirfd, path, mask, libc::AT_STATX_DONT_SYNC)
+    statx_raw(dirfd, path, mask, libc::AT_STATX_DONT_SYNC).filter(|st| st.stx_mask & mask == mask)
 }
 
 /// `statx_cached`, but with attributes the kernel asks its file system
@@ -330,10 +346,11 @@ pub(super) fn statx_synced(
     path: &std::ffi::CStr,
     mask: u32,
 ) -> Option<libc::statx> {
-    statx_as(dirfd, path, mask, libc::AT_STATX_FORCE_SYNC)
+    statx_raw(dirfd, path, mask, libc::AT_STATX_FORCE_SYNC).filter(|st| st.stx_mask & mask == mask)
 }
 
-fn statx_as(
+/// statx with `sync` among its flags; whatever fields it answered.
+fn statx_raw(
     dirfd: libc::c_int,
     path: &std::ffi::CStr,
     mask: u32,
@@ -358,7 +375,7 @@ fn statx_as(
             &raw mut st,
         )
     };
-    (r == 0 && st.stx_mask & mask == mask).then_some(st)
+    (r == 0).then_some(st)
 }
 
 /// A served descriptor's pool and a pass through its gate; None for a
