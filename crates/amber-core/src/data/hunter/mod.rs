@@ -269,6 +269,24 @@ impl<X: PerFile> Hunter<X> {
         self.take_blocks_for(fs, (n, after), out, true)
     }
 
+    /// Room in `hf`'s index for file blocks `first..=last` and a new
+    /// block for each, in the file's scratch lists (kept empty between
+    /// writes, so a small write allocates nothing): the blocks, and the
+    /// list for the write's metadata operations.
+    fn new_blocks<D: PmDevice>(
+        &self,
+        fs: Context<'_, D>,
+        hf: &mut HunterFile<X>,
+        (first, last): (u64, u64),
+    ) -> Result<(Vec<u64>, Vec<Op>)> {
+        hf.index.make_room(first, last, last - first + 1)?;
+        let mut blocks = std::mem::take(&mut hf.blocks);
+        let ops = std::mem::take(&mut hf.ops);
+        let n = (last - first + 1) as usize;
+        self.take_blocks(fs, (&hf.index, first), n, &mut blocks)?;
+        Ok((blocks, ops))
+    }
+
     /// `take_blocks`, with the fresh runs' pages mapped ahead in this
     /// process only if `here` (not for a lessee, which writes the blocks
     /// through its own mapping and maps them ahead there).
@@ -636,15 +654,7 @@ impl<X: PerFile> Hunter<X> {
         debug_assert!(off >= size && size > split - BLOCK_SIZE && end > split);
         let (head, tail) = data.split_at((split - off) as usize);
         let (first, last) = (split / BLOCK_SIZE, (end - 1) / BLOCK_SIZE);
-        hf.index.make_room(first, last, last - first + 1)?;
-        let mut blocks = std::mem::take(&mut hf.blocks);
-        let mut ops = std::mem::take(&mut hf.ops);
-        self.take_blocks(
-            fs,
-            (&hf.index, first),
-            (last - first + 1) as usize,
-            &mut blocks,
-        )?;
+        let (blocks, mut ops) = self.new_blocks(fs, hf, (first, last))?;
         // A gap between the size and the append is zeroed (and fenced)
         // first, as any growth zeroes it.
         zero_past_end(fs, hf, size, off)?;
@@ -892,17 +902,7 @@ impl<D: PmDevice, X: PerFile> DataPolicy<D> for Hunter<X> {
                 Some(b) => return self.append_across(fs, hf, st, (off, data, b), sync),
                 None => {}
             }
-            // The write's scratch lists live with the file (kept empty),
-            // so a small write allocates nothing.
-            hf.index.make_room(first, last, last - first + 1)?;
-            let mut blocks = std::mem::take(&mut hf.blocks);
-            let mut ops = std::mem::take(&mut hf.ops);
-            self.take_blocks(
-                fs,
-                (&hf.index, first),
-                (last - first + 1) as usize,
-                &mut blocks,
-            )?;
+            let (blocks, mut ops) = self.new_blocks(fs, hf, (first, last))?;
             if end > size {
                 zero_past_end(fs, hf, size, end)?;
             }
