@@ -29,8 +29,9 @@ Checked, with an oracle kept in this (not preloaded) process:
 * a reader through the kernel racing a leased writer never reads a block
   older than the writer had finished writing before the read began, nor
   does a load from a `MAP_SHARED` mapping of the file through the kernel;
-* a directory listing with attributes while a leased writer grows a file
-  in it caches the writer's size, not the one from before the lease;
+* a directory listing with attributes, or a hard link, while a leased
+  writer grows a file caches the writer's size, not the one from before
+  the lease;
 * kill -9 of a leased writer — overwriting or appending — keeps every
   write it reported done, and its grant comes back (fsck clean at the
   end);
@@ -425,10 +426,10 @@ def a_mapping_never_shows_old(m, _rng):
 
 def a_listing_shows_a_leased_writers_size(m, rng):
     """A directory listed with attributes (readdirplus, which the kernel
-    caches as a `stat`'s) while a leased writer grows a file in it: the
-    listing recalls the lease first, so the `stat` after it, answered
-    from the kernel's cache, shows the writer's size (LevelDB lists its
-    directory, then stats the table it just wrote)."""
+    caches as a `stat`'s), or a hard link made, while a leased writer
+    grows a file: each recalls the lease first, so the `stat` after it,
+    answered from the kernel's cache, shows the writer's size (LevelDB
+    lists its directory, then stats the table it just wrote)."""
     os.mkdir(m.path("listed"))
     name = os.path.join("listed", "t")
     write_file(m.path(name), b"\0" * BLOCK)
@@ -443,8 +444,13 @@ def a_listing_shows_a_leased_writers_size(m, rng):
             assert ask(p, f"w {size} {x.hex()}") == "ok"
             size += len(x)
         assert m.leases()["granted_write"] > before, f"round {round_}: no write lease"
-        assert "t" in os.listdir(m.path("listed"))
-        assert os.stat(m.path(name)).st_size == size, f"round {round_}: a stale size after a listing"
+        if round_ % 2:
+            linked = m.path(f"{name}.{round_}")
+            os.link(m.path(name), linked)
+            assert os.stat(linked).st_size == size, f"round {round_}: a stale size after a link"
+        else:
+            assert "t" in os.listdir(m.path("listed"))
+            assert os.stat(m.path(name)).st_size == size, f"round {round_}: a stale size after a listing"
     ask(p, "exit")
     p.wait()
 

@@ -565,6 +565,12 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        // The reply carries the file's attributes, which the kernel
+        // caches: a lessee's writes must be the core's first.
+        let _settled = match self.settled(ino.0) {
+            Ok(g) => g,
+            Err(e) => return reply.error(e),
+        };
         entry(
             reply,
             self.core.link(ino.0, newparent.0, newname.as_bytes()),
