@@ -31,7 +31,7 @@ Checked, with an oracle kept in this (not preloaded) process:
   does a load from a `MAP_SHARED` mapping of the file through the kernel;
 * a directory listing with attributes, or a hard link, while a leased
   writer grows a file caches the writer's size, not the one from before
-  the lease;
+  the lease; SEEK_DATA and SEEK_HOLE see a leased write into a hole;
 * kill -9 of a leased writer — overwriting or appending — keeps every
   write it reported done, and its grant comes back (fsck clean at the
   end);
@@ -455,6 +455,30 @@ def a_listing_shows_a_leased_writers_size(m, rng):
     p.wait()
 
 
+def seek_data_finds_a_leased_write_into_a_hole(m, rng):
+    """SEEK_DATA and SEEK_HOLE, by this process through the kernel, over
+    a sparse file a leased writer fills a hole of and grows: the daemon
+    recalls the lease before it says where data lies."""
+    path = m.path("sparse")
+    write_file(path, b"\1" * BLOCK)
+    os.truncate(path, 64 * BLOCK)
+    # Open before the writes: no lookup of the name comes between.
+    fd = os.open(path, os.O_RDONLY)
+    before = m.leases()["granted_write"]
+    p = spawn(m, "sparse")
+    for b in (40, 41, 70):
+        assert ask(p, f"w {b * BLOCK} {rng.randbytes(BLOCK).hex()}") == "ok"
+    assert m.leases()["granted_write"] > before, "no write lease was granted"
+    try:
+        assert os.lseek(fd, BLOCK, os.SEEK_DATA) == 40 * BLOCK, "SEEK_DATA missed a leased write"
+        assert os.lseek(fd, 40 * BLOCK, os.SEEK_HOLE) == 42 * BLOCK, "SEEK_HOLE ran past it"
+        assert os.lseek(fd, 60 * BLOCK, os.SEEK_DATA) == 70 * BLOCK, "SEEK_DATA missed the growth"
+    finally:
+        os.close(fd)
+    ask(p, "exit")
+    p.wait()
+
+
 def stamping(m, name, blocks, seed, versions):
     """A preloaded writer stamping versions into `blocks` blocks of a new
     file `name` (`stamp_versions`), once it reported `versions` done;
@@ -618,6 +642,7 @@ CASES = [
     a_reader_racing_a_leased_writer_never_reads_old,
     a_mapping_never_shows_old,
     a_listing_shows_a_leased_writers_size,
+    seek_data_finds_a_leased_write_into_a_hole,
     a_killed_writer_keeps_what_it_wrote,
     an_exec_gives_the_write_lease_back_and_lives,
     sqlite_wal_keeps_its_lease_and_every_commit,

@@ -961,6 +961,12 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         let Ok(off) = u64::try_from(offset) else {
             return reply.error(Errno::ENXIO);
         };
+        // A lessee's writes may fill holes and grow the file: the core
+        // must have them before it says where data lies.
+        let _settled = match self.settled(ino.0) {
+            Ok(g) => g,
+            Err(e) => return reply.error(e),
+        };
         match self.core.seek_data(ino.0, off, data) {
             Ok(at) => reply.offset(at as i64),
             Err(e) => reply.error(errno(&e)),
