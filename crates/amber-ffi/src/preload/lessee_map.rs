@@ -15,8 +15,9 @@
 //! lease here (`maps_file`): the kernel's pages past what it takes for
 //! the end of file fault with SIGBUS, and a lessee's write that grows the
 //! file tells the kernel nothing (LMDB maps its file and then grows it
-//! with `pwritev`, and read the new pages with SIGBUS). Its writes go
-//! through the kernel, which learns every new size from the daemon.
+//! with `pwritev`: its loads of the new pages died with SIGBUS). Its
+//! writes go through the kernel, which learns every new size from the
+//! daemon.
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
