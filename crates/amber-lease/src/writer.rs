@@ -316,13 +316,11 @@ impl Writer {
         (data, time): (&[u8], Timespec),
     ) -> Result<Result<(), PersistError>, NotMine> {
         let below = (last + 1) * BLOCK_SIZE <= self.size;
-        let mapped = || (first..=last).all(|fb| self.locate(runs, fb).is_some());
-        let (Some(a), Some(b)) = (self.locate(runs, first), self.locate(runs, last)) else {
+        let between = (first + 1..last).all(|fb| self.locate(runs, fb).is_some());
+        let ends = (self.locate(runs, first), self.locate(runs, last));
+        let ((Some(a), Some(b)), true) = (ends, below && between) else {
             return Err(NotMine::Spent);
         };
-        if !below || !mapped() {
-            return Err(NotMine::Spent);
-        }
         let z = self.slices.as_mut().expect("a lease with slices");
         let done = z
             .write(dev, [(first, a), (last, b)], off, data)
