@@ -105,6 +105,28 @@ def helper(mode, path):
             return
 
 
+def map_past_the_end(fd):
+    """Maps SIZE bytes of `fd` read-only and shared, past its end if it
+    is shorter (Python's mmap refuses that): the address."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    addr = libc.mmap(None, SIZE, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    assert addr not in (None, ctypes.c_void_p(-1).value), "mmap failed"
+    return addr
+
+
+def watcher(path):
+    """A preloaded reader that maps SIZE bytes of `path` past its end and
+    answers `get OFF N` with the bytes loaded there."""
+    addr = map_past_the_end(os.open(path, os.O_RDONLY))
+    print("ready", flush=True)
+    for line in sys.stdin:
+        _, off, n = line.split()
+        print(ctypes.string_at(addr + int(off), int(n)).hex(), flush=True)
+
+
 def grower(path):
     """The preloaded LMDB-like writer: earns a write lease on `path` (one
     block long), maps SIZE bytes of it read-only, then `grow N` writes
@@ -113,12 +135,7 @@ def grower(path):
     fd = os.open(path, os.O_RDWR)
     for _ in range(WRITES_TO_LEASE):
         os.pwrite(fd, os.pread(fd, 16, 0), 0)
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                          ctypes.c_int, ctypes.c_long]
-    addr = libc.mmap(None, SIZE, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-    assert addr not in (None, ctypes.c_void_p(-1).value), "mmap failed"
+    addr = map_past_the_end(fd)
     print("ready", flush=True)
     for line in sys.stdin:
         n = int(line.split()[1])
@@ -130,6 +147,21 @@ def grower(path):
                 break
         else:
             print(f"ok {n}", flush=True)
+
+
+def appender(path):
+    """A preloaded writer of `path` that never maps it: earns a write
+    lease (where the daemon grants one), then `grow A B` writes blocks
+    A..B one by one and says `ok`."""
+    fd = os.open(path, os.O_RDWR)
+    for _ in range(WRITES_TO_LEASE):
+        os.pwrite(fd, os.pread(fd, 16, 0), 0)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        _, a, b = line.split()
+        for i in range(int(a), int(b) + 1):
+            os.pwrite(fd, bytes([i]) * 4096, i * 4096)
+        print("ok", flush=True)
 
 
 def spawn(m, name, mode="rw"):
@@ -305,9 +337,34 @@ def a_mapped_file_grown_by_writes_loads_every_new_page(m, rng):
     assert data[4096:] == b"".join(bytes([i]) * 4096 for i in range(1, 64)), "a write was lost"
 
 
+def a_file_another_process_maps_grows_under_its_mapping(m, rng):
+    """A preloaded process maps a file past its end; another grows it
+    by writes. Each new page loads in the mapper as soon as the write
+    returned (Linux's promise; a write lease would grow the file behind
+    the kernel, whose fault past the end it last heard is a SIGBUS): a
+    file a preloaded process maps is never written under a write lease
+    (design.md §17.14)."""
+    write_file(m.path("o"), rng.randbytes(4096))
+    r = m.spawn("watch", "o", __file__)
+    before = m.leases()["granted_write"]
+    w = m.spawn("append", "o", __file__)
+    for a in range(1, 61, 6):
+        assert ask(w, f"grow {a} {a + 5}") == "ok"
+        # Killed by SIGBUS, the mapper answers nothing.
+        got = ask(r, f"get {a * 4096} {6 * 4096}")
+        want = b"".join(bytes([i]) * 4096 for i in range(a, a + 6))
+        assert got == want.hex(), f"blocks {a}..{a + 5} did not load in the other process"
+    assert m.leases()["granted_write"] == before, "a write to a file mapped elsewhere was leased"
+    assert m.leases()["refused_mapped"] > 0, "no write lease was refused for the mapping"
+    for p in (r, w):
+        p.stdin.close()
+        p.wait()
+
+
 CASES = [
     two_processes_share_the_pools_pages,
     a_mapped_file_grown_by_writes_loads_every_new_page,
+    a_file_another_process_maps_grows_under_its_mapping,
     a_killed_mapper_keeps_what_it_synced,
     a_fork_gives_the_mapping_back_first,
     a_truncate_recalls_the_mapping,
@@ -322,6 +379,10 @@ def main():
     if sys.argv[1] == "--helper":
         if sys.argv[2] == "grow":
             return grower(sys.argv[3])
+        if sys.argv[2] == "watch":
+            return watcher(sys.argv[3])
+        if sys.argv[2] == "append":
+            return appender(sys.argv[3])
         return helper(sys.argv[2], sys.argv[3])
     run_cases(__file__, CASES, sys.argv)
 

@@ -99,7 +99,17 @@ enum Answer {
     Lease(Arc<Held>),
     /// A map lease, its mapping showing the pool.
     Mapped,
+    /// A `Maps` holds.
+    Noted,
     Refused(Refusal),
+}
+
+/// A file refused lately: not asked about until `until`; if
+/// `writes_only`, only for a write lease.
+#[derive(Clone, Copy)]
+struct Backoff {
+    until: Instant,
+    writes_only: bool,
 }
 
 /// The window holding byte `off`.
@@ -116,7 +126,7 @@ pub struct Client {
     /// before it reads the next frame), or why not.
     replies: Mutex<HashMap<u64, Answer>>,
     /// Files not to ask about again before the given time: refused lately.
-    backoff: Mutex<HashMap<u64, Instant>>,
+    backoff: Mutex<HashMap<u64, Backoff>>,
     arrived: Condvar,
     /// By (inode, window).
     leases: RwLock<HashMap<(u64, u64), Arc<Held>>>,
@@ -221,7 +231,7 @@ impl Client {
     }
 
     fn ask_for(&self, ino: u64, off: u64, write: bool) -> Option<Arc<Held>> {
-        if !self.alive() || self.backing_off(ino) {
+        if !self.alive() || self.backing_off(ino, write) {
             return None;
         }
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
@@ -239,7 +249,7 @@ impl Client {
             Answer::Lease(h) => {
                 Some(h).filter(|h| h.ino == ino && h.window == window && h.writes() == write)
             }
-            Answer::Mapped => None,
+            Answer::Mapped | Answer::Noted => None,
             Answer::Refused(why) => {
                 self.back_off(ino, why);
                 None
@@ -271,7 +281,7 @@ impl Client {
     pub fn map(&self, win: MapWin, writable: bool) -> bool {
         let ino = win.ino();
         let may = !writable || self.writable.load(Ordering::Acquire);
-        if !self.alive() || !may || self.backing_off(ino) {
+        if !self.alive() || !may || self.backing_off(ino, false) {
             win.release();
             return false;
         }
@@ -301,6 +311,23 @@ impl Client {
             win.release();
         }
         false
+    }
+
+    /// Tells the daemon this process maps `ino` `MAP_SHARED` (or more
+    /// files than it tells apart: `wire::ALL_FILES`) until it ends, and
+    /// waits until that holds: from then on no process is granted a
+    /// write lease on the file (design.md §17.14). False if the daemon is
+    /// gone.
+    pub fn note_mapping(&self, ino: u64) -> bool {
+        if !self.alive() {
+            return false;
+        }
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        let maps = Msg::Maps { seq, ino };
+        if wire::send(&mut *self.writer.lock(), &maps).is_err() {
+            return false;
+        }
+        matches!(self.reply(seq), Some(Answer::Noted))
     }
 
     /// Whether any mapping of this process shows the pool: the mmap
@@ -373,17 +400,20 @@ impl Client {
         self.arrived.notify_all();
     }
 
-    /// How long `ino` is not asked about yet (it was refused lately).
-    pub fn backoff_left(&self, ino: u64) -> Option<Duration> {
-        let until = *self.backoff.lock().get(&ino)?;
+    /// How long `ino` is not asked about yet for a lease (a write lease
+    /// if `write`): it was refused lately.
+    pub fn backoff_left(&self, ino: u64, write: bool) -> Option<Duration> {
+        let b = *self.backoff.lock().get(&ino)?;
+        let until = (write || !b.writes_only).then_some(b.until)?;
         until.checked_duration_since(Instant::now())
     }
 
-    /// Whether `ino` was refused lately and is not asked about yet.
-    fn backing_off(&self, ino: u64) -> bool {
+    /// Whether `ino` was refused lately and is not asked about yet for a
+    /// lease (a write lease if `write`).
+    fn backing_off(&self, ino: u64, write: bool) -> bool {
         let mut b = self.backoff.lock();
         match b.get(&ino) {
-            Some(&until) if Instant::now() < until => true,
+            Some(x) if Instant::now() < x.until => write || !x.writes_only,
             Some(_) => {
                 b.remove(&ino);
                 false
@@ -394,17 +424,22 @@ impl Client {
 
     /// Asks about `ino` again only after a while, by why it was refused:
     /// a change under way ends soon; a contended or unleasable file, or a
-    /// full table, stays so for longer.
+    /// full table, stays so for longer; a file another process maps is
+    /// still read under leases.
     fn back_off(&self, ino: u64, why: Refusal) {
         let wait = match why {
             Refusal::Busy => BUSY_BACKOFF,
-            Refusal::Contended | Refusal::Unleasable | Refusal::Limit => COOL_DOWN,
+            Refusal::Contended | Refusal::Unleasable | Refusal::Limit | Refusal::Mapped => {
+                COOL_DOWN
+            }
         };
         let mut b = self.backoff.lock();
         if b.len() >= MAX_BACKOFF {
             b.clear();
         }
-        b.insert(ino, Instant::now() + wait);
+        let until = Instant::now() + wait;
+        let writes_only = why == Refusal::Mapped;
+        b.insert(ino, Backoff { until, writes_only });
     }
 
     /// Takes a grant in, unless its runs could reach outside the pool or
@@ -711,6 +746,10 @@ impl Client {
                 } => self.took_map(conn, seq, (ino, lease), &runs),
                 Msg::Refused { seq, why, .. } => {
                     self.replies.lock().insert(seq, Answer::Refused(why));
+                    self.arrived.notify_all();
+                }
+                Msg::Noted { seq } => {
+                    self.replies.lock().insert(seq, Answer::Noted);
                     self.arrived.notify_all();
                 }
                 _ => break,

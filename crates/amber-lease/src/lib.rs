@@ -28,7 +28,7 @@ pub use maps::{MapWin, MAX_MAPPED};
 pub use owner::Owner;
 pub use server::{LeaseServer, MAX_CLIENTS};
 pub use table::{CacheInvalidator, Exclusive, Leases, Unresponsive, MAX_LEASES_PER_CLIENT};
-pub use wire::{Welcome, Writes, MAX_GRANTED, VERSION, WINDOW_BLOCKS};
+pub use wire::{Welcome, Writes, ALL_FILES, MAX_GRANTED, VERSION, WINDOW_BLOCKS};
 pub use writer::{NotMine, Writer};
 
 /// How long a recall waits for the client's answer before cutting it off.

@@ -239,6 +239,7 @@ fn requests(reader: &mut impl io::Read, peer: &Peer, sh: &Shared) -> io::Result<
             Some(Msg::Return { ino, lease } | Msg::Recalled { ino, lease }) => {
                 sh.leases.give_back(peer.id, ino, lease, LeaseEnd::Returned);
             }
+            Some(Msg::Maps { seq, ino }) => sh.leases.note_mapper(peer, seq, ino)?,
             _ => return Ok(()),
         }
     }

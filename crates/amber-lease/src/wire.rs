@@ -12,7 +12,7 @@ use amber_core::data::{LeasedSlots, SlotRun, MAX_SLOT_RUNS};
 use amber_core::Run;
 
 /// The protocol's version; a peer speaking another is refused.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 /// "AMLS", first in every frame.
 const MAGIC: u32 = 0x534C_4D41;
 const HEADER: usize = 16;
@@ -53,6 +53,12 @@ pub enum Refusal {
     /// is changing it. Read it through the kernel for a while
     /// (`contention::COOL_DOWN`) before asking again.
     Contended,
+    /// A write lease only: a preloaded process maps the file `MAP_SHARED`
+    /// (`Msg::Maps`), and the kernel, which faults its pages past the end
+    /// of file it knows with SIGBUS, must learn every new end from the
+    /// daemon. Write it through the kernel for a while before asking
+    /// again; read leases are still granted.
+    Mapped,
 }
 
 /// One message.
@@ -101,7 +107,17 @@ pub enum Msg {
     Recall { ino: u64, lease: u64 },
     /// Client → daemon: it no longer reads `ino` under `lease`.
     Recalled { ino: u64, lease: u64 },
+    /// Client → daemon: this process maps `ino` `MAP_SHARED` (with or
+    /// without a map lease), and may until it ends: no write lease on
+    /// the file while it lives (`Refusal::Mapped`). `ALL_FILES`: more
+    /// files than it tells apart, so none. Answered with `Noted`.
+    Maps { seq: u64, ino: u64 },
+    /// Daemon → client: `Maps` request `seq` holds from now.
+    Noted { seq: u64 },
 }
+
+/// `Msg::Maps` of a process that maps more files than it tells apart.
+pub const ALL_FILES: u64 = u64::MAX;
 
 /// What a client needs to map the pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,6 +194,8 @@ mod kind {
     pub const RECALLED: u32 = 8;
     pub const MAP_ASK: u32 = 9;
     pub const MAPPED: u32 = 10;
+    pub const MAPS: u32 = 11;
+    pub const NOTED: u32 = 12;
 }
 
 fn bad(why: &'static str) -> io::Error {
@@ -290,13 +308,19 @@ fn encode(msg: &Msg) -> (u32, Vec<u8>) {
         Msg::Return { ino, lease } => pair(&mut b, kind::RETURN, *ino, *lease),
         Msg::Recall { ino, lease } => pair(&mut b, kind::RECALL, *ino, *lease),
         Msg::Recalled { ino, lease } => pair(&mut b, kind::RECALLED, *ino, *lease),
+        Msg::Maps { seq, ino } => pair(&mut b, kind::MAPS, *seq, *ino),
+        Msg::Noted { seq } => {
+            b.u64(*seq);
+            kind::NOTED
+        }
     };
     (kind, b.0)
 }
 
-fn pair(b: &mut Body, kind: u32, ino: u64, lease: u64) -> u32 {
-    b.u64(ino);
-    b.u64(lease);
+/// A message of two `u64`s, in order.
+fn pair(b: &mut Body, kind: u32, first: u64, second: u64) -> u32 {
+    b.u64(first);
+    b.u64(second);
     kind
 }
 
@@ -396,6 +420,7 @@ fn decode(kind: u32, body: &[u8]) -> io::Result<Msg> {
                 1 => Refusal::Unleasable,
                 2 => Refusal::Limit,
                 3 => Refusal::Contended,
+                4 => Refusal::Mapped,
                 _ => return Err(bad("unknown refusal")),
             },
         },
@@ -407,6 +432,11 @@ fn decode(kind: u32, body: &[u8]) -> io::Result<Msg> {
                 _ => Msg::Recalled { ino, lease },
             }
         }
+        kind::MAPS => Msg::Maps {
+            seq: c.u64()?,
+            ino: c.u64()?,
+        },
+        kind::NOTED => Msg::Noted { seq: c.u64()? },
         _ => return Err(bad("unknown message")),
     };
     if !c.0.is_empty() {
@@ -621,6 +651,7 @@ mod tests {
             Refusal::Unleasable,
             Refusal::Limit,
             Refusal::Contended,
+            Refusal::Mapped,
         ] {
             round_trip(Msg::Refused {
                 seq: 1,
@@ -631,6 +662,12 @@ mod tests {
         round_trip(Msg::Return { ino: 5, lease: 6 });
         round_trip(Msg::Recall { ino: 5, lease: 6 });
         round_trip(Msg::Recalled { ino: 5, lease: 6 });
+        round_trip(Msg::Maps { seq: 7, ino: 5 });
+        round_trip(Msg::Maps {
+            seq: 8,
+            ino: ALL_FILES,
+        });
+        round_trip(Msg::Noted { seq: 7 });
     }
 
     #[test]

@@ -146,6 +146,7 @@ fn leases(l: &amber_lease::Leases) -> Value {
         "granted_map": c.mapped.load(Relaxed),
         "refused": c.refused.load(Relaxed),
         "refused_contended": c.contended.load(Relaxed),
+        "refused_mapped": c.refused_mapped.load(Relaxed),
         "recalled": c.recalled.load(Relaxed),
         "cut_off": c.cut_off.load(Relaxed),
         "held": l.held(),

@@ -263,7 +263,7 @@ impl Descriptor {
             c.ask(self.ino, off)
         };
         if asked.is_none() {
-            cool(self.i, self.dir, c.backoff_left(self.ino));
+            cool(self.i, self.dir, c.backoff_left(self.ino, write));
         }
         Some((c, asked?))
     }
@@ -499,6 +499,7 @@ fn connect() -> Option<&'static Client> {
     for (slot, fd) in SOCKETS.iter().zip(client.descriptors()) {
         slot.store(fd, Ordering::Relaxed);
     }
+    super::lessee_map::tell_mapped(&client);
     let raw = Arc::into_raw(client).cast_mut();
     CLIENT.store(raw, Ordering::Release);
     ATFORK.call_once(|| {

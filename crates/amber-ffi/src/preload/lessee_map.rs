@@ -12,17 +12,18 @@
 //! shown without a pin.
 //!
 //! A file this process maps `MAP_SHARED` is never written under a write
-//! lease here (`maps_file`): the kernel's pages past what it takes for
-//! the end of file fault with SIGBUS, and a lessee's write that grows the
-//! file tells the kernel nothing (LMDB maps its file and then grows it
-//! with `pwritev`: its loads of the new pages died with SIGBUS). Its
+//! lease here (`maps_file`), nor by any other process while this one
+//! lives (`Client::note_mapping`): the kernel's pages past what it takes
+//! for the end of file fault with SIGBUS, and a lessee's write that grows
+//! the file tells the kernel nothing (LMDB maps its file and then grows
+//! it with `pwritev`: its loads of the new pages died with SIGBUS). Its
 //! writes go through the kernel, which learns every new size from the
 //! daemon.
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use amber_lease::MapWin;
+use amber_lease::{Client, MapWin, ALL_FILES};
 use amber_pmem::Window;
 
 use super::lessee::{self, Dir};
@@ -111,25 +112,58 @@ pub(super) fn maps_file(ino: u64) -> bool {
 }
 
 /// File `ino`, open as kernel descriptor `fd`, is now mapped shared: its
-/// writes stop being leased, a write lease this process holds on it goes
-/// back (adopted by the daemon), and the kernel asks the daemon for the
-/// file's size, so the new mapping's end of file is every lessee's
-/// (also after a lease that went back earlier: the kernel keeps the size
-/// it last heard, whatever the daemon adopted since).
+/// writes stop being leased, here and (told to the daemon, which answers
+/// once it holds) in every other process; a write lease this process
+/// holds on it goes back (adopted by the daemon); and then the kernel
+/// asks the daemon for the file's size, which recalls any other
+/// process's write lease on it, so the new mapping's end of file is
+/// every lessee's (also after a lease that went back earlier: the kernel
+/// keeps the size it last heard, whatever the daemon adopted since).
 fn note_mapped(fd: c_int, ino: u64) {
-    if !maps_file(ino) {
-        let _adding = MAPPED_ADDING.lock();
-        let n = MAPPED_COUNT.load(Ordering::Acquire);
-        if n < MAX_MAPPED_FILES {
-            MAPPED_FILES[n].store(ino, Ordering::Relaxed);
-        }
-        MAPPED_COUNT.store(n + 1, Ordering::Release);
-    }
-    let Some(c) = lessee::connected() else {
+    let told = if maps_file(ino) {
+        None
+    } else {
+        Some(add_mapped(ino))
+    };
+    let connected = lessee::connected();
+    // A connection made now tells the daemon every file mapped so far.
+    let Some(c) = connected.or_else(lessee::client_now) else {
         return;
     };
+    if let (Some(told), Some(_)) = (told, connected) {
+        c.note_mapping(told);
+    }
     if let Some(held) = c.held_write(ino) {
         c.renew(&held);
     }
     let _ = super::state::statx_synced(fd, c"", libc::STATX_SIZE);
+}
+
+/// Adds `ino` to the files this process maps; what to tell the daemon:
+/// the file, or `ALL_FILES` once they are more than it tells apart.
+fn add_mapped(ino: u64) -> u64 {
+    let _adding = MAPPED_ADDING.lock();
+    let n = MAPPED_COUNT.load(Ordering::Acquire);
+    if n < MAX_MAPPED_FILES {
+        MAPPED_FILES[n].store(ino, Ordering::Relaxed);
+    }
+    MAPPED_COUNT.store(n + 1, Ordering::Release);
+    if n < MAX_MAPPED_FILES {
+        ino
+    } else {
+        ALL_FILES
+    }
+}
+
+/// Tells a new connection `c` every file this process maps (some from
+/// before a fork, whose child inherits the mappings), so no other
+/// process writes one under a write lease while this one lives.
+pub(super) fn tell_mapped(c: &Client) {
+    let n = MAPPED_COUNT.load(Ordering::Acquire);
+    for m in &MAPPED_FILES[..n.min(MAX_MAPPED_FILES)] {
+        c.note_mapping(m.load(Ordering::Relaxed));
+    }
+    if n > MAX_MAPPED_FILES {
+        c.note_mapping(ALL_FILES);
+    }
 }

@@ -19,6 +19,7 @@ use crate::contention::Bounces;
 use crate::owner::Owner;
 use crate::wire::{self, Grant, Msg, Refusal, Writes, MAX_GRANTED, WINDOW_BLOCKS};
 
+mod mappers;
 mod maps;
 
 /// Most leases one client holds at once; beyond it, the kernel's path.
@@ -116,6 +117,8 @@ struct State {
     maps: HashMap<u64, (u64, amber_core::MapId)>,
     next_lease: u64,
     bounces: Bounces,
+    /// Files preloaded processes map, which no write lease is granted on.
+    mappers: mappers::Mappers,
     /// The daemon is stopping: no more grants.
     closing: bool,
 }
@@ -127,6 +130,9 @@ pub struct Counters {
     pub refused: AtomicU64,
     /// Of the refusals, those for a contended file (`contention.rs`).
     pub contended: AtomicU64,
+    /// Of the refusals, write leases on a file a preloaded process maps
+    /// (`mappers.rs`).
+    pub refused_mapped: AtomicU64,
     pub recalled: AtomicU64,
     pub cut_off: AtomicU64,
     /// Of the grants, write leases.
@@ -259,6 +265,7 @@ impl Leases {
         let held: Vec<_> = {
             let mut st = self.state.lock();
             st.peers.remove(&id);
+            st.mappers.forget(id);
             st.held
                 .get(&id)
                 .map(|h| h.iter().copied().collect())
@@ -349,11 +356,14 @@ impl Leases {
     ) -> io::Result<()> {
         let mut w = peer.writer.lock();
         let mut st = self.state.lock();
+        let mapped = kind == Kind::Write && st.mappers.maps(ino);
         let f = st.files.entry(ino).or_default();
         f.granting -= 1;
         f.granting_writes -= u32::from(kind.changes());
         let spoiled = kind.changes() && std::mem::take(&mut f.spoiled);
-        let why = if f.busy > 0 || spoiled || conflicts(f, kind) {
+        let why = if mapped {
+            Some(Refusal::Mapped)
+        } else if f.busy > 0 || spoiled || conflicts(f, kind) {
             Some(Refusal::Busy)
         } else {
             prepared.is_none().then_some(Refusal::Unleasable)
@@ -373,8 +383,8 @@ impl Leases {
             self.preparing_writes.fetch_sub(1, Ordering::AcqRel);
         }
         drop(st);
-        if matches!(msg, Msg::Refused { .. }) {
-            self.counters.refused.fetch_add(1, Ordering::Relaxed);
+        if let Msg::Refused { why, .. } = msg {
+            self.count_refusal(why);
         }
         let sent = wire::send(&mut *w, &msg);
         drop(w);
@@ -496,12 +506,29 @@ impl Leases {
         msg
     }
 
+    /// Client `peer` maps `ino` (or every file) until it goes (its
+    /// request `seq`): no write lease on the file from now, which the
+    /// answer says. A write lease out on it stays until recalled: the
+    /// client next has the kernel take the file's size from the daemon
+    /// (a getattr), which recalls it.
+    pub(crate) fn note_mapper(&self, peer: &Peer, seq: u64, ino: u64) -> io::Result<()> {
+        self.state.lock().mappers.note(peer.id, ino);
+        peer.send(&Msg::Noted { seq })
+    }
+
     fn refuse(&self, peer: &Peer, seq: u64, ino: u64, why: Refusal) -> io::Result<()> {
-        self.counters.refused.fetch_add(1, Ordering::Relaxed);
-        if why == Refusal::Contended {
-            self.counters.contended.fetch_add(1, Ordering::Relaxed);
-        }
+        self.count_refusal(why);
         peer.send(&Msg::Refused { seq, ino, why })
+    }
+
+    fn count_refusal(&self, why: Refusal) {
+        self.counters.refused.fetch_add(1, Ordering::Relaxed);
+        let of = match why {
+            Refusal::Contended => &self.counters.contended,
+            Refusal::Mapped => &self.counters.refused_mapped,
+            Refusal::Busy | Refusal::Unleasable | Refusal::Limit => return,
+        };
+        of.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Recalls every lease on `ino` and holds new grants off until the
@@ -630,6 +657,9 @@ fn admit(st: &mut State, id: u64, ino: u64, kind: Kind) -> Result<(), Refusal> {
     }
     if st.bounces.contended(ino, Instant::now()) {
         return Err(Refusal::Contended);
+    }
+    if kind == Kind::Write && st.mappers.maps(ino) {
+        return Err(Refusal::Mapped);
     }
     let f = st.files.entry(ino).or_default();
     let racing = f.priming || f.granting_writes > 0 || (kind == Kind::Write && f.granting > 0);
@@ -1015,6 +1045,73 @@ mod tests {
         // Its reader thread then drops what it held.
         leases.leave(peer.id);
         assert!(leases.exclusive(3).is_ok());
+    }
+
+    #[test]
+    fn a_file_a_client_maps_is_read_leased_but_never_write_leased_until_it_goes() {
+        let (leases, peer, mut client) = with_peer(Duration::from_secs(30));
+        leases.note_mapper(&peer, 5, 7).unwrap();
+        assert_eq!(
+            wire::recv(&mut client).unwrap(),
+            Some(Msg::Noted { seq: 5 })
+        );
+        assert_eq!(
+            asked(&leases, &peer, &mut client, 7, true),
+            Err(Refusal::Mapped)
+        );
+        assert_eq!(leases.counters.refused_mapped.load(Ordering::Relaxed), 1);
+        let read = granted(&leases, &peer, &mut client, 7);
+        leases.give_back(peer.id, 7, read, LeaseEnd::Returned);
+        assert!(asked(&leases, &peer, &mut client, 8, true).is_ok());
+        // Every file, once a client maps more than it tells apart.
+        leases.note_mapper(&peer, 6, wire::ALL_FILES).unwrap();
+        assert_eq!(
+            wire::recv(&mut client).unwrap(),
+            Some(Msg::Noted { seq: 6 })
+        );
+        assert_eq!(
+            asked(&leases, &peer, &mut client, 9, true),
+            Err(Refusal::Mapped)
+        );
+        leases.leave(peer.id);
+        let (a, _b) = UnixStream::pair().unwrap();
+        let other = Peer {
+            id: 2,
+            ender: a.try_clone().unwrap(),
+            writer: Mutex::new(a),
+            pidfd: None,
+            pid: 0,
+        };
+        leases.grant(&other, 1, (7, 0), true).unwrap();
+        assert_eq!(leases.counters.written.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn a_write_grant_prepared_while_the_file_was_mapped_is_refused() {
+        let (leases, peer, mut client) = with_peer(Duration::from_secs(30));
+        leases.start_grant(peer.id, 4, Kind::Write).unwrap();
+        leases.note_mapper(&peer, 2, 4).unwrap();
+        let prepared = leases.settle(4, (0, WINDOW_BLOCKS), true);
+        leases
+            .answer(
+                &peer,
+                (1, 4),
+                Kind::Write,
+                prepared.map(|g| Prepared::Lease(Box::new(g), 0)),
+            )
+            .unwrap();
+        assert_eq!(
+            wire::recv(&mut client).unwrap(),
+            Some(Msg::Noted { seq: 2 })
+        );
+        assert!(matches!(
+            wire::recv(&mut client).unwrap(),
+            Some(Msg::Refused {
+                why: Refusal::Mapped,
+                ..
+            })
+        ));
+        assert_eq!(leases.held(), 0);
     }
 
     #[test]
