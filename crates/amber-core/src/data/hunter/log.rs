@@ -68,13 +68,17 @@ impl DataLogs {
         out: &mut Vec<u64>,
         fresh: &dyn Fn(u64, u64),
     ) {
-        let home = homes.slot(self.logs.len());
+        let home = &self.logs[homes.slot(self.logs.len())];
         // A peek that went stale only costs locality: the log is used
-        // under its lock whatever its tail is by then.
+        // under its lock whatever its tail is by then. Another CPU's log
+        // is peeked at only when this one's tail does not follow: its
+        // line is written at each of that CPU's takes, so each peek is a
+        // cache miss.
         let follows = |l: &Padded<Log>| after.is_some_and(|a| l.next.load(Relaxed) == a);
-        let log = match self.logs.iter().position(follows) {
-            Some(i) => &self.logs[i],
-            None => &self.logs[home],
+        let log = if after.is_none() || follows(home) {
+            home
+        } else {
+            self.logs.iter().find(|l| follows(l)).unwrap_or(home)
         };
         let mut t = log.tail.lock();
         let want = out.len() + n;

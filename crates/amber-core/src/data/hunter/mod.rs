@@ -262,8 +262,14 @@ impl<X: PerFile> Hunter<X> {
         n: usize,
         out: &mut Vec<u64>,
     ) -> Result<()> {
+        // Only a write placing a new block (an append, a hole filled)
+        // looks for the log that follows the file's previous block: an
+        // overwrite's look read every other CPU's log tail, two cache
+        // misses a write (12% of a single-process writer's random 4 KiB
+        // overwrites), and its file is not laid out in order anyway.
         let after = first
             .checked_sub(1)
+            .filter(|_| index.get(first).is_none())
             .and_then(|p| index.get(p))
             .map(|b| b + 1);
         self.take_blocks_for(fs, (n, after), out, true)
