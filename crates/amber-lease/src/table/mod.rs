@@ -848,15 +848,26 @@ mod tests {
         let owner = Arc::new(TestOwner::default());
         let leases = Arc::new(Leases::new(timeout, Arc::clone(&owner) as Arc<dyn Owner>));
         let (a, b) = UnixStream::pair().unwrap();
-        let peer = Arc::new(Peer {
-            id: 1,
-            ender: a.try_clone().unwrap(),
-            writer: Mutex::new(a),
-            pidfd: None,
-            pid: 0,
-        });
+        let peer = Arc::new(peer_on(1, a));
         leases.join(Arc::clone(&peer));
         (leases, peer, b, owner)
+    }
+
+    /// Client `id` as the table knows it, writing to `socket`.
+    fn peer_on(id: u64, socket: UnixStream) -> Peer {
+        Peer {
+            id,
+            ender: socket.try_clone().unwrap(),
+            writer: Mutex::new(socket),
+            pidfd: None,
+            pid: 0,
+        }
+    }
+
+    /// Client `peer` maps `ino` (its request `seq`), which the table says.
+    fn noted(leases: &Leases, peer: &Peer, client: &mut UnixStream, seq: u64, ino: u64) {
+        leases.note_mapper(peer, seq, ino).unwrap();
+        assert_eq!(wire::recv(client).unwrap(), Some(Msg::Noted { seq }));
     }
 
     fn granted(leases: &Leases, peer: &Peer, client: &mut UnixStream, ino: u64) -> u64 {
@@ -1050,11 +1061,7 @@ mod tests {
     #[test]
     fn a_file_a_client_maps_is_read_leased_but_never_write_leased_until_it_goes() {
         let (leases, peer, mut client) = with_peer(Duration::from_secs(30));
-        leases.note_mapper(&peer, 5, 7).unwrap();
-        assert_eq!(
-            wire::recv(&mut client).unwrap(),
-            Some(Msg::Noted { seq: 5 })
-        );
+        noted(&leases, &peer, &mut client, 5, 7);
         assert_eq!(
             asked(&leases, &peer, &mut client, 7, true),
             Err(Refusal::Mapped)
@@ -1064,25 +1071,14 @@ mod tests {
         leases.give_back(peer.id, 7, read, LeaseEnd::Returned);
         assert!(asked(&leases, &peer, &mut client, 8, true).is_ok());
         // Every file, once a client maps more than it tells apart.
-        leases.note_mapper(&peer, 6, wire::ALL_FILES).unwrap();
-        assert_eq!(
-            wire::recv(&mut client).unwrap(),
-            Some(Msg::Noted { seq: 6 })
-        );
+        noted(&leases, &peer, &mut client, 6, wire::ALL_FILES);
         assert_eq!(
             asked(&leases, &peer, &mut client, 9, true),
             Err(Refusal::Mapped)
         );
         leases.leave(peer.id);
         let (a, _b) = UnixStream::pair().unwrap();
-        let other = Peer {
-            id: 2,
-            ender: a.try_clone().unwrap(),
-            writer: Mutex::new(a),
-            pidfd: None,
-            pid: 0,
-        };
-        leases.grant(&other, 1, (7, 0), true).unwrap();
+        leases.grant(&peer_on(2, a), 1, (7, 0), true).unwrap();
         assert_eq!(leases.counters.written.load(Ordering::Relaxed), 2);
     }
 
