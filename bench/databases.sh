@@ -17,7 +17,9 @@
 #
 # Needs root, /dev/fuse, mkfs.ext4, cc, g++, libsqlite3-dev, liblmdb-dev
 # and libleveldb-dev. Prints a Markdown table and the mount's lease
-# counters; raw lines in $OUT (default docs/results/databases).
+# counters, and draws the table relative to the plain mount
+# ($OUT/plot.svg and .png); raw lines in $OUT (default
+# docs/results/databases).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 bin=$(cd "${1:-$top/target/release}" && pwd)
@@ -88,4 +90,8 @@ for db in ("sqlite", "lmdb", "leveldb"):
     print(f"| {db} | {p:,.0f} | {f:,.0f} | {s:,.0f} | {e:,.0f} "
           f"| {p / f:.2f}x | {p / s:.2f}x | {p / e:.2f}x |")
 PY
+python3 "$top/bench/lib/plot_runs.py" "$out/runs.txt" "$amberfs" "$out/plot" --job-first \
+    --title "SQLite, LMDB and LevelDB, operations a second relative to the plain mount" \
+    --baseline mount --command "bash bench/databases.sh $*" \
+    --label "sqlite=SQLite WAL" --label "lmdb=LMDB" --label "leveldb=LevelDB"
 cat "$out/counters.txt"

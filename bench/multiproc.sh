@@ -12,7 +12,8 @@
 #   bash bench/multiproc.sh [BIN_DIR] [REPS] [SECONDS]
 #   (defaults: target/release 3 10)
 #
-# Prints a Markdown table; raw lines in $OUT (default
+# Prints a Markdown table and draws it as bars of speed relative to the
+# plain mount ($OUT/plot.svg and .png); raw lines in $OUT (default
 # docs/results/multiproc).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -115,3 +116,8 @@ for j in ["shell", "make", "git", "pgbench"]:
     r = (lambda a, b: b / a) if j != "pgbench" else (lambda a, b: a / b)
     print(f"| {names[j]} | {p:g} | {f:g} | {e:g} | {r(p, f):.2f}x | {r(p, e):.2f}x |")
 EOF
+python3 "$top/bench/lib/plot_runs.py" "$out/runs.txt" "$amberfs" "$out/plot" \
+    --title "Issue 32's programs, speed relative to the plain mount" \
+    --baseline mount --command "bash bench/multiproc.sh $*" --seconds shell,make,git \
+    --label "shell=shell script" --label "make=make -j2" --label "git=git round" \
+    --label "pgbench=pgbench -c 4"

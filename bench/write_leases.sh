@@ -17,8 +17,9 @@
 #   [MODE=appends] bash bench/write_leases.sh [BIN_DIR] [REPS] [SECONDS]
 #   (defaults: target/release 5 5)
 #
-# Needs root, /dev/fuse, fio, mkfs.ext4. Prints a Markdown table; raw
-# lines in $OUT (default docs/results/write-leases, or
+# Needs root, /dev/fuse, fio, mkfs.ext4. Prints a Markdown table and
+# draws it relative to the single-process interposer ($OUT/plot.svg and
+# .png); raw lines in $OUT (default docs/results/write-leases, or
 # docs/results/lease-appends for appends).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -107,3 +108,7 @@ for bs, name in [("4k", "4 KiB"), ("128", "128 B")]:
     p, f, s = m("preloaded", bs), m("mount", bs), m("single", bs)
     print(f"| {name} | {p:,.0f} | {f:,.0f} | {s:,.0f} | {p / s:.2f}x | {p / f:.1f}x |")
 PY
+python3 "$top/bench/lib/plot_runs.py" "$out/runs.txt" "$amberfs" "$out/plot" \
+    --title "Fsync'd random $mode per process, relative to the single-process interposer" \
+    --baseline single --command "MODE=$mode bash bench/write_leases.sh $*" \
+    --label "4k=4 KiB" --label "128=128 B"
