@@ -134,8 +134,11 @@ class Mount:
         self.daemon = int(out.split("(pid ")[1].split(",")[0])
 
     def env(self):
-        return dict(os.environ, LD_PRELOAD=self.lib, AMBERFS_POOL=self.pool,
-                    AMBERFS_MOUNT=self.dir)
+        """A client's environment: with the mount up, the daemon names its
+        pool, so AMBERFS_POOL is left out (run.sh's programs set it)."""
+        env = dict(os.environ, LD_PRELOAD=self.lib, AMBERFS_MOUNT=self.dir)
+        env.pop("AMBERFS_POOL", None)
+        return env
 
     def path(self, name):
         return os.path.join(self.dir, name)

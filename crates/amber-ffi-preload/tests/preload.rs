@@ -185,9 +185,10 @@ fn mapped_files_under_the_interposer() {
     }
 }
 
-/// Where another process holds the pool and no FUSE mount of it is up, a
-/// call under the mount directory fails saying why, instead of reaching
-/// the kernel's directory there; calls elsewhere are the kernel's.
+/// Where another process holds the pool (or it does not open, or none is
+/// named) and no FUSE mount of it is up, a call under the mount directory
+/// fails saying why, instead of reaching the kernel's directory there;
+/// calls elsewhere are the kernel's.
 #[test]
 fn a_busy_pool_fails_calls_under_the_mount_saying_why() {
     let work = tempfile::tempdir().unwrap();
@@ -217,6 +218,18 @@ fn a_busy_pool_fails_calls_under_the_mount_saying_why() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && stderr.contains("No such file or directory"),
+        "{stderr}"
+    );
+    assert!(!target.exists(), "the touch reached the kernel's directory");
+    // No pool named and no mount up: the same, saying so.
+    let mut c = Command::new("touch");
+    c.env("LD_PRELOAD", lib())
+        .env("AMBERFS_MOUNT", work.path())
+        .arg(&target);
+    let out = c.output().expect("run touch");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("AMBERFS_POOL names no pool"),
         "{stderr}"
     );
     assert!(!target.exists(), "the touch reached the kernel's directory");

@@ -352,8 +352,8 @@ fn wait_decided(call: Call, fds: (Option<c_int>, Option<c_int>)) -> Option<&'sta
     served(call, fds)
 }
 
-/// The mount directory, where the environment names a pool and one (as
-/// the interposer's `state::config` requires), without allocating.
+/// The mount directory, where the environment names one (as the
+/// interposer's `state::config` requires), without allocating.
 fn named_mount() -> Option<&'static CStr> {
     let var = |name: &CStr| {
         // SAFETY: getenv of a NUL-terminated name; the environment's
@@ -362,7 +362,6 @@ fn named_mount() -> Option<&'static CStr> {
         // SAFETY: getenv returns NULL or a NUL-terminated string.
         (!v.is_null()).then(|| unsafe { CStr::from_ptr(v) })
     };
-    var(c"AMBERFS_POOL").filter(|p| !p.is_empty())?;
     var(c"AMBERFS_MOUNT").filter(|m| !m.is_empty())
 }
 

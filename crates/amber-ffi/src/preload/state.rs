@@ -28,7 +28,10 @@ use super::real;
 pub struct Config {
     /// The mount directory, absolute, without a trailing slash.
     pub mount: Vec<u8>,
-    pool: PathBuf,
+    /// The pool to open where no `amberfs mount` is up at `mount`; with
+    /// one up, the daemon names its pool to each client, so none is
+    /// needed.
+    pool: Option<PathBuf>,
     options: String,
     emulate: String,
 }
@@ -45,6 +48,10 @@ static FORK_TOLD: AtomicBool = AtomicBool::new(false);
 /// Why the pool did not open (its errno; 0 while it did, or was not
 /// tried), and whether a call under the mount was told so.
 static OPEN_FAILED: AtomicI32 = AtomicI32::new(0);
+/// `OPEN_FAILED` where the environment names no pool (no errno): every
+/// call under the mount then fails with ENOENT while no `amberfs mount`
+/// is up.
+const NO_POOL: i32 = -1;
 static UNSERVED_TOLD: AtomicBool = AtomicBool::new(false);
 /// Until when (CLOCK_MONOTONIC_COARSE, ns) a FUSE mount seen at the mount
 /// directory is taken to be there without asking again (`fuse_mounted`).
@@ -89,7 +96,8 @@ impl Drop for Inside {
     }
 }
 
-/// The configuration, if the environment names a pool and a mount.
+/// The configuration, if the environment names a mount (and, for a
+/// process that opens the pool itself, the pool).
 #[inline]
 pub fn config() -> Option<&'static Config> {
     CONFIG.get_or_init(read_config).as_ref()
@@ -97,7 +105,7 @@ pub fn config() -> Option<&'static Config> {
 
 fn read_config() -> Option<Config> {
     let var = |name| std::env::var_os(name).filter(|v| !v.is_empty());
-    let (pool, mount) = (var("AMBERFS_POOL")?, var("AMBERFS_MOUNT")?);
+    let (pool, mount) = (var("AMBERFS_POOL"), var("AMBERFS_MOUNT")?);
     let mut mount = OsString::into_vec(mount);
     while mount.len() > 1 && mount.ends_with(b"/") {
         mount.pop();
@@ -113,7 +121,7 @@ fn read_config() -> Option<Config> {
     };
     Some(Config {
         mount,
-        pool: PathBuf::from(pool),
+        pool: pool.map(PathBuf::from),
         options: text("AMBERFS_OPTIONS"),
         emulate: text("AMBERFS_EMULATE"),
     })
@@ -145,8 +153,12 @@ pub fn own(cfg: &Config) -> Option<&'static Pool> {
             OPEN_FAILED.store(libc::EBUSY, Ordering::Relaxed);
             return;
         }
+        let Some(path) = &cfg.pool else {
+            OPEN_FAILED.store(NO_POOL, Ordering::Relaxed);
+            return;
+        };
         let _inside = Inside::enter();
-        match Pool::open(&cfg.pool, &cfg.options, &cfg.emulate) {
+        match Pool::open(path, &cfg.options, &cfg.emulate) {
             Ok(pool) => {
                 POOL.store(Box::into_raw(Box::new(pool)), Ordering::Release);
                 register_handlers();
@@ -179,6 +191,8 @@ pub fn unserved(cfg: &Config) -> PResult<()> {
         )
     } else if failed == libc::EBUSY {
         (libc::EBUSY, "another process holds the pool")
+    } else if failed == NO_POOL {
+        (libc::ENOENT, "AMBERFS_POOL names no pool to open")
     } else {
         let errno = if failed == 0 { libc::EIO } else { failed };
         (errno, "the pool did not open")
