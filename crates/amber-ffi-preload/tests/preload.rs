@@ -91,6 +91,16 @@ fn preloaded(cmd: &str, pool: &Path, mount: &Path) -> Command {
     c
 }
 
+/// Runs `c`, which must fail with each of `said` on its stderr.
+fn fails_saying(mut c: Command, said: &[&str]) {
+    let out = c
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{c:?} succeeded");
+    assert!(said.iter().all(|s| stderr.contains(s)), "{c:?}: {stderr}");
+}
+
 fn ok(mut c: Command) -> Output {
     let out = c
         .output()
@@ -197,13 +207,9 @@ fn a_busy_pool_fails_calls_under_the_mount_saying_why() {
     let target = work.path().join("f");
     let mut c = preloaded("cp", &p, work.path());
     c.arg("/etc/hostname").arg(&target);
-    let out = c.output().expect("run cp");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "cp under a held pool succeeded");
-    assert!(
-        stderr.contains("another process holds the pool")
-            && stderr.contains("Device or resource busy"),
-        "stderr: {stderr}"
+    fails_saying(
+        c,
+        &["another process holds the pool", "Device or resource busy"],
     );
     assert!(!target.exists(), "the copy reached the kernel's directory");
     let outside = work.path().with_extension("outside");
@@ -214,23 +220,16 @@ fn a_busy_pool_fails_calls_under_the_mount_saying_why() {
     // A pool that does not open: its error, not a kernel file.
     let mut c = preloaded("touch", &work.path().join("no.pool"), work.path());
     c.arg(&target);
-    let out = c.output().expect("run touch");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && stderr.contains("No such file or directory"),
-        "{stderr}"
-    );
+    fails_saying(c, &["No such file or directory"]);
     assert!(!target.exists(), "the touch reached the kernel's directory");
     // No pool named and no mount up: the same, saying so.
     let mut c = Command::new("touch");
     c.env("LD_PRELOAD", lib())
         .env("AMBERFS_MOUNT", work.path())
         .arg(&target);
-    let out = c.output().expect("run touch");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && stderr.contains("AMBERFS_POOL names no pool"),
-        "{stderr}"
+    fails_saying(
+        c,
+        &["AMBERFS_POOL names no pool", "No such file or directory"],
     );
     assert!(!target.exists(), "the touch reached the kernel's directory");
     drop(held);
