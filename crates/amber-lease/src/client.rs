@@ -176,13 +176,24 @@ impl Client {
             maps: Maps::default(),
         });
         let c = Arc::clone(&client);
+        let (started, start) = std::sync::mpsc::sync_channel(1);
         std::thread::Builder::new()
             .name("amberfs-lease".into())
             .stack_size(128 << 10)
             .spawn(move || {
                 on_thread_start(&[keep, pool_fd]);
+                let _ = started.send(());
                 c.listen(&conn);
             })?;
+        // Nothing is asked before the thread is ready to answer recalls:
+        // its start may close copies of descriptors on the mount, each a
+        // FUSE_FLUSH the daemon's threads must serve, and a lease granted
+        // meanwhile could be recalled by a change on one of those threads
+        // that waits for this thread's answer — every thread then waits
+        // for another until the recall's timeout kills this process.
+        start
+            .recv()
+            .map_err(|_| io::Error::other("the lease thread did not start"))?;
         Ok(client)
     }
 
