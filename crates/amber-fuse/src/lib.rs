@@ -687,10 +687,18 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         reply: ReplyEmpty,
     ) {
         if self.writes_complete {
-            reply.error(Errno::ENOSYS);
-        } else {
-            empty(reply, self.core.fsync(ino.0));
+            return reply.error(Errno::ENOSYS);
         }
+        // A write lease on the file is adopted first: a returned one may
+        // still be on its way, and the core's fsync writes the file's
+        // attribute entry, which would take a seq of the grant and could
+        // overwrite the lessee's newest entry (a shrink, found undone by
+        // tests/multiproc/stress.py after an fsync that followed it).
+        let _settled = match self.settled(ino.0) {
+            Ok(g) => g,
+            Err(e) => return reply.error(e),
+        };
+        empty(reply, self.core.fsync(ino.0));
     }
 
     /// Directories are counted as open too, so one removed while a
