@@ -88,8 +88,10 @@ pub fn seek_end(fd: c_int, off: i64, whence: c_int) -> Option<i64> {
 /// durable on return. None: the kernel's — with no lease held (a
 /// truncate alone never asks for one), and for a shrink, which gives the
 /// lease back first: a shrink under the lease was found undone (the file
-/// back at its size before it) by `tests/multiproc/stress.py`, cause not
-/// yet found, so the daemon makes it after adopting the lease.
+/// back at its size before it) by `tests/multiproc/stress.py`, likely by
+/// an fsync through the mount racing the lease's return (the daemon's
+/// fsync now settles first), so until more runs confirm that the daemon
+/// makes it after adopting the lease.
 pub fn truncate(fd: c_int, len: i64) -> Option<c_int> {
     state::config()?;
     let len = u64::try_from(len).ok()?;
