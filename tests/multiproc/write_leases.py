@@ -32,6 +32,11 @@ Checked, with an oracle kept in this (not preloaded) process:
 * a directory listing with attributes, or a hard link, while a leased
   writer grows a file caches the writer's size, not the one from before
   the lease; SEEK_DATA and SEEK_HOLE see a leased write into a hole;
+* a leased writer's shrink followed by another process's fsync
+  through the kernel keeps the shrink and every write;
+* chattr +i of a file under a write lease takes the lease back: every
+  later write and truncate fails with EPERM and the file keeps its bytes;
+  chattr -i lets the writer write again;
 * kill -9 of a leased writer — overwriting or appending — keeps every
   write it reported done, and its grant comes back (fsck clean at the
   end);
@@ -48,6 +53,8 @@ Checked, with an oracle kept in this (not preloaded) process:
 Randomized rounds print their seed; pass it as SEED to replay them.
 """
 import ctypes
+import errno
+import fcntl
 import os
 import random
 import signal
@@ -60,6 +67,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from leases import ask, run_cases, wait_for, write_file  # noqa: E402
 
 BLOCK = 4096
+FS_IOC_SETFLAGS = 0x40086602
+FS_IMMUTABLE_FL = 0x10
 WRITES_TO_LEASE = 40  # enough kernel writes to connect (32) and lease
 
 
@@ -88,6 +97,10 @@ def helper(_mode, path):
                 print("ok", os.lseek(fd, 0, 1), flush=True)
             elif words[0] == "t":
                 os.ftruncate(fd, int(words[1]))
+                print("ok", flush=True)
+            elif words[0] == "tf":
+                os.ftruncate(fd, int(words[1]))
+                os.fsync(fd)
                 print("ok", flush=True)
             elif words[0] == "f":
                 os.posix_fallocate(fd, int(words[1]), int(words[2]))
@@ -479,6 +492,72 @@ def seek_data_finds_a_leased_write_into_a_hole(m, rng):
     p.wait()
 
 
+def a_shrink_under_the_lease_survives_an_fsync_elsewhere(m, rng):
+    """A leased writer shrinks a file (an attribute entry of the lease's)
+    right after the kernel writes that won it its lease left the file's
+    times dirty in the daemon, and another process then fsyncs the file
+    through the kernel on a descriptor it opened before: the fsync takes
+    the lease back first, so the daemon's entry of the old size never
+    overwrites the writer's newest (found as a shrink undone by
+    tests/multiproc/stress.py)."""
+    model = bytearray(rng.randbytes(64 * BLOCK))
+    write_file(m.path("sh"), model)
+    fd = os.open(m.path("sh"), os.O_RDONLY)
+    before = m.leases()["granted_write"]
+    for i in range(8):
+        p = spawn(m, "sh")
+        # The helper's kernel writes rewrote the file's first 16 bytes.
+        off = rng.randrange(len(model))
+        data = rng.randbytes(rng.randrange(1, 2 * BLOCK))
+        assert ask(p, f"w {off} {data.hex()}") == "ok", f"round {i}: the write failed"
+        model.extend(b"\0" * max(0, off + len(data) - len(model)))
+        model[off:off + len(data)] = data
+        size = rng.randrange(len(model) // 2, len(model))
+        assert ask(p, f"tf {size}") == "ok", f"round {i}: ftruncate failed"
+        del model[size:]
+        os.fsync(fd)
+        ask(p, "exit")
+        p.wait()
+        got = read_file(m.path("sh"))
+        assert len(got) == size, f"round {i}: {len(got)} bytes, not {size}: the shrink undone"
+        assert got == bytes(model), f"round {i}: the file lost a leased write"
+    assert m.leases()["granted_write"] > before, "no write lease was granted"
+    os.close(fd)
+
+def set_flags(path, flags):
+    """chattr's FS_IOC_SETFLAGS of `path`, as root."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.ioctl(fd, FS_IOC_SETFLAGS, struct.pack("i", flags))
+    finally:
+        os.close(fd)
+
+
+def chattr_i_stops_a_leased_writer(m, rng):
+    """chattr +i of a file a preloaded process writes under a write lease
+    takes the lease back and grants no other: every later write, and
+    ftruncate, fails with EPERM as the kernel's would, and the file keeps
+    its bytes; chattr -i lets the writer write again."""
+    model = bytearray(rng.randbytes(8 * BLOCK))
+    write_file(m.path("imm"), model)
+    before = m.leases()["granted_write"]
+    p = spawn(m, "imm")
+    assert ask(p, f"w {BLOCK} {'55' * 100}") == "ok"
+    model[BLOCK:BLOCK + 100] = b"\x55" * 100
+    assert m.leases()["granted_write"] > before, "no write lease was granted"
+    set_flags(m.path("imm"), FS_IMMUTABLE_FL)
+    for i in range(8):
+        assert ask(p, f"w {i * BLOCK} {'66' * 10}") == f"error {errno.EPERM}", "an immutable file took a write"
+    assert ask(p, "t 100") == f"error {errno.EPERM}", "an immutable file took a truncate"
+    assert read_file(m.path("imm")) == bytes(model), "the immutable file changed"
+    set_flags(m.path("imm"), 0)
+    assert ask(p, f"w 0 {'77' * 10}") == "ok", "chattr -i left the file unwritable"
+    model[:10] = b"\x77" * 10
+    ask(p, "exit")
+    p.wait()
+    assert read_file(m.path("imm")) == bytes(model), "the file lost a write"
+
+
 def stamping(m, name, blocks, seed, versions):
     """A preloaded writer stamping versions into `blocks` blocks of a new
     file `name` (`stamp_versions`), once it reported `versions` done;
@@ -643,6 +722,8 @@ CASES = [
     a_mapping_never_shows_old,
     a_listing_shows_a_leased_writers_size,
     seek_data_finds_a_leased_write_into_a_hole,
+    a_shrink_under_the_lease_survives_an_fsync_elsewhere,
+    chattr_i_stops_a_leased_writer,
     a_killed_writer_keeps_what_it_wrote,
     an_exec_gives_the_write_lease_back_and_lives,
     sqlite_wal_keeps_its_lease_and_every_commit,

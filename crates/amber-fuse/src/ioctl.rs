@@ -55,6 +55,13 @@ fn flags_of(fsx: &[u8; FSXATTR_SIZE]) -> Option<u32> {
     )
 }
 
+/// Whether ioctl `cmd` changes the flags: the file's leases are recalled
+/// first, as for any change of it (an immutable file's lessee would
+/// write on).
+pub fn changes(cmd: u32) -> bool {
+    matches!(cmd, SETFLAGS | FSSETXATTR)
+}
+
 /// Answers ioctl `cmd` on `ino` from caller `uid`: the reply's data, or
 /// the errno. Changing a flag takes root: the kernel has checked that the
 /// caller owns the file and holds CAP_LINUX_IMMUTABLE, which the daemon

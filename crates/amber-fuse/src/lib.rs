@@ -944,6 +944,10 @@ impl<D: PmDevice + 'static> Filesystem for AmberFuse<D> {
         _out_size: u32,
         reply: ReplyIoctl,
     ) {
+        let _change = match ioctl::changes(cmd).then(|| self.changing(ino.0)) {
+            Some(Err(e)) => return reply.error(e),
+            g => g,
+        };
         match ioctl::answer(&self.core, req.uid(), ino.0, cmd, in_data) {
             Ok(data) => reply.ioctl(0, &data),
             Err(e) => reply.error(e),

@@ -6,7 +6,7 @@
 use super::{MapId, MapRequest};
 use crate::data::{LeaseEnd, LeasedWrites};
 use crate::error::Result;
-use crate::fs::{regular, Core};
+use crate::fs::{flags, regular, Core};
 use crate::inode::InodeState;
 use amber_format::BLOCK_SIZE;
 use amber_pmem::PmDevice;
@@ -100,8 +100,10 @@ impl<D: PmDevice> Core<D> {
         let mut st = r.write();
         regular(&st)?;
         // A lessee writes out of place, which would move blocks a mapping
-        // shows (§16.2): a mapped file takes the kernel's writes instead.
-        if st.maps.as_ref().is_some_and(|m| !m.is_empty()) {
+        // shows (§16.2): a mapped file takes the kernel's writes instead;
+        // so does an immutable or append-only one, whose every write the
+        // core checks (`fs::flags`), and a lessee would not.
+        if st.maps.as_ref().is_some_and(|m| !m.is_empty()) || flags::unchangeable(&st).is_err() {
             return Ok(None);
         }
         let blocks = st.size().div_ceil(BLOCK_SIZE);

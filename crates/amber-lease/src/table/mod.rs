@@ -370,11 +370,18 @@ impl Leases {
         };
         let (msg, unused) = match (prepared, why) {
             (Some(p), None) => (self.register(&mut st, peer.id, (seq, ino), p), None),
-            (prepared, why) => {
+            (Some(p), Some(why)) => {
+                // Still granting until what was prepared goes back: a
+                // change of the file waits for it (`give_back_unsent`).
+                f.granting += 1;
+                f.granting_writes += u32::from(kind.changes());
+                (Msg::Refused { seq, ino, why }, Some(p))
+            }
+            (None, why) => {
                 forget_if_idle(&mut st, ino);
                 self.changed.notify_all();
                 let why = why.unwrap_or(Refusal::Unleasable);
-                (Msg::Refused { seq, ino, why }, prepared)
+                (Msg::Refused { seq, ino, why }, None)
             }
         };
         if kind.changes() {
@@ -388,17 +395,31 @@ impl Leases {
         }
         let sent = wire::send(&mut *w, &msg);
         drop(w);
-        match unused {
-            // Granted blocks nobody was sent: all go back to the allocator.
-            Some(Prepared::Lease(g, _)) => {
+        if let Some(p) = unused {
+            self.give_back_unsent(ino, kind, p);
+        }
+        sent
+    }
+
+    /// What was prepared for a grant that was refused goes back to the
+    /// owner (granted blocks to the allocator, pinned ones unpinned),
+    /// and only then does the file stop counting as granting: the core
+    /// takes no seq of a file while a write grant of it is out.
+    fn give_back_unsent(&self, ino: u64, kind: Kind, prepared: Prepared) {
+        match prepared {
+            Prepared::Lease(g, _) => {
                 if let Some(writes) = g.writes {
                     self.owner.adopt(ino, &writes, LeaseEnd::Unused);
                 }
             }
-            Some(Prepared::Map(id, ..)) => self.owner.unmap(ino, id),
-            None => {}
+            Prepared::Map(id, ..) => self.owner.unmap(ino, id),
         }
-        sent
+        let mut st = self.state.lock();
+        let f = st.files.entry(ino).or_default();
+        f.granting -= 1;
+        f.granting_writes -= u32::from(kind.changes());
+        forget_if_idle(&mut st, ino);
+        self.changed.notify_all();
     }
 
     /// The owner's half of a grant: the window's view, and for a write

@@ -50,6 +50,7 @@ impl<X: PerFile> Hunter<X> {
             // never writes them (mapping them here cost it a fifth of
             // its time under two leased writers).
             self.take_blocks_for(fs, (n, None), &mut blocks, false)?;
+            hf.lease_out = true;
             Ok(Some(LeasedWrites {
                 seq: hf.next_seq,
                 blocks,
@@ -72,6 +73,10 @@ impl<X: PerFile> Hunter<X> {
         lease: &LeasedWrites,
         end: LeaseEnd,
     ) -> Result<usize> {
+        let loaded = st.policy.as_mut();
+        if let Some(hf) = loaded.and_then(|p| p.downcast_mut::<HunterFile<X>>()) {
+            hf.lease_out = false;
+        }
         if end == LeaseEnd::Unused {
             lease.blocks.iter().for_each(|&b| fs.blocks().free(b));
             return Ok(0);

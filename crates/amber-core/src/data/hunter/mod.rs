@@ -113,6 +113,9 @@ struct HunterFile<X> {
     /// The lowest file block whose record's link may be stale: unmount
     /// rewrites the links from there up (`chain.rs`).
     stale_links: Option<u64>,
+    /// A write lease on the file is out: its seqs from `next_seq` are
+    /// the lessee's until the lease is adopted (`lease.rs`).
+    lease_out: bool,
 }
 
 /// Entries of scratch a file keeps between writes (a 256 KiB write's).
@@ -122,6 +125,12 @@ impl<X> HunterFile<X> {
     /// The seq of the change being made (one per write, truncate or
     /// setattr).
     fn take_seq(&mut self) -> u64 {
+        // The daemon recalls a write lease before any change of its file;
+        // a seq taken now could overwrite the lessee's newest entry.
+        debug_assert!(
+            !self.lease_out,
+            "a change of a file whose write lease is out"
+        );
         self.next_seq += 1;
         self.next_seq - 1
     }
@@ -221,6 +230,7 @@ impl<X: PerFile> Hunter<X> {
             ops: Vec::new(),
             extra: X::default(),
             stale_links: None,
+            lease_out: false,
         })
     }
 
