@@ -16,7 +16,8 @@
 # writes a file it writes again and again — overwrites, appends, writes
 # across blocks — under a write lease (§17.10-§17.11); none of these
 # programs may notice it is preloaded. leases.py, write_leases.py and
-# maps.py check the leases themselves, each on a mount of its own.
+# maps.py check the leases themselves, each on a mount of its own;
+# stress.py runs many preloaded writers at once on this one.
 #
 #   bash tests/multiproc/run.sh [BIN_DIR]     (default target/debug)
 #
@@ -103,6 +104,9 @@ python3 "$here/write_leases.py" "$bin"
 
 step "map leases: shared mappings on the pool's own pages, recalled by a kernel read, a truncate, a fork, kill -9 of a mapper and of the daemon"
 python3 "$here/maps.py" "$bin"
+
+step "stress: four preloaded workers, each writing its own file under write leases, all appending to one log"
+pre python3 "$here/stress.py" "$mnt/stress" 4 8
 
 step "unmount, fsck"
 "$amberfs" umount "$mnt"

@@ -10,18 +10,17 @@ torn, each worker's in order.
 
     python3 tests/multiproc/stress.py DIR WORKERS SECONDS [SEED]
 
-Run it preloaded over a mount, by hand: it is not in CI yet. Eight
-workers in two runs at once found two bugs: a deadlock (a client's lease
-thread, starting, closed its copies of descriptors on the mount while a
-grant to it was out: fixed in `Client::connect`), and a leased shrink
-undone (a worker's `fstat`, then the daemon, showed the size from before
-it), which its first CI run also met — most likely the daemon's `fsync`
-racing the shrink's lease on its way back, fixed (it settles first);
-shrinks stay the kernel's until more runs confirm it. The first round
-maps nothing, so
-the workers write under write leases; in the second each maps its file,
-after which its writes are the kernel's (design.md §17.14). The seed
-fixes each worker's operations (not their interleaving) and is printed."""
+Run preloaded over a mount; tests/multiproc/run.sh runs four workers
+for eight seconds a round. Eight workers in two runs at once found two
+bugs: a deadlock (a client's lease thread, starting, closed its copies
+of descriptors on the mount while a grant to it was out: fixed in
+`Client::connect`), and a leased shrink undone (the daemon's `fsync`,
+not settling first, wrote the file's dirty times under a seq of the
+lease on its way back: design.md §17.11). The first round maps nothing,
+so the workers write under write leases; in the second each maps its
+file, after which its writes are the kernel's (design.md §17.14). The
+seed fixes each worker's operations (not their interleaving) and is
+printed."""
 import collections
 import hashlib
 import json

@@ -493,13 +493,13 @@ def seek_data_finds_a_leased_write_into_a_hole(m, rng):
 
 
 def a_shrink_under_the_lease_survives_an_fsync_elsewhere(m, rng):
-    """A leased writer shrinks a file (an attribute entry of the lease's)
-    right after the kernel writes that won it its lease left the file's
-    times dirty in the daemon, and another process then fsyncs the file
-    through the kernel on a descriptor it opened before: the fsync takes
-    the lease back first, so the daemon's entry of the old size never
-    overwrites the writer's newest (found as a shrink undone by
-    tests/multiproc/stress.py)."""
+    """A leased writer shrinks a file (an attribute entry of the lease's,
+    which it then returns) after the kernel reads and writes that won it
+    the lease moved the file's times in the daemon, and then it, and
+    another process on a descriptor opened before, fsync the file through
+    the kernel: the daemon's entry of the old size never overwrites the
+    writer's newest (found as a shrink undone by
+    tests/multiproc/stress.py, design.md §17.11)."""
     model = bytearray(rng.randbytes(64 * BLOCK))
     write_file(m.path("sh"), model)
     fd = os.open(m.path("sh"), os.O_RDONLY)

@@ -685,11 +685,12 @@ fn the_verifier_drops_a_torn_or_forged_head_and_keeps_the_rest() {
 fn an_fsync_while_the_write_lease_is_out_writes_no_entry() {
     let fs = fresh();
     let (ino, mut model) = file(&fs, 6, 9);
-    // A small write of the daemon's own (a zone write, times in DRAM),
-    // as the kernel writes that win a lease make.
+    // A small write of the daemon's own, as the kernel writes that win a
+    // lease make, then a read whose atime stays in DRAM.
     let f = OpenOptions::new().write(true).open(&fs, "/f").unwrap();
     f.write_at(&[7; 16], 0).unwrap();
     model[..16].fill(7);
+    contents(&fs, ino, model.len());
     let (core, lease, dev, mut w) = leased_as(&fs, ino, 64, false);
     let cut = lease.view.size / 2 + 77;
     assert!(w
@@ -698,8 +699,8 @@ fn an_fsync_while_the_write_lease_is_out_writes_no_entry() {
         .unwrap());
     model.truncate(cut as usize);
     // An fsync reaching the core before the shrink's lease is adopted
-    // (the daemon settles first; the core must not need it to) leaves
-    // the lessee's entry the newest.
+    // (the daemon settles first; the grant left the core nothing to
+    // write) leaves the lessee's entry the newest.
     let before = newest_entry(&dev, lease.log);
     core.fsync(ino).unwrap();
     assert_eq!(newest_entry(&dev, lease.log), before);

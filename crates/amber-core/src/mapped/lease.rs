@@ -111,6 +111,12 @@ impl<D: PmDevice> Core<D> {
         if blocks > 0 {
             self.guard(self.policy().pin(ctx, &mut st, 0, blocks))?;
         }
+        if st.times_dirty {
+            // Times a read or write left in DRAM go to PM first: the
+            // grant takes the file's next seqs, and a stray fsync with the
+            // lease out would queue them under one of those (§17.11).
+            self.fsync_policy(&mut st)?;
+        }
         let Some(writes) = self.guard(self.policy().lease_writes(ctx, &mut st, n))? else {
             return Ok(None);
         };

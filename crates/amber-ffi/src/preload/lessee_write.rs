@@ -85,20 +85,15 @@ pub fn seek_end(fd: c_int, off: i64, whence: c_int) -> Option<i64> {
 
 /// ftruncate of kernel descriptor `fd` to `len` while this process holds
 /// a write lease on its file: an entry of the lease's (`Writer::truncate`),
-/// durable on return. None: the kernel's — with no lease held (a
-/// truncate alone never asks for one), and for a shrink, which gives the
-/// lease back first: a shrink under the lease was found undone (the file
-/// back at its size before it) by `tests/multiproc/stress.py`, likely by
-/// an fsync through the mount racing the lease's return (the daemon's
-/// fsync now settles first), so until more runs confirm that the daemon
-/// makes it after adopting the lease.
+/// durable on return; a shrink then gives the lease back. None: the
+/// kernel's, with no lease held (a truncate alone never asks for one).
 pub fn truncate(fd: c_int, len: i64) -> Option<c_int> {
     state::config()?;
     let len = u64::try_from(len).ok()?;
     let c = connected()?;
     let d = descriptor(fd, Dir::Write)?;
     let held = c.held_write(d.ino)?;
-    if c.written(d.ino).is_none_or(|w| len < w.size) {
+    if c.written(d.ino).is_none() {
         c.renew(&held);
         return None;
     }
