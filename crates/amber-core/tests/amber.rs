@@ -9,7 +9,8 @@ use amber_core::check::{check, CheckOptions};
 use amber_core::{Fs, FsError, MountOptions, OpenOptions};
 use amber_format::{FormatParams, PoolLayout};
 use amber_pmem::{MapOptions, MmapDevice};
-use amber_sim::SplitMix64;
+use amber_sim::{enumerate, CrashPoint, EnumConfig, OverlayDevice, RecordingDevice, SplitMix64};
+use std::sync::{Arc, Mutex};
 
 mod common;
 use common::{assert_clean, classic_params, device_of, rw, seed, stat};
@@ -80,6 +81,106 @@ fn small_overwrites_are_durable_on_return() {
     assert_eq!(fs.read("/f").unwrap(), model, "after the crash");
     let dev = device_of(fs, true);
     assert_clean(&dev);
+}
+
+/// A clean unmount writes every slice back into its file, so the next
+/// mount (a single-process start among them) finds an empty zone and
+/// builds no DRAM state for slices; the file reads the same after it.
+#[test]
+fn a_clean_unmount_empties_the_zone() {
+    let fs = mount(fresh_device(), "");
+    let (f, mut model) = four_synced_blocks(&fs);
+    let mut rng = SplitMix64::new(seed("AMBER_UNMOUNT_SEED", 11, "unmount write-back"));
+    for i in 0..500u64 {
+        let off = (rng.next_u64() % 16000) as usize;
+        let len = 1 + (rng.next_u64() % 300) as usize;
+        put(&f, &mut model, off, &vec![i as u8; len.min(16384 - off)]);
+    }
+    assert!(
+        fs.core().zone().unwrap().occupancy().1 > 0,
+        "no write went to the zone"
+    );
+    drop(f);
+    let fs = mount(device_of(fs, true), "");
+    assert_eq!(
+        fs.core().zone().unwrap().occupancy().1,
+        0,
+        "slices left after a clean unmount"
+    );
+    assert_eq!(fs.read("/f").unwrap(), model);
+    assert_clean(&device_of(fs, true));
+}
+
+/// Chunks in each of the zone's two sub-zones.
+fn chunks<D: amber_pmem::PmDevice>(fs: &Fs<D>) -> Vec<usize> {
+    let z = fs.core().zone().unwrap();
+    (0..2).map(|i| z.lock(i).chunks().len()).collect()
+}
+
+/// A clean unmount of a zone that grew writes every slice back and gives
+/// the chunks growth added back to the pool (design.md §11.5). A crash at
+/// any fence of that unmount leaves a pool whose recovery keeps the file
+/// as written (every write durable on return) and checks clean; the
+/// unmount itself leaves the zone its first four chunks a sub-zone, empty.
+#[test]
+fn an_unmount_emptying_a_grown_zone_is_crash_safe() {
+    const OPTS: &str = "policy=amber,hunter_interval=never,clock=simulated,lawn_zone=1";
+    let dev = RecordingDevice::new(POOL);
+    let params = FormatParams {
+        layout: PoolLayout::Split,
+        ..FormatParams::for_size(POOL)
+    };
+    Fs::format(&dev, &params).unwrap();
+    let (fs, _) = Fs::mount(dev, MountOptions::parse(OPTS).unwrap()).unwrap();
+    let f = rw(&fs, "/f");
+    let mut model = pattern(16384, 1);
+    f.write_at(&model, 0).unwrap();
+    f.sync_all().unwrap();
+    let mut rng = SplitMix64::new(seed("AMBER_SHRINK_SEED", 5, "grown zone"));
+    for i in 0..1500u64 {
+        let off = (rng.next_u64() % 16000) as usize;
+        let data = vec![i as u8; 128.min(16384 - off)];
+        f.write_at(&data, off as u64).unwrap();
+        model[off..off + data.len()].copy_from_slice(&data);
+    }
+    drop(f);
+    assert!(
+        chunks(&fs).iter().any(|&n| n > 4),
+        "the zone never grew: {:?}",
+        chunks(&fs)
+    );
+    let rec = Arc::clone(fs.core().device());
+    let points: Arc<Mutex<Vec<CrashPoint>>> = Arc::default();
+    let sink = Arc::clone(&points);
+    rec.set_fence_hook(Some(Box::new(move |p: &CrashPoint| {
+        sink.lock().unwrap().push(p.clone());
+    })));
+    rec.arm_fence_hook(true);
+    fs.unmount().unwrap();
+    rec.arm_fence_hook(false);
+    let points = std::mem::take(&mut *points.lock().unwrap());
+    assert!(!points.is_empty());
+    for p in &points {
+        for image in enumerate(p, &EnumConfig::default()).images {
+            let dev = OverlayDevice::from_crash(p, &image);
+            let (fs, _) = Fs::mount(dev, MountOptions::parse(OPTS).unwrap()).unwrap();
+            assert_eq!(
+                fs.read("/f").unwrap(),
+                model,
+                "after a crash in the unmount"
+            );
+            let dev = Arc::clone(fs.core().device());
+            fs.unmount().unwrap();
+            let r = check(&*dev, &CheckOptions { repair: false }).unwrap();
+            assert!(r.is_clean(), "{r}");
+        }
+    }
+    let dev = OverlayDevice::new(rec.durable_shared());
+    let (fs, rep) = Fs::mount(dev, MountOptions::parse(OPTS).unwrap()).unwrap();
+    assert!(rep.was_clean);
+    assert_eq!(chunks(&fs), vec![4, 4], "the grown chunks stayed");
+    assert_eq!(fs.core().zone().unwrap().occupancy().1, 0);
+    assert_eq!(fs.read("/f").unwrap(), model);
 }
 
 /// A zone slice may back up only a block its file's durable metadata

@@ -24,9 +24,10 @@ const POOL: u64 = 4 << 20;
 const CHECK: CheckOptions = CheckOptions { repair: false };
 const REPAIR: CheckOptions = CheckOptions { repair: true };
 /// Two sub-zones whatever the machine's CPU count, so the zone a mount
-/// keeps is the one the pool has.
-const OPTS: &str =
-    "policy=amber,amber_zone=lawn,hunter_interval=never,clock=simulated,lawn_subzones=2";
+/// keeps is the one the pool has; slices stay in it across a clean
+/// unmount (`lawn_idle_free=0`), for the tests to damage.
+const OPTS: &str = "policy=amber,amber_zone=lawn,hunter_interval=never,clock=simulated,\
+                    lawn_subzones=2,lawn_idle_free=0";
 
 /// Every file's bytes, by path.
 type Model = BTreeMap<&'static str, Vec<u8>>;

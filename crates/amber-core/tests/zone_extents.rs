@@ -28,9 +28,12 @@ fn fresh() -> MmapDevice {
     dev
 }
 
+/// `lawn_idle_free=0`: slices stay in the zone, idle or at a clean
+/// unmount, for these tests to count and damage.
 fn opts(more: &str) -> MountOptions {
     MountOptions::parse(&format!(
-        "policy=amber,amber_buffer=never,hunter_interval=never,clock=simulated,{more}"
+        "policy=amber,amber_buffer=never,hunter_interval=never,clock=simulated,\
+         lawn_idle_free=0,{more}"
     ))
     .unwrap()
 }

@@ -405,4 +405,31 @@ impl Zone {
         sub.add_chunk(chunk, self.geo.slots_per_chunk);
         Ok(true)
     }
+
+    /// Gives back the chunks growth added whose slots are all free, from
+    /// the end of each sub-zone's row down to its first `INITIAL_CHUNKS`
+    /// (a clean unmount, after every slice went back: §11.5): each table
+    /// entry cleared and durable before its blocks are free. Returns how
+    /// many went.
+    pub fn shrink<D: PmDevice>(&self, fs: Context<'_, D>) -> Result<u32> {
+        let mut dropped = 0;
+        for idx in 0..self.count() {
+            let mut sub = self.lock(idx);
+            // At most one pass per chunk: each either drops one or stops.
+            while sub.chunks().len() > INITIAL_CHUNKS as usize {
+                let n = sub.chunks().len();
+                let Some(chunk) = sub.drop_last_chunk() else {
+                    break;
+                };
+                let dev = &**fs.device();
+                let at = ZoneGeometry::table_entry(self.header, idx as u32, (n - 1) as u32);
+                dev.store_u64(at, 0);
+                dev.flush(at, 8);
+                fs.drain()?;
+                fs.blocks().free_run(chunk, self.geo.chunk_blocks as u64);
+                dropped += 1;
+            }
+        }
+        Ok(dropped)
+    }
 }

@@ -179,6 +179,34 @@ impl SubZone {
         }
     }
 
+    /// Drops the last chunk if every slot of it is free (`Zone::shrink`):
+    /// its first block, or None.
+    fn drop_last_chunk(&mut self) -> Option<u64> {
+        let &block = self.chunks.last()?;
+        let first = self.count - self.per_chunk;
+        if !(first..self.count).all(|s| self.free[(s / 64) as usize] & 1 << (s % 64) != 0) {
+            return None;
+        }
+        self.chunks.pop();
+        self.count = first;
+        self.free_count -= self.per_chunk;
+        if self.files_order.is_none() {
+            self.slots.truncate(first as usize);
+        }
+        self.free.truncate((first as usize).div_ceil(64));
+        if let Some(w) = self.free.last_mut().filter(|_| !first.is_multiple_of(64)) {
+            *w &= (1 << (first % 64)) - 1;
+        }
+        self.nonempty = vec![0; self.free.len().div_ceil(64)];
+        for wi in (0..self.free.len()).filter(|&wi| self.free[wi] != 0) {
+            self.nonempty[wi / 64] |= 1 << (wi % 64);
+        }
+        if self.cursor >= self.count {
+            self.cursor = 0;
+        }
+        Some(block)
+    }
+
     fn set_free(&mut self, s: u32) {
         let wi = (s / 64) as usize;
         let w = &mut self.free[wi];

@@ -8,7 +8,7 @@
 use amber_core::check::{check, CheckOptions, CheckReport, Severity};
 use amber_core::{Core, File, Fs, MountOptions, OpenOptions};
 use amber_format::{FormatParams, PoolLayout};
-use amber_pmem::{MapOptions, MmapDevice};
+use amber_pmem::{MapOptions, MmapDevice, PmDevice};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -82,7 +82,7 @@ pub fn assert_clean(dev: &MmapDevice) {
 }
 
 /// Opens `p` for reading and writing, creating it.
-pub fn rw(fs: &Fs<MmapDevice>, p: &str) -> File<MmapDevice> {
+pub fn rw<D: PmDevice>(fs: &Fs<D>, p: &str) -> File<D> {
     OpenOptions::new()
         .read(true)
         .write(true)

@@ -94,7 +94,7 @@ struct Stats {
     cow_writes: AtomicU64,
     /// Slices written back to make room during a write.
     evicted: AtomicU64,
-    /// Slices written back by the idle-time thread.
+    /// Slices written back by the idle-time thread, and at a clean unmount.
     idle_written_back: AtomicU64,
     /// Chunks added to sub-zones.
     growths: AtomicU64,
@@ -800,8 +800,15 @@ impl<D: PmDevice> DataPolicy<D> for Lawn {
         background::spawn(&self.shared, core);
     }
 
-    fn unmount(&self, _fs: Context<'_, D>) {
+    /// The thread stops, slices go back to their files as when idle
+    /// (every one, by default), and the chunks growth added that are left
+    /// empty go back to the pool (design.md §11.5); a failed write-back
+    /// poisons the core, and the unmount fails on it.
+    fn unmount(&self, fs: Context<'_, D>) {
         self.shared.stop();
+        let emptied = background::write_back_at_unmount(&self.shared, fs);
+        let shrunk = emptied.and_then(|()| fs.zone().map_or(Ok(0), |z| z.shrink(fs)));
+        let _ = fs.guard(shrunk);
     }
 
     /// The file is gone: its descriptors are cleared (durably, before its

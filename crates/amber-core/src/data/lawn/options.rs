@@ -123,7 +123,7 @@ pub const KNOBS: &[Knob<ZoneOptions>] = &[
         value: "PCT",
         default: "100",
         doc: "when idle, least recently written slices go back until this percent of a \
-              sub-zone is free",
+              sub-zone is free, and so at a clean unmount",
         refused: PERCENT,
         set: |o, v| store(&mut o.idle_free_pct, percent(v)),
     },
