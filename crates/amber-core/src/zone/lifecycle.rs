@@ -409,10 +409,8 @@ impl Zone {
     /// Gives back the chunks growth added whose slots are all free, from
     /// the end of each sub-zone's row down to its first `INITIAL_CHUNKS`
     /// (a clean unmount, after every slice went back: §11.5): each table
-    /// entry cleared and durable before its blocks are free. Returns how
-    /// many went.
-    pub fn shrink<D: PmDevice>(&self, fs: Context<'_, D>) -> Result<u32> {
-        let mut dropped = 0;
+    /// entry cleared and durable before its blocks are free.
+    pub fn shrink<D: PmDevice>(&self, fs: Context<'_, D>) -> Result<()> {
         for idx in 0..self.count() {
             let mut sub = self.lock(idx);
             // At most one pass per chunk: each either drops one or stops.
@@ -427,9 +425,8 @@ impl Zone {
                 dev.flush(at, 8);
                 fs.drain()?;
                 fs.blocks().free_run(chunk, self.geo.chunk_blocks as u64);
-                dropped += 1;
             }
         }
-        Ok(dropped)
+        Ok(())
     }
 }

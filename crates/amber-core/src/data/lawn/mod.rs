@@ -807,7 +807,7 @@ impl<D: PmDevice> DataPolicy<D> for Lawn {
     fn unmount(&self, fs: Context<'_, D>) {
         self.shared.stop();
         let emptied = background::write_back_at_unmount(&self.shared, fs);
-        let shrunk = emptied.and_then(|()| fs.zone().map_or(Ok(0), |z| z.shrink(fs)));
+        let shrunk = emptied.and_then(|()| fs.zone().map_or(Ok(()), |z| z.shrink(fs)));
         let _ = fs.guard(shrunk);
     }
 
