@@ -176,6 +176,14 @@ impl Settled {
 /// would move a mapped block). Read and map leases share a file: a
 /// mapping's stores and the daemon's in-place writes reach the blocks
 /// readers read.
+impl FileLeases {
+    /// A grant of `kind` that was being prepared is answered.
+    fn stop_granting(&mut self, kind: Kind) {
+        self.granting -= 1;
+        self.granting_writes -= u32::from(kind.changes());
+    }
+}
+
 fn conflicts(f: &FileLeases, kind: Kind) -> bool {
     match kind {
         Kind::Write => !f.holders.is_empty(),
@@ -358,8 +366,6 @@ impl Leases {
         let mut st = self.state.lock();
         let mapped = kind == Kind::Write && st.mappers.maps(ino);
         let f = st.files.entry(ino).or_default();
-        f.granting -= 1;
-        f.granting_writes -= u32::from(kind.changes());
         let spoiled = kind.changes() && std::mem::take(&mut f.spoiled);
         let why = if mapped {
             Some(Refusal::Mapped)
@@ -368,15 +374,14 @@ impl Leases {
         } else {
             prepared.is_none().then_some(Refusal::Unleasable)
         };
+        // A refused grant whose blocks are still out stays granting until
+        // they go back (`give_back_unsent`): a change of the file waits.
+        if prepared.is_none() || why.is_none() {
+            f.stop_granting(kind);
+        }
         let (msg, unused) = match (prepared, why) {
             (Some(p), None) => (self.register(&mut st, peer.id, (seq, ino), p), None),
-            (Some(p), Some(why)) => {
-                // Still granting until what was prepared goes back: a
-                // change of the file waits for it (`give_back_unsent`).
-                f.granting += 1;
-                f.granting_writes += u32::from(kind.changes());
-                (Msg::Refused { seq, ino, why }, Some(p))
-            }
+            (Some(p), Some(why)) => (Msg::Refused { seq, ino, why }, Some(p)),
             (None, why) => {
                 forget_if_idle(&mut st, ino);
                 self.changed.notify_all();
@@ -415,9 +420,7 @@ impl Leases {
             Prepared::Map(id, ..) => self.owner.unmap(ino, id),
         }
         let mut st = self.state.lock();
-        let f = st.files.entry(ino).or_default();
-        f.granting -= 1;
-        f.granting_writes -= u32::from(kind.changes());
+        st.files.entry(ino).or_default().stop_granting(kind);
         forget_if_idle(&mut st, ino);
         self.changed.notify_all();
     }
